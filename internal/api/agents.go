@@ -1,0 +1,461 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// strictUnmarshal decodes raw into v rejecting unknown fields.
+func strictUnmarshal(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// validateAdapter checks an adapter type and its config, returning the
+// normalized config JSON.
+func validateAdapter(typ string, raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, Errorf(http.StatusBadRequest, "adapterConfig is required")
+	}
+	switch typ {
+	case "process":
+		var c domain.ProcessAdapterConfig
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, Errorf(http.StatusBadRequest, "invalid adapterConfig for process: %s", jsonErrorText(err))
+		}
+		if strings.TrimSpace(c.Command) == "" {
+			return nil, Errorf(http.StatusBadRequest, "adapterConfig.command is required for the process adapter")
+		}
+		if c.TimeoutSec < 0 || c.TimeoutSec > 86400 {
+			return nil, Errorf(http.StatusBadRequest, "adapterConfig.timeoutSec must be between 0 and 86400")
+		}
+		for k := range c.Env {
+			if strings.HasPrefix(k, "PAPERCLIP_") {
+				return nil, Errorf(http.StatusBadRequest, "adapterConfig.env may not set %s (PAPERCLIP_* variables are set per run)", k)
+			}
+		}
+		return json.Marshal(c)
+	case "http":
+		var c domain.HTTPAdapterConfig
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, Errorf(http.StatusBadRequest, "invalid adapterConfig for http: %s", jsonErrorText(err))
+		}
+		u, err := url.Parse(c.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, Errorf(http.StatusBadRequest, "adapterConfig.url must be an http(s) URL")
+		}
+		return json.Marshal(c)
+	}
+	return nil, Errorf(http.StatusBadRequest, "adapterType must be process or http")
+}
+
+// validatePermissions checks trust settings and that boundary references
+// belong to the company.
+func (s *Server) validatePermissions(ctx context.Context, q db.Querier, companyID string, p *domain.AgentPermissions) error {
+	if p.TrustPreset == "" {
+		p.TrustPreset = domain.TrustStandard
+	}
+	if p.TrustPreset != domain.TrustStandard && p.TrustPreset != domain.TrustLowTrustReview {
+		return Errorf(http.StatusBadRequest, "permissions.trustPreset must be standard or low_trust_review")
+	}
+	b := p.Boundary()
+	if b == nil {
+		return nil
+	}
+	if b.CompanyID != "" && b.CompanyID != companyID {
+		return Errorf(http.StatusBadRequest, "trustBoundary.companyId must be the agent's company")
+	}
+	for _, pid := range b.ProjectIDs {
+		if !store.ValidID(pid) {
+			return Errorf(http.StatusBadRequest, "trustBoundary.projectIds: invalid id")
+		}
+		pr, err := s.Store.GetProject(ctx, q, pid)
+		if err != nil || pr.CompanyID != companyID {
+			return Errorf(http.StatusBadRequest, "trustBoundary.projectIds: project %s not found in this company", pid)
+		}
+	}
+	if b.RootIssueID != "" {
+		if !store.ValidID(b.RootIssueID) {
+			return Errorf(http.StatusBadRequest, "trustBoundary.rootIssueId: invalid id")
+		}
+		is, err := s.Store.GetIssue(ctx, q, b.RootIssueID)
+		if err != nil || is.CompanyID != companyID {
+			return Errorf(http.StatusBadRequest, "trustBoundary.rootIssueId: task not found in this company")
+		}
+	}
+	return nil
+}
+
+func (s *Server) checkEnvironment(ctx context.Context, q db.Querier, companyID, envID string) error {
+	if envID == "" {
+		return nil
+	}
+	if !store.ValidID(envID) {
+		return Errorf(http.StatusBadRequest, "invalid environmentId: must be a UUID")
+	}
+	e, err := s.Store.GetEnvironment(ctx, q, envID)
+	if err != nil || e.CompanyID != companyID {
+		return Errorf(http.StatusBadRequest, "environmentId: environment not found in this company")
+	}
+	return nil
+}
+
+type agentInput struct {
+	Name               *string                  `json:"name"`
+	Status             *string                  `json:"status"`
+	AdapterType        *string                  `json:"adapterType"`
+	AdapterConfig      json.RawMessage          `json:"adapterConfig"`
+	Permissions        *domain.AgentPermissions `json:"permissions"`
+	BudgetMonthlyCents *int64                   `json:"budgetMonthlyCents"`
+	SpentMonthlyCents  *int64                   `json:"spentMonthlyCents"`
+	EnvironmentID      *string                  `json:"environmentId"`
+}
+
+// apply validates in and writes it onto a (create when isNew).
+func (s *Server) applyAgentInput(ctx context.Context, q db.Querier, a *domain.Agent, in agentInput, isNew bool) error {
+	if in.Name != nil || isNew {
+		name, err := validName("name", deref(in.Name), 200)
+		if err != nil {
+			return err
+		}
+		a.Name = name
+	}
+	if in.Status != nil {
+		if !slices.Contains([]string{domain.AgentActive, domain.AgentPaused, domain.AgentTerminated, domain.AgentPendingApproval}, *in.Status) {
+			return Errorf(http.StatusBadRequest, "status must be active, paused, terminated or pending_approval")
+		}
+		if a.Status == domain.AgentTerminated && *in.Status != domain.AgentTerminated {
+			return Errorf(http.StatusConflict, "a terminated agent cannot be reactivated")
+		}
+		a.Status = *in.Status
+	}
+	if in.AdapterType != nil || in.AdapterConfig != nil || isNew {
+		typ := a.AdapterType
+		if in.AdapterType != nil {
+			typ = *in.AdapterType
+		}
+		raw := in.AdapterConfig
+		if raw == nil {
+			raw = a.AdapterConfig
+		}
+		cfg, err := validateAdapter(typ, raw)
+		if err != nil {
+			return err
+		}
+		a.AdapterType, a.AdapterConfig = typ, cfg
+	}
+	if in.Permissions != nil {
+		if err := s.validatePermissions(ctx, q, a.CompanyID, in.Permissions); err != nil {
+			return err
+		}
+		a.Permissions = *in.Permissions
+	}
+	if in.BudgetMonthlyCents != nil {
+		if *in.BudgetMonthlyCents < 0 {
+			return Errorf(http.StatusBadRequest, "budgetMonthlyCents must be zero (unlimited) or positive")
+		}
+		a.BudgetMonthlyCents = *in.BudgetMonthlyCents
+	}
+	if in.SpentMonthlyCents != nil {
+		if *in.SpentMonthlyCents < 0 {
+			return Errorf(http.StatusBadRequest, "spentMonthlyCents must not be negative")
+		}
+		a.SpentMonthlyCents = *in.SpentMonthlyCents
+		a.SpendPeriod = s.Store.Now().Format("2006-01")
+	}
+	if in.EnvironmentID != nil {
+		if err := s.checkEnvironment(ctx, q, a.CompanyID, *in.EnvironmentID); err != nil {
+			return err
+		}
+		a.EnvironmentID = *in.EnvironmentID
+	}
+	return nil
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
+	a := actor(r)
+	if err := authz.RequireBoard(a); err != nil {
+		return err
+	}
+	companyID, acc, err := s.companyAccess(r, true)
+	if err != nil {
+		return err
+	}
+	if err := authz.RequireRole(acc, domain.RoleOwner, domain.RoleAdmin, domain.RoleMember); err != nil {
+		return err
+	}
+	var in agentInput
+	if err := s.decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	if in.AdapterType == nil {
+		return Errorf(http.StatusBadRequest, "adapterType is required (process or http)")
+	}
+	agent := domain.Agent{CompanyID: companyID, Status: domain.AgentActive, Permissions: domain.AgentPermissions{TrustPreset: domain.TrustStandard}}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := s.applyAgentInput(r.Context(), tx, &agent, in, true); err != nil {
+			return err
+		}
+		if err := s.Store.CreateAgent(r.Context(), tx, &agent); err != nil {
+			return err
+		}
+		return s.Audit(r.Context(), tx, a, companyID, "agent.created", "agent", agent.ID, map[string]string{"name": agent.Name})
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, agent)
+	return nil
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
+	companyID, _, err := s.companyAccess(r, false)
+	if err != nil {
+		return err
+	}
+	out, err := s.Store.ListAgents(r.Context(), s.Store.DB, companyID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// loadAgent reads the path's agent and checks company access.
+func (s *Server) loadAgent(r *http.Request, q db.Querier, write bool) (domain.Agent, authz.Access, error) {
+	id, err := pathID(r, "agentId")
+	if err != nil {
+		return domain.Agent{}, authz.Access{}, err
+	}
+	agent, err := s.Store.GetAgent(r.Context(), q, id)
+	if err != nil {
+		return agent, authz.Access{}, err
+	}
+	acc, err := s.Authz.CompanyAccess(r.Context(), q, actor(r), agent.CompanyID, write)
+	return agent, acc, err
+}
+
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) error {
+	agent, _, err := s.loadAgent(r, s.Store.DB, false)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, agent)
+	return nil
+}
+
+func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request) error {
+	a := actor(r)
+	if err := authz.RequireBoard(a); err != nil {
+		return err
+	}
+	var in agentInput
+	if err := s.decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	var agent domain.Agent
+	err := s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		var acc authz.Access
+		var err error
+		if agent, acc, err = s.loadAgent(r, tx, true); err != nil {
+			return err
+		}
+		if err := authz.RequireRole(acc, domain.RoleOwner, domain.RoleAdmin, domain.RoleMember); err != nil {
+			return err
+		}
+		if err := s.applyAgentInput(r.Context(), tx, &agent, in, false); err != nil {
+			return err
+		}
+		if err := s.Store.UpdateAgent(r.Context(), tx, &agent); err != nil {
+			return err
+		}
+		return s.Audit(r.Context(), tx, a, agent.CompanyID, "agent.updated", "agent", agent.ID, map[string]any{"status": agent.Status})
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, agent)
+	return nil
+}
+
+func (s *Server) wakeup(w http.ResponseWriter, r *http.Request) error {
+	a := actor(r)
+	if err := authz.RequireBoard(a); err != nil {
+		return err
+	}
+	var body struct {
+		Reason         string          `json:"reason"`
+		IssueID        string          `json:"issueId"`
+		IdempotencyKey string          `json:"idempotencyKey"`
+		Payload        json.RawMessage `json:"payload"`
+	}
+	if err := s.decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	reason, err := validName("reason", body.Reason, 200)
+	if err != nil {
+		return err
+	}
+	if len(body.IdempotencyKey) > 255 {
+		return Errorf(http.StatusBadRequest, "idempotencyKey must be at most 255 characters")
+	}
+	if body.IssueID != "" && !store.ValidID(body.IssueID) {
+		return Errorf(http.StatusBadRequest, "invalid issueId: must be a UUID")
+	}
+	agent, _, err := s.loadAgent(r, s.Store.DB, true)
+	if err != nil {
+		return err
+	}
+	if body.IssueID != "" {
+		is, err := s.Store.GetIssue(r.Context(), s.Store.DB, body.IssueID)
+		if err != nil || is.CompanyID != agent.CompanyID {
+			return Errorf(http.StatusBadRequest, "issueId: task not found in the agent's company")
+		}
+	}
+	run, _, err := s.Heartbeat.Wakeup(r.Context(), agent.ID, heartbeat.WakeRequest{Source: "api", Reason: reason,
+		IdempotencyKey: body.IdempotencyKey, IssueID: body.IssueID, Payload: body.Payload,
+		RequestedByKind: a.Kind, RequestedByID: a.ID()})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, run)
+	return nil
+}
+
+func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
+	a := actor(r)
+	if err := authz.RequireBoard(a); err != nil {
+		return err
+	}
+	companyID, _, err := s.companyAccess(r, true)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Name      string                   `json:"name"`
+		Workspace *domain.ProjectWorkspace `json:"workspace"`
+	}
+	if err := s.decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	name, err := validName("name", body.Name, 200)
+	if err != nil {
+		return err
+	}
+	if ws := body.Workspace; ws != nil {
+		switch ws.Strategy {
+		case "git_worktree", "local_path":
+		default:
+			return Errorf(http.StatusBadRequest, "workspace.strategy must be git_worktree or local_path")
+		}
+		if ws.Strategy == "local_path" && !strings.HasPrefix(ws.Path, "/") {
+			return Errorf(http.StatusBadRequest, "workspace.path must be an absolute path for local_path")
+		}
+	}
+	p := domain.Project{CompanyID: companyID, Name: name, Workspace: body.Workspace}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := s.Store.CreateProject(r.Context(), tx, &p); err != nil {
+			return err
+		}
+		return s.Audit(r.Context(), tx, a, companyID, "project.created", "project", p.ID, map[string]string{"name": name})
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, p)
+	return nil
+}
+
+func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
+	companyID, _, err := s.companyAccess(r, false)
+	if err != nil {
+		return err
+	}
+	out, err := s.Store.ListProjects(r.Context(), s.Store.DB, companyID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error {
+	a := actor(r)
+	if err := authz.RequireBoard(a); err != nil {
+		return err
+	}
+	companyID, _, err := s.companyAccess(r, true)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Name     string `json:"name"`
+		Driver   string `json:"driver"`
+		Provider string `json:"provider"`
+		Status   string `json:"status"`
+	}
+	if err := s.decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	name, err := validName("name", body.Name, 200)
+	if err != nil {
+		return err
+	}
+	if body.Driver != "local" && body.Driver != "sandbox" {
+		return Errorf(http.StatusBadRequest, "driver must be local or sandbox")
+	}
+	if body.Driver == "sandbox" && body.Provider == "" {
+		body.Provider = "bubblewrap"
+	}
+	if body.Provider != "" && body.Provider != "bubblewrap" {
+		return Errorf(http.StatusBadRequest, "provider must be bubblewrap")
+	}
+	if body.Status != "" && !slices.Contains([]string{"active", "inactive", "error"}, body.Status) {
+		return Errorf(http.StatusBadRequest, "status must be active, inactive or error")
+	}
+	e := domain.Environment{CompanyID: companyID, Name: name, Driver: body.Driver, Provider: body.Provider, Status: body.Status}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := s.Store.CreateEnvironment(r.Context(), tx, &e); err != nil {
+			return err
+		}
+		return s.Audit(r.Context(), tx, a, companyID, "environment.created", "environment", e.ID, map[string]string{"driver": e.Driver})
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, e)
+	return nil
+}
+
+func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error {
+	companyID, _, err := s.companyAccess(r, false)
+	if err != nil {
+		return err
+	}
+	out, err := s.Store.ListEnvironments(r.Context(), s.Store.DB, companyID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,205 @@
+// Package api is the control plane's JSON HTTP API under /api: strict
+// decoding, bounded bodies, uniform error bodies, request ids in logs, and
+// authentication into an authz.Actor on every request.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/buildinfo"
+	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/metrics"
+	"github.com/paperclipai/paperclipai/internal/policy"
+	"github.com/paperclipai/paperclipai/internal/store"
+	"github.com/paperclipai/paperclipai/internal/vault"
+)
+
+// Deps are the services the API calls.
+type Deps struct {
+	Config    config.Config
+	Store     *store.Store
+	Authz     *authz.Service
+	Policy    *policy.Service
+	Heartbeat *heartbeat.Service
+	Vault     *vault.Vault
+	Metrics   *metrics.Metrics
+	Logger    *slog.Logger
+}
+
+// Server serves the API.
+type Server struct {
+	Deps
+	cfg config.Config
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// New builds the API server and its routes.
+func New(d Deps) *Server {
+	s := &Server{Deps: d, cfg: d.Config, log: d.Logger, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.routes()
+	return s
+}
+
+// Handle registers an extra authenticated route (used by later packages
+// such as the email channel) on the API mux.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// HandleFunc registers an authenticated handler that returns an error,
+// which is written with the API's error mapping.
+func (s *Server) HandleFunc(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// Handler returns the full HTTP handler with middleware.
+func (s *Server) Handler() http.Handler {
+	return s.middleware(s.mux)
+}
+
+type ridKey struct{}
+
+func requestID(r *http.Request) string {
+	if v, ok := r.Context().Value(ridKey{}).(string); ok {
+		return v
+	}
+	return ""
+}
+
+func newRequestID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// middleware assigns a request id, recovers panics, authenticates, and
+// records logs and metrics.
+func (s *Server) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rid := newRequestID()
+		w.Header().Set("X-Request-Id", rid)
+		r = r.WithContext(context.WithValue(r.Context(), ridKey{}, rid))
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("panic in handler", "requestId", rid, "path", r.URL.Path, "panic", p)
+				if rec.status == 0 {
+					s.writeError(rec, r, errors.New("panic"))
+				}
+			}
+			route := r.Pattern
+			if route == "" {
+				route = "unmatched"
+			}
+			d := time.Since(start)
+			if s.Metrics != nil {
+				s.Metrics.HTTPRequests.WithLabelValues(route, r.Method, http.StatusText(rec.status)).Inc()
+				s.Metrics.HTTPDuration.WithLabelValues(route).Observe(d.Seconds())
+			}
+			s.log.Log(r.Context(), logLevel(rec.status), "http request", "requestId", rid, "method", r.Method,
+				"route", route, "status", rec.status, "durationMs", d.Milliseconds())
+		}()
+		if strings.HasPrefix(r.URL.Path, "/api/") && r.URL.Path != "/api/health" {
+			actor, err := s.authenticate(r)
+			if err != nil {
+				s.writeError(rec, r, err)
+				return
+			}
+			r = r.WithContext(authz.WithActor(r.Context(), actor))
+		}
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// authenticate resolves the request's credential into an actor.
+func (s *Server) authenticate(r *http.Request) (authz.Actor, error) {
+	return Authenticate(r, s.Store, s.Heartbeat, s.cfg.DeploymentMode)
+}
+
+// Authenticate resolves a request's credential into an actor: a run token
+// (pcr_…) is an agent acting in its run; a board key (pcb_…) is its user; no
+// credential is the local board in local_trusted mode (from loopback only).
+func Authenticate(r *http.Request, st *store.Store, hb *heartbeat.Service, mode string) (authz.Actor, error) {
+	ctx := r.Context()
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		if mode == config.ModeLocalTrusted && isLoopbackRemote(r.RemoteAddr) {
+			u, err := st.GetUserByEmail(ctx, st.DB, store.LocalBoardEmail)
+			if err != nil {
+				return authz.Actor{}, err
+			}
+			return authz.Actor{Kind: authz.KindBoard, UserID: u.ID, IsInstanceAdmin: true, LocalBoard: true}, nil
+		}
+		return authz.Actor{}, authz.ErrUnauthenticated
+	}
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || token == "" {
+		return authz.Actor{}, authz.ErrUnauthenticated
+	}
+	switch {
+	case strings.HasPrefix(token, "pcr_") && hb != nil:
+		run, agent, err := hb.AuthenticateToken(ctx, token)
+		if err != nil {
+			return authz.Actor{}, authz.ErrUnauthenticated
+		}
+		return authz.Actor{Kind: authz.KindAgent, Agent: &agent, Run: &run,
+			RunHeaderMatches: r.Header.Get("X-Paperclip-Run-Id") == run.ID}, nil
+	case strings.HasPrefix(token, "pcb_"):
+		k, err := st.LookupBoardKey(ctx, st.DB, store.HashToken(token))
+		if err != nil {
+			return authz.Actor{}, authz.ErrUnauthenticated
+		}
+		u, err := st.GetUser(ctx, st.DB, k.UserID)
+		if err != nil {
+			return authz.Actor{}, authz.ErrUnauthenticated
+		}
+		return authz.Actor{Kind: authz.KindBoard, UserID: u.ID, IsInstanceAdmin: u.IsInstanceAdmin, KeyCompanyID: k.CompanyID}, nil
+	}
+	return authz.Actor{}, authz.ErrUnauthenticated
+}
+
+func isLoopbackRemote(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// actor returns the authenticated actor of the request.
+func actor(r *http.Request) authz.Actor {
+	a, _ := authz.FromContext(r.Context())
+	return a
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.Store.DB.PingContext(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": string(s.Store.DB.Dialect), "version": buildinfo.Version})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "database": string(s.Store.DB.Dialect), "version": buildinfo.Version})
+	return nil
+}

@@ -1,0 +1,471 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+var issueStatuses = []string{domain.IssueBacklog, domain.IssueTodo, domain.IssueInProgress, domain.IssueInReview,
+	domain.IssueBlocked, domain.IssueDone, domain.IssueCancelled}
+
+var issuePriorities = []string{"critical", "high", "medium", "low"}
+
+type issueInput struct {
+	Title           *string `json:"title"`
+	Description     *string `json:"description"`
+	Status          *string `json:"status"`
+	Priority        *string `json:"priority"`
+	AssigneeAgentID *string `json:"assigneeAgentId"`
+	ProjectID       *string `json:"projectId"`
+	ParentID        *string `json:"parentId"`
+}
+
+// applyIssueInput validates in and writes it onto i.
+func (s *Server) applyIssueInput(ctx context.Context, q db.Querier, i *domain.Issue, in issueInput, isNew bool) error {
+	if in.Title != nil || isNew {
+		t, err := validName("title", deref(in.Title), 500)
+		if err != nil {
+			return err
+		}
+		i.Title = t
+	}
+	if in.Description != nil {
+		if len(*in.Description) > 100_000 {
+			return Errorf(http.StatusBadRequest, "description must be at most 100000 bytes")
+		}
+		i.Description = *in.Description
+	}
+	if in.Status != nil {
+		if !slices.Contains(issueStatuses, *in.Status) {
+			return Errorf(http.StatusBadRequest, "status must be one of %s", strings.Join(issueStatuses, ", "))
+		}
+		i.Status = *in.Status
+	}
+	if in.Priority != nil {
+		if !slices.Contains(issuePriorities, *in.Priority) {
+			return Errorf(http.StatusBadRequest, "priority must be one of %s", strings.Join(issuePriorities, ", "))
+		}
+		i.Priority = *in.Priority
+	}
+	if in.AssigneeAgentID != nil {
+		if v := *in.AssigneeAgentID; v != "" {
+			if !store.ValidID(v) {
+				return Errorf(http.StatusBadRequest, "invalid assigneeAgentId: must be a UUID")
+			}
+			ag, err := s.Store.GetAgent(ctx, q, v)
+			if err != nil || ag.CompanyID != i.CompanyID {
+				return Errorf(http.StatusBadRequest, "assigneeAgentId: agent not found in this company")
+			}
+		}
+		i.AssigneeAgentID = *in.AssigneeAgentID
+	}
+	if in.ProjectID != nil {
+		if v := *in.ProjectID; v != "" {
+			if !store.ValidID(v) {
+				return Errorf(http.StatusBadRequest, "invalid projectId: must be a UUID")
+			}
+			p, err := s.Store.GetProject(ctx, q, v)
+			if err != nil || p.CompanyID != i.CompanyID {
+				return Errorf(http.StatusBadRequest, "projectId: project not found in this company")
+			}
+		}
+		i.ProjectID = *in.ProjectID
+	}
+	if in.ParentID != nil {
+		if v := *in.ParentID; v != "" {
+			if !store.ValidID(v) {
+				return Errorf(http.StatusBadRequest, "invalid parentId: must be a UUID")
+			}
+			if v == i.ID {
+				return Errorf(http.StatusBadRequest, "parentId: a task cannot be its own parent")
+			}
+			p, err := s.Store.GetIssue(ctx, q, v)
+			if err != nil || p.CompanyID != i.CompanyID {
+				return Errorf(http.StatusBadRequest, "parentId: task not found in this company")
+			}
+			if i.ID != "" {
+				anc, err := s.Store.IssueAncestors(ctx, q, v)
+				if err != nil {
+					return err
+				}
+				if slices.Contains(anc, i.ID) {
+					return Errorf(http.StatusBadRequest, "parentId: would create a cycle")
+				}
+			}
+		}
+		i.ParentID = *in.ParentID
+	}
+	return nil
+}
+
+func (s *Server) createIssue(w http.ResponseWriter, r *http.Request) error {
+	a := actor(r)
+	companyID, _, err := s.companyAccess(r, true)
+	if err != nil {
+		return err
+	}
+	var in issueInput
+	if err := s.decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	issue := domain.Issue{CompanyID: companyID, Status: domain.IssueTodo, Priority: "medium"}
+	if a.Kind == authz.KindAgent {
+		issue.CreatedByAgentID = a.AgentID()
+	} else {
+		issue.CreatedByUserID = a.UserID
+	}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := s.applyIssueInput(r.Context(), tx, &issue, in, true); err != nil {
+			return err
+		}
+		if a.Kind == authz.KindAgent {
+			// Agents create only subtasks of a task they own.
+			if issue.ParentID == "" {
+				return Errorf(http.StatusForbidden, "agents may only create subtasks (parentId) of their assigned task")
+			}
+			parent, err := s.Store.GetIssue(r.Context(), tx, issue.ParentID)
+			if err != nil {
+				return err
+			}
+			if err := s.Authz.CanWriteIssue(r.Context(), tx, a, parent); err != nil {
+				return err
+			}
+		}
+		if _, err := s.Store.CreateIssue(r.Context(), tx, &issue); err != nil {
+			return err
+		}
+		return s.Audit(r.Context(), tx, a, companyID, "issue.created", "issue", issue.ID, map[string]string{"title": issue.Title})
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, issue)
+	return nil
+}
+
+func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
+	a := actor(r)
+	companyID, _, err := s.companyAccess(r, false)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := store.IssueFilter{Status: q.Get("status"), OriginKind: q.Get("originKind")}
+	if f.AssigneeAgentID, err = queryID(r, "assigneeAgentId"); err != nil {
+		return err
+	}
+	if f.ParentID, err = queryID(r, "parentId"); err != nil {
+		return err
+	}
+	if f.Status != "" && !slices.Contains(issueStatuses, f.Status) {
+		return Errorf(http.StatusBadRequest, "status must be one of %s", strings.Join(issueStatuses, ", "))
+	}
+	out, err := s.Store.ListIssues(r.Context(), s.Store.DB, companyID, f)
+	if err != nil {
+		return err
+	}
+	if a.Kind == authz.KindAgent {
+		visible := out[:0]
+		for _, is := range out {
+			if s.Authz.CanReadIssue(r.Context(), s.Store.DB, a, is) == nil {
+				visible = append(visible, is)
+			}
+		}
+		out = visible
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// loadIssue reads the path's task and checks read or write authority.
+func (s *Server) loadIssue(r *http.Request, q db.Querier, write bool) (domain.Issue, error) {
+	id, err := pathID(r, "issueId")
+	if err != nil {
+		return domain.Issue{}, err
+	}
+	issue, err := s.Store.GetIssue(r.Context(), q, id)
+	if err != nil {
+		return issue, err
+	}
+	if write {
+		return issue, s.Authz.CanWriteIssue(r.Context(), q, actor(r), issue)
+	}
+	return issue, s.Authz.CanReadIssue(r.Context(), q, actor(r), issue)
+}
+
+func (s *Server) getIssue(w http.ResponseWriter, r *http.Request) error {
+	issue, err := s.loadIssue(r, s.Store.DB, false)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, issue)
+	return nil
+}
+
+func (s *Server) patchIssue(w http.ResponseWriter, r *http.Request) error {
+	a := actor(r)
+	var in issueInput
+	if err := s.decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	if a.Kind == authz.KindAgent && (in.AssigneeAgentID != nil || in.ProjectID != nil || in.ParentID != nil) {
+		return Errorf(http.StatusForbidden, "agents may not reassign or move tasks")
+	}
+	var issue domain.Issue
+	err := s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		var err error
+		if issue, err = s.loadIssue(r, tx, true); err != nil {
+			return err
+		}
+		before := issue.Status
+		if err := s.applyIssueInput(r.Context(), tx, &issue, in, false); err != nil {
+			return err
+		}
+		if err := s.Store.UpdateIssue(r.Context(), tx, &issue); err != nil {
+			return err
+		}
+		return s.Audit(r.Context(), tx, a, issue.CompanyID, "issue.updated", "issue", issue.ID,
+			map[string]string{"statusBefore": before, "status": issue.Status})
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, issue)
+	return nil
+}
+
+func (s *Server) listComments(w http.ResponseWriter, r *http.Request) error {
+	issue, err := s.loadIssue(r, s.Store.DB, false)
+	if err != nil {
+		return err
+	}
+	out, err := s.Store.ListComments(r.Context(), s.Store.DB, issue.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
+	a := actor(r)
+	var body struct {
+		Body string `json:"body"`
+	}
+	if err := s.decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	if strings.TrimSpace(body.Body) == "" {
+		return Errorf(http.StatusBadRequest, "body is required")
+	}
+	if len(body.Body) > 100_000 {
+		return Errorf(http.StatusBadRequest, "body must be at most 100000 bytes")
+	}
+	var c domain.Comment
+	err := s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		issue, err := s.loadIssue(r, tx, true)
+		if err != nil {
+			return err
+		}
+		c = domain.Comment{CompanyID: issue.CompanyID, IssueID: issue.ID, Body: body.Body}
+		if a.Kind == authz.KindAgent {
+			c.AuthorKind, c.AuthorAgentID, c.RunID = "agent", a.AgentID(), a.RunID()
+		} else {
+			c.AuthorKind, c.AuthorUserID = "user", a.UserID
+		}
+		if err := s.Store.CreateComment(r.Context(), tx, &c); err != nil {
+			return err
+		}
+		return s.Audit(r.Context(), tx, a, issue.CompanyID, "issue.comment_added", "comment", c.ID, map[string]string{"issueId": issue.ID})
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, c)
+	return nil
+}
+
+func (s *Server) listAttachments(w http.ResponseWriter, r *http.Request) error {
+	issue, err := s.loadIssue(r, s.Store.DB, false)
+	if err != nil {
+		return err
+	}
+	out, err := s.Store.ListAttachments(r.Context(), s.Store.DB, issue.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// sanitizeFilename keeps a safe base name: no path separators, control
+// characters or leading dots, at most 200 bytes.
+func sanitizeFilename(name string) string {
+	name = filepath.Base(strings.ReplaceAll(name, "\\", "/"))
+	name = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '/' || r == '"' {
+			return -1
+		}
+		return r
+	}, name)
+	name = strings.TrimLeft(strings.TrimSpace(name), ".")
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	if name == "" {
+		name = "attachment"
+	}
+	return name
+}
+
+// AttachmentPath is where content with the given sha256 lives on disk.
+func AttachmentPath(dir, sha string) string { return filepath.Join(dir, sha[:2], sha) }
+
+// StoreAttachmentBytes streams r into the content-addressed store, enforcing
+// max, and returns the sha256 and size. Identical content is stored once.
+func StoreAttachmentBytes(dir string, r io.Reader, max int64) (sha string, size int64, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", 0, fmt.Errorf("store attachment: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".upload-*")
+	if err != nil {
+		return "", 0, fmt.Errorf("store attachment: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, max+1))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("store attachment: %w", err)
+	}
+	if n > max {
+		return "", n, Errorf(http.StatusRequestEntityTooLarge, "attachment exceeds %d bytes", max)
+	}
+	sha = hex.EncodeToString(h.Sum(nil))
+	final := AttachmentPath(dir, sha)
+	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
+		return "", 0, fmt.Errorf("store attachment: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return "", 0, fmt.Errorf("store attachment: %w", err)
+	}
+	return sha, n, nil
+}
+
+func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request) error {
+	a := actor(r)
+	issue, err := s.loadIssue(r, s.Store.DB, true)
+	if err != nil {
+		return err
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.AttachmentMaxBytes+64<<10)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return Errorf(http.StatusBadRequest, "attachments are uploaded as multipart/form-data with a \"file\" part")
+	}
+	var part interface {
+		io.Reader
+		FileName() string
+		FormName() string
+	}
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return Errorf(http.StatusRequestEntityTooLarge, "attachment exceeds %d bytes", s.cfg.AttachmentMaxBytes)
+			}
+			return Errorf(http.StatusBadRequest, "malformed multipart body")
+		}
+		if p.FormName() == "file" {
+			part = p
+			ct, _, _ := mime.ParseMediaType(p.Header.Get("Content-Type"))
+			if ct == "" {
+				ct = "application/octet-stream"
+			}
+			if !slices.Contains(s.cfg.AllowedAttachments, strings.ToLower(ct)) {
+				return Errorf(http.StatusUnsupportedMediaType, "content type %q is not allowed for attachments", ct)
+			}
+			sha, size, err := StoreAttachmentBytes(s.cfg.AttachmentsDir(), part, s.cfg.AttachmentMaxBytes)
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					return Errorf(http.StatusRequestEntityTooLarge, "attachment exceeds %d bytes", s.cfg.AttachmentMaxBytes)
+				}
+				return err
+			}
+			att := domain.Attachment{CompanyID: issue.CompanyID, IssueID: issue.ID, Filename: sanitizeFilename(part.FileName()),
+				ContentType: strings.ToLower(ct), SizeBytes: size, SHA256: sha}
+			if a.Kind == authz.KindAgent {
+				att.CreatedByAgentID = a.AgentID()
+			} else {
+				att.CreatedByUserID = a.UserID
+			}
+			err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+				if err := s.Store.CreateAttachment(r.Context(), tx, &att); err != nil {
+					return err
+				}
+				return s.Audit(r.Context(), tx, a, issue.CompanyID, "issue.attachment_added", "attachment", att.ID,
+					map[string]any{"issueId": issue.ID, "sizeBytes": size, "sha256": sha})
+			})
+			if err != nil {
+				return err
+			}
+			writeJSON(w, http.StatusCreated, att)
+			return nil
+		}
+	}
+	return Errorf(http.StatusBadRequest, "multipart body has no \"file\" part")
+}
+
+func (s *Server) downloadAttachment(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "attachmentId")
+	if err != nil {
+		return err
+	}
+	att, err := s.Store.GetAttachment(r.Context(), s.Store.DB, id)
+	if err != nil {
+		return err
+	}
+	issue, err := s.Store.GetIssue(r.Context(), s.Store.DB, att.IssueID)
+	if err != nil {
+		return err
+	}
+	if err := s.Authz.CanReadIssue(r.Context(), s.Store.DB, actor(r), issue); err != nil {
+		return err
+	}
+	f, err := os.Open(AttachmentPath(s.cfg.AttachmentsDir(), att.SHA256))
+	if err != nil {
+		return fmt.Errorf("open attachment: %w", err)
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", att.ContentType)
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": att.Filename}))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "sandbox")
+	w.Header().Set("Content-Length", fmt.Sprint(att.SizeBytes))
+	_, _ = io.Copy(w, f)
+	return nil
+}

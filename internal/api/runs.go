@@ -1,0 +1,325 @@
+package api
+
+import (
+	"database/sql"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
+	a := actor(r)
+	companyID, _, err := s.companyAccess(r, false)
+	if err != nil {
+		return err
+	}
+	agentID, err := queryID(r, "agentId")
+	if err != nil {
+		return err
+	}
+	issueID, err := queryID(r, "issueId")
+	if err != nil {
+		return err
+	}
+	if a.Kind == authz.KindAgent {
+		// Agents see only their own runs.
+		agentID = a.AgentID()
+	}
+	out, err := s.Store.ListRuns(r.Context(), s.Store.DB, companyID, agentID, issueID, 0)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// loadRun reads the path's run; agents may read only their own runs.
+func (s *Server) loadRun(r *http.Request) (domain.Run, error) {
+	id, err := pathID(r, "runId")
+	if err != nil {
+		return domain.Run{}, err
+	}
+	run, err := s.Store.GetRun(r.Context(), s.Store.DB, id)
+	if err != nil {
+		return run, err
+	}
+	a := actor(r)
+	if _, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, run.CompanyID, false); err != nil {
+		return run, err
+	}
+	if a.Kind == authz.KindAgent && run.AgentID != a.AgentID() {
+		return run, Errorf(http.StatusForbidden, "agents may read only their own runs")
+	}
+	return run, nil
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.loadRun(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, run)
+	return nil
+}
+
+func (s *Server) getRunLog(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.loadRun(r)
+	if err != nil {
+		return err
+	}
+	content, size, truncated, err := s.Store.GetRunLog(r.Context(), s.Store.DB, run.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "status": run.Status, "content": content,
+		"sizeBytes": size, "truncated": truncated})
+	return nil
+}
+
+func (s *Server) listActivity(w http.ResponseWriter, r *http.Request) error {
+	if err := authz.RequireBoard(actor(r)); err != nil {
+		return err
+	}
+	companyID, _, err := s.companyAccess(r, false)
+	if err != nil {
+		return err
+	}
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	out, err := s.Store.ListActivity(r.Context(), s.Store.DB, companyID, limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// requireAdmin gates company administration (secrets, policies) to owners,
+// admins and instance administrators.
+func (s *Server) requireAdmin(r *http.Request) (string, error) {
+	if err := authz.RequireBoard(actor(r)); err != nil {
+		return "", err
+	}
+	companyID, acc, err := s.companyAccess(r, true)
+	if err != nil {
+		return "", err
+	}
+	return companyID, authz.RequireRole(acc, domain.RoleOwner, domain.RoleAdmin)
+}
+
+func (s *Server) createSecret(w http.ResponseWriter, r *http.Request) error {
+	companyID, err := s.requireAdmin(r)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	}
+	if err := s.decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	name, err := validName("name", body.Name, 200)
+	if err != nil {
+		return err
+	}
+	if body.Value == "" || len(body.Value) > 64<<10 {
+		return Errorf(http.StatusBadRequest, "value is required and must be at most 65536 bytes")
+	}
+	var sec domain.Secret
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		var err error
+		if sec, err = s.Vault.CreateSecret(r.Context(), tx, companyID, name, []byte(body.Value)); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return Errorf(http.StatusConflict, "a secret named %q already exists", name)
+			}
+			return err
+		}
+		return s.Audit(r.Context(), tx, actor(r), companyID, "secret.created", "secret", sec.ID, map[string]string{"name": name})
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, sec)
+	return nil
+}
+
+func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
+	companyID, err := s.requireAdmin(r)
+	if err != nil {
+		return err
+	}
+	out, err := s.Store.ListSecrets(r.Context(), s.Store.DB, companyID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// loadSecretAsAdmin reads the path's secret and requires admin access to its company.
+func (s *Server) loadSecretAsAdmin(r *http.Request) (domain.Secret, error) {
+	a := actor(r)
+	if err := authz.RequireBoard(a); err != nil {
+		return domain.Secret{}, err
+	}
+	id, err := pathID(r, "secretId")
+	if err != nil {
+		return domain.Secret{}, err
+	}
+	sec, err := s.Store.GetSecret(r.Context(), s.Store.DB, id)
+	if err != nil {
+		return sec, err
+	}
+	acc, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, sec.CompanyID, true)
+	if err != nil {
+		return sec, err
+	}
+	return sec, authz.RequireRole(acc, domain.RoleOwner, domain.RoleAdmin)
+}
+
+func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) error {
+	sec, err := s.loadSecretAsAdmin(r)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Value string `json:"value"`
+	}
+	if err := s.decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	if body.Value == "" || len(body.Value) > 64<<10 {
+		return Errorf(http.StatusBadRequest, "value is required and must be at most 65536 bytes")
+	}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		v, err := s.Vault.RotateSecret(r.Context(), tx, sec.ID, []byte(body.Value))
+		if err != nil {
+			return err
+		}
+		sec.LatestVersion = v
+		return s.Audit(r.Context(), tx, actor(r), sec.CompanyID, "secret.rotated", "secret", sec.ID, map[string]int{"version": v})
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sec)
+	return nil
+}
+
+func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) error {
+	sec, err := s.loadSecretAsAdmin(r)
+	if err != nil {
+		return err
+	}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		n, err := s.Store.SecretBindingCount(r.Context(), tx, sec.ID)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return Errorf(http.StatusConflict, "secret is still bound to %d object(s); disconnect them first", n)
+		}
+		if err := s.Store.DeleteSecret(r.Context(), tx, sec.ID); err != nil {
+			return err
+		}
+		return s.Audit(r.Context(), tx, actor(r), sec.CompanyID, "secret.deleted", "secret", sec.ID, nil)
+	})
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) createPolicy(w http.ResponseWriter, r *http.Request) error {
+	companyID, err := s.requireAdmin(r)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Action                 string `json:"action"`
+		ActorKind              string `json:"actorKind"`
+		ActorID                string `json:"actorId"`
+		Effect                 string `json:"effect"`
+		RateLimitCount         int    `json:"rateLimitCount"`
+		RateLimitWindowSeconds int    `json:"rateLimitWindowSeconds"`
+		Reason                 string `json:"reason"`
+	}
+	if err := s.decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	action, err := validName("action", body.Action, 100)
+	if err != nil {
+		return err
+	}
+	if body.Effect != "allow" && body.Effect != "deny" {
+		return Errorf(http.StatusBadRequest, "effect must be allow or deny")
+	}
+	if body.ActorKind == "" {
+		body.ActorKind = "*"
+	}
+	if body.ActorKind != "*" && body.ActorKind != "user" && body.ActorKind != "agent" {
+		return Errorf(http.StatusBadRequest, "actorKind must be *, user or agent")
+	}
+	if body.ActorID != "" && body.ActorID != "*" && !store.ValidID(body.ActorID) {
+		return Errorf(http.StatusBadRequest, "actorId must be * or a UUID")
+	}
+	if (body.RateLimitCount > 0) != (body.RateLimitWindowSeconds > 0) || body.RateLimitCount < 0 || body.RateLimitWindowSeconds < 0 {
+		return Errorf(http.StatusBadRequest, "rateLimitCount and rateLimitWindowSeconds go together and must be positive")
+	}
+	if body.Effect == "deny" && body.RateLimitCount > 0 {
+		return Errorf(http.StatusBadRequest, "rate limits apply to allow policies only")
+	}
+	p := domain.ActionPolicy{CompanyID: companyID, Action: action, ActorKind: body.ActorKind, ActorID: body.ActorID,
+		Effect: body.Effect, RateLimitCount: body.RateLimitCount, RateLimitWindowSeconds: body.RateLimitWindowSeconds, Reason: body.Reason}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := s.Store.CreatePolicy(r.Context(), tx, &p); err != nil {
+			return err
+		}
+		return s.Audit(r.Context(), tx, actor(r), companyID, "action_policy.created", "action_policy", p.ID, p)
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, p)
+	return nil
+}
+
+func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request) error {
+	companyID, _, err := s.companyAccess(r, false)
+	if err != nil {
+		return err
+	}
+	out, err := s.Store.ListPolicies(r.Context(), s.Store.DB, companyID, "")
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request) error {
+	companyID, err := s.requireAdmin(r)
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "policyId")
+	if err != nil {
+		return err
+	}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := s.Store.DeletePolicy(r.Context(), tx, companyID, id); err != nil {
+			return err
+		}
+		return s.Audit(r.Context(), tx, actor(r), companyID, "action_policy.deleted", "action_policy", id, nil)
+	})
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

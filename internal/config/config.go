@@ -1,0 +1,183 @@
+// Package config resolves the server's settings: flag, then environment,
+// then default (contract §2).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Deployment modes.
+const (
+	ModeLocalTrusted  = "local_trusted"
+	ModeAuthenticated = "authenticated"
+)
+
+// DefaultAttachmentTypes is the built-in attachment content-type allowlist.
+var DefaultAttachmentTypes = []string{
+	"text/plain", "text/markdown", "text/csv", "text/html", "application/json", "application/pdf",
+	"image/png", "image/jpeg", "image/gif", "image/webp",
+	"application/zip", "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+	"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+	"application/vnd.openxmlformats-officedocument.presentationml.presentation",
+	"message/rfc822",
+}
+
+// Config is the resolved configuration of a server process.
+type Config struct {
+	Listen              string
+	Home                string
+	DatabaseURL         string
+	PublicURL           string
+	DeploymentMode      string
+	MasterKeyFile       string
+	MasterKeyB64        string
+	AgentMailAPIURL     string
+	AgentMailWSURL      string
+	AttachmentMaxBytes  int64
+	AllowedAttachments  []string
+	LogJSON             bool
+	LogLevel            string
+	RunLeaseTTL         time.Duration
+	ShutdownGrace       time.Duration
+	MaxConcurrentRuns   int
+	RunLogMaxBytes      int
+	RequestBodyMaxBytes int64
+}
+
+// Flags holds the raw flag values; empty means "not given".
+type Flags struct {
+	Listen, Home, DatabaseURL, PublicURL, DeploymentMode string
+}
+
+// Getenv is the environment lookup used by Load (replaceable in tests).
+type Getenv func(string) string
+
+// Load resolves configuration from flags, then env, then defaults.
+func Load(f Flags, getenv Getenv) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	pick := func(flag, env, def string) string {
+		if flag != "" {
+			return flag
+		}
+		if v := getenv(env); v != "" {
+			return v
+		}
+		return def
+	}
+	home := pick(f.Home, "PAPERCLIP_HOME", "")
+	if home == "" {
+		uh, err := os.UserHomeDir()
+		if err != nil {
+			return Config{}, fmt.Errorf("config: cannot determine home directory; set --home or PAPERCLIP_HOME: %w", err)
+		}
+		home = filepath.Join(uh, ".paperclip")
+	}
+	home, err := filepath.Abs(home)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: home: %w", err)
+	}
+	c := Config{
+		Listen:              pick(f.Listen, "PAPERCLIP_LISTEN", "127.0.0.1:3100"),
+		Home:                home,
+		DatabaseURL:         pick(f.DatabaseURL, "PAPERCLIP_DATABASE_URL", ""),
+		PublicURL:           strings.TrimRight(pick(f.PublicURL, "PAPERCLIP_PUBLIC_URL", ""), "/"),
+		DeploymentMode:      pick(f.DeploymentMode, "PAPERCLIP_DEPLOYMENT_MODE", ModeLocalTrusted),
+		MasterKeyFile:       pick("", "PAPERCLIP_SECRETS_MASTER_KEY_FILE", filepath.Join(home, "instance", "secrets", "master.key")),
+		MasterKeyB64:        getenv("PAPERCLIP_SECRETS_MASTER_KEY"),
+		AgentMailAPIURL:     strings.TrimRight(pick("", "PAPERCLIP_AGENTMAIL_API_URL", "https://api.agentmail.to/v0"), "/"),
+		AgentMailWSURL:      pick("", "PAPERCLIP_AGENTMAIL_WS_URL", "wss://ws.agentmail.to/v0"),
+		AttachmentMaxBytes:  10 << 20,
+		AllowedAttachments:  DefaultAttachmentTypes,
+		LogJSON:             getenv("PAPERCLIP_LOG_FORMAT") == "json",
+		LogLevel:            pick("", "PAPERCLIP_LOG_LEVEL", "info"),
+		RunLeaseTTL:         30 * time.Second,
+		ShutdownGrace:       30 * time.Second,
+		MaxConcurrentRuns:   8,
+		RunLogMaxBytes:      1 << 20,
+		RequestBodyMaxBytes: 1 << 20,
+	}
+	if v := getenv("PAPERCLIP_ATTACHMENT_MAX_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return c, errors.New("config: PAPERCLIP_ATTACHMENT_MAX_BYTES must be a positive integer")
+		}
+		c.AttachmentMaxBytes = n
+	}
+	if v := getenv("PAPERCLIP_ALLOWED_ATTACHMENT_TYPES"); v != "" {
+		c.AllowedAttachments = nil
+		for _, t := range strings.Split(v, ",") {
+			if t = strings.ToLower(strings.TrimSpace(t)); t != "" {
+				c.AllowedAttachments = append(c.AllowedAttachments, t)
+			}
+		}
+	}
+	if v := getenv("PAPERCLIP_RUN_LEASE_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return c, errors.New("config: PAPERCLIP_RUN_LEASE_TTL must be a duration of at least 1s")
+		}
+		c.RunLeaseTTL = d
+	}
+	if v := getenv("PAPERCLIP_SHUTDOWN_GRACE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return c, errors.New("config: PAPERCLIP_SHUTDOWN_GRACE must be a duration")
+		}
+		c.ShutdownGrace = d
+	}
+	return c, c.Validate()
+}
+
+// Validate checks cross-field rules.
+func (c Config) Validate() error {
+	switch c.DeploymentMode {
+	case ModeLocalTrusted:
+		if !IsLoopbackListen(c.Listen) {
+			return fmt.Errorf("config: deployment mode local_trusted is allowed only on a loopback listen address (got %q); use --deployment-mode authenticated", c.Listen)
+		}
+	case ModeAuthenticated:
+	default:
+		return fmt.Errorf("config: unknown deployment mode %q (want local_trusted or authenticated)", c.DeploymentMode)
+	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return errors.New("config: --database-url must be empty (SQLite) or a postgres:// URL")
+	}
+	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "https://") {
+		return errors.New("config: --public-url must be an https:// URL")
+	}
+	return nil
+}
+
+// SQLitePath is the embedded database file.
+func (c Config) SQLitePath() string { return filepath.Join(c.Home, "instance", "db", "paperclip.db") }
+
+// AttachmentsDir holds content-addressed attachment bytes.
+func (c Config) AttachmentsDir() string { return filepath.Join(c.Home, "instance", "attachments") }
+
+// WorkspacesDir holds per-task working directories.
+func (c Config) WorkspacesDir() string { return filepath.Join(c.Home, "workspaces") }
+
+// RunsDir holds per-run scratch data (skills directories).
+func (c Config) RunsDir() string { return filepath.Join(c.Home, "instance", "runs") }
+
+// IsLoopbackListen reports whether a host:port listen address is loopback.
+func IsLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

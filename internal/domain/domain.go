@@ -1,0 +1,343 @@
+// Package domain holds the control plane's plain data types. They carry JSON
+// tags because the HTTP API returns them as they are (camelCase, RFC 3339).
+package domain
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Membership roles, from most to least powerful.
+const (
+	RoleOwner  = "owner"
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+	RoleViewer = "viewer"
+)
+
+// PermManageConnections lets a member manage tool and email connections.
+const PermManageConnections = "tools:manage_connections"
+
+// Agent statuses.
+const (
+	AgentActive          = "active"
+	AgentPaused          = "paused"
+	AgentTerminated      = "terminated"
+	AgentPendingApproval = "pending_approval"
+)
+
+// Trust presets.
+const (
+	TrustStandard       = "standard"
+	TrustLowTrustReview = "low_trust_review"
+)
+
+// Issue (task) statuses.
+const (
+	IssueBacklog    = "backlog"
+	IssueTodo       = "todo"
+	IssueInProgress = "in_progress"
+	IssueInReview   = "in_review"
+	IssueBlocked    = "blocked"
+	IssueDone       = "done"
+	IssueCancelled  = "cancelled"
+)
+
+// Run statuses.
+const (
+	RunQueued    = "queued"
+	RunRunning   = "running"
+	RunSucceeded = "succeeded"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+	RunTimedOut  = "timed_out"
+	RunRefused   = "refused"
+)
+
+// InstanceSettings are the instance-wide switches.
+type InstanceSettings struct {
+	Experimental ExperimentalSettings `json:"experimental"`
+}
+
+// ExperimentalSettings are feature flags that default to off.
+type ExperimentalSettings struct {
+	EnableChatConnectors     bool `json:"enableChatConnectors"`
+	EnableIsolatedWorkspaces bool `json:"enableIsolatedWorkspaces"`
+}
+
+// User is a board user (a human).
+type User struct {
+	ID              string    `json:"id"`
+	Email           string    `json:"email"`
+	Name            string    `json:"name"`
+	IsInstanceAdmin bool      `json:"isInstanceAdmin"`
+	CreatedAt       time.Time `json:"createdAt"`
+}
+
+// Company is a tenant; everything else belongs to exactly one company.
+type Company struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Membership is a user's role and named permissions in a company.
+type Membership struct {
+	CompanyID   string    `json:"companyId"`
+	UserID      string    `json:"userId"`
+	Email       string    `json:"email,omitempty"`
+	Role        string    `json:"role"`
+	Permissions []string  `json:"permissions"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
+
+// BoardAPIKey is a board user's API key; the token is shown only at creation.
+type BoardAPIKey struct {
+	ID        string     `json:"id"`
+	UserID    string     `json:"userId"`
+	CompanyID string     `json:"companyId,omitempty"`
+	Name      string     `json:"name"`
+	CreatedAt time.Time  `json:"createdAt"`
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+}
+
+// TrustBoundary limits which tasks a low-trust agent may see and where its
+// incoming tasks are placed.
+type TrustBoundary struct {
+	CompanyID   string   `json:"companyId,omitempty"`
+	ProjectIDs  []string `json:"projectIds,omitempty"`
+	RootIssueID string   `json:"rootIssueId,omitempty"`
+}
+
+// AuthorizationPolicy holds an agent's authorization limits.
+type AuthorizationPolicy struct {
+	TrustBoundary *TrustBoundary `json:"trustBoundary,omitempty"`
+}
+
+// AgentPermissions are an agent's trust settings.
+type AgentPermissions struct {
+	TrustPreset         string               `json:"trustPreset"`
+	AuthorizationPolicy *AuthorizationPolicy `json:"authorizationPolicy,omitempty"`
+}
+
+// Boundary returns the agent's trust boundary, or nil.
+func (p AgentPermissions) Boundary() *TrustBoundary {
+	if p.AuthorizationPolicy == nil {
+		return nil
+	}
+	return p.AuthorizationPolicy.TrustBoundary
+}
+
+// Agent is an AI worker run through an adapter.
+type Agent struct {
+	ID                 string           `json:"id"`
+	CompanyID          string           `json:"companyId"`
+	Name               string           `json:"name"`
+	Status             string           `json:"status"`
+	AdapterType        string           `json:"adapterType"`
+	AdapterConfig      json.RawMessage  `json:"adapterConfig"`
+	Permissions        AgentPermissions `json:"permissions"`
+	BudgetMonthlyCents int64            `json:"budgetMonthlyCents"`
+	SpentMonthlyCents  int64            `json:"spentMonthlyCents"`
+	SpendPeriod        string           `json:"spendPeriod,omitempty"`
+	EnvironmentID      string           `json:"environmentId,omitempty"`
+	CreatedAt          time.Time        `json:"createdAt"`
+	UpdatedAt          time.Time        `json:"updatedAt"`
+}
+
+// ProcessAdapterConfig configures the process adapter.
+type ProcessAdapterConfig struct {
+	Command    string            `json:"command"`
+	Args       []string          `json:"args,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Cwd        string            `json:"cwd,omitempty"`
+	TimeoutSec int               `json:"timeoutSec,omitempty"`
+}
+
+// HTTPAdapterConfig configures the http adapter.
+type HTTPAdapterConfig struct {
+	URL        string            `json:"url"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	TimeoutSec int               `json:"timeoutSec,omitempty"`
+}
+
+// ProjectWorkspace is a project's optional workspace configuration.
+type ProjectWorkspace struct {
+	Strategy string `json:"strategy"`
+	Path     string `json:"path,omitempty"`
+}
+
+// Project groups tasks and may configure a workspace.
+type Project struct {
+	ID        string            `json:"id"`
+	CompanyID string            `json:"companyId"`
+	Name      string            `json:"name"`
+	Workspace *ProjectWorkspace `json:"workspace,omitempty"`
+	CreatedAt time.Time         `json:"createdAt"`
+	UpdatedAt time.Time         `json:"updatedAt"`
+}
+
+// Environment is where agent runs execute: local or a sandbox.
+type Environment struct {
+	ID        string    `json:"id"`
+	CompanyID string    `json:"companyId"`
+	Name      string    `json:"name"`
+	Driver    string    `json:"driver"`
+	Provider  string    `json:"provider,omitempty"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Issue is a task.
+type Issue struct {
+	ID                         string          `json:"id"`
+	CompanyID                  string          `json:"companyId"`
+	Title                      string          `json:"title"`
+	Description                string          `json:"description"`
+	Status                     string          `json:"status"`
+	Priority                   string          `json:"priority"`
+	AssigneeAgentID            string          `json:"assigneeAgentId,omitempty"`
+	ParentID                   string          `json:"parentId,omitempty"`
+	ProjectID                  string          `json:"projectId,omitempty"`
+	OriginKind                 string          `json:"originKind"`
+	OriginID                   string          `json:"originId,omitempty"`
+	IdempotencyKey             string          `json:"idempotencyKey,omitempty"`
+	ExecutionWorkspaceSettings json.RawMessage `json:"executionWorkspaceSettings,omitempty"`
+	ExecutionRunID             string          `json:"executionRunId,omitempty"`
+	CheckoutRunID              string          `json:"checkoutRunId,omitempty"`
+	ResponsibleUserID          string          `json:"responsibleUserId,omitempty"`
+	CreatedByUserID            string          `json:"createdByUserId,omitempty"`
+	CreatedByAgentID           string          `json:"createdByAgentId,omitempty"`
+	CreatedAt                  time.Time       `json:"createdAt"`
+	UpdatedAt                  time.Time       `json:"updatedAt"`
+	CompletedAt                *time.Time      `json:"completedAt,omitempty"`
+	CancelledAt                *time.Time      `json:"cancelledAt,omitempty"`
+}
+
+// Comment is a message on a task by a user, an agent or the system.
+type Comment struct {
+	ID            string    `json:"id"`
+	CompanyID     string    `json:"companyId"`
+	IssueID       string    `json:"issueId"`
+	Body          string    `json:"body"`
+	AuthorKind    string    `json:"authorKind"`
+	AuthorAgentID string    `json:"authorAgentId,omitempty"`
+	AuthorUserID  string    `json:"authorUserId,omitempty"`
+	RunID         string    `json:"runId,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
+}
+
+// Attachment is a file stored content-addressed under the home directory.
+type Attachment struct {
+	ID               string    `json:"id"`
+	CompanyID        string    `json:"companyId"`
+	IssueID          string    `json:"issueId"`
+	Filename         string    `json:"filename"`
+	ContentType      string    `json:"contentType"`
+	SizeBytes        int64     `json:"sizeBytes"`
+	SHA256           string    `json:"sha256"`
+	CreatedByUserID  string    `json:"createdByUserId,omitempty"`
+	CreatedByAgentID string    `json:"createdByAgentId,omitempty"`
+	CreatedAt        time.Time `json:"createdAt"`
+}
+
+// Activity is one audit-log entry.
+type Activity struct {
+	ID         string          `json:"id"`
+	CompanyID  string          `json:"companyId,omitempty"`
+	ActorKind  string          `json:"actorKind"`
+	ActorID    string          `json:"actorId"`
+	AgentID    string          `json:"agentId,omitempty"`
+	RunID      string          `json:"runId,omitempty"`
+	Action     string          `json:"action"`
+	EntityType string          `json:"entityType"`
+	EntityID   string          `json:"entityId"`
+	Details    json.RawMessage `json:"details"`
+	CreatedAt  time.Time       `json:"createdAt"`
+}
+
+// ActionPolicy allows or denies an actor a named action, optionally with a
+// rate limit.
+type ActionPolicy struct {
+	ID                     string    `json:"id"`
+	CompanyID              string    `json:"companyId"`
+	Action                 string    `json:"action"`
+	ActorKind              string    `json:"actorKind"`
+	ActorID                string    `json:"actorId"`
+	Effect                 string    `json:"effect"`
+	RateLimitCount         int       `json:"rateLimitCount,omitempty"`
+	RateLimitWindowSeconds int       `json:"rateLimitWindowSeconds,omitempty"`
+	Reason                 string    `json:"reason,omitempty"`
+	CreatedAt              time.Time `json:"createdAt"`
+}
+
+// Secret is a vaulted company secret's metadata; its value never leaves the vault.
+type Secret struct {
+	ID            string    `json:"id"`
+	CompanyID     string    `json:"companyId"`
+	Name          string    `json:"name"`
+	Provider      string    `json:"provider"`
+	Status        string    `json:"status"`
+	LatestVersion int       `json:"latestVersion"`
+	CreatedAt     time.Time `json:"createdAt"`
+	UpdatedAt     time.Time `json:"updatedAt"`
+}
+
+// SecretBinding records that an object uses a secret at a config path.
+type SecretBinding struct {
+	ID              string    `json:"id"`
+	CompanyID       string    `json:"companyId"`
+	SecretID        string    `json:"secretId"`
+	TargetType      string    `json:"targetType"`
+	TargetID        string    `json:"targetId"`
+	ConfigPath      string    `json:"configPath"`
+	VersionSelector string    `json:"versionSelector"`
+	Required        bool      `json:"required"`
+	CreatedAt       time.Time `json:"createdAt"`
+}
+
+// IssueStateGuard makes a wake conditional on its task still being in one of
+// the listed states (and, when set, still assigned to the agent).
+type IssueStateGuard struct {
+	IssueID           string   `json:"issueId"`
+	Statuses          []string `json:"statuses,omitempty"`
+	RequireAssignment bool     `json:"requireAssignment,omitempty"`
+}
+
+// Run is a heartbeat run: one execution of an agent for a wake request.
+type Run struct {
+	ID              string           `json:"id"`
+	CompanyID       string           `json:"companyId"`
+	AgentID         string           `json:"agentId"`
+	IssueID         string           `json:"issueId,omitempty"`
+	Status          string           `json:"status"`
+	WakeSource      string           `json:"wakeSource"`
+	WakeReason      string           `json:"wakeReason"`
+	WakeCommentID   string           `json:"wakeCommentId,omitempty"`
+	IdempotencyKey  string           `json:"idempotencyKey,omitempty"`
+	Payload         json.RawMessage  `json:"payload,omitempty"`
+	ContextSnapshot json.RawMessage  `json:"contextSnapshot,omitempty"`
+	IssueStateGuard *IssueStateGuard `json:"issueStateGuard,omitempty"`
+	RefusalReason   string           `json:"refusalReason,omitempty"`
+	Error           string           `json:"error,omitempty"`
+	ExitCode        *int             `json:"exitCode,omitempty"`
+	Attempt         int              `json:"attempt"`
+	RetryOfRunID    string           `json:"retryOfRunId,omitempty"`
+	RequestedByKind string           `json:"requestedByKind,omitempty"`
+	RequestedByID   string           `json:"requestedById,omitempty"`
+	CreatedAt       time.Time        `json:"createdAt"`
+	StartedAt       *time.Time       `json:"startedAt,omitempty"`
+	FinishedAt      *time.Time       `json:"finishedAt,omitempty"`
+	UpdatedAt       time.Time        `json:"updatedAt"`
+}
+
+// Terminal reports whether the run status is final.
+func (r Run) Terminal() bool {
+	switch r.Status {
+	case RunQueued, RunRunning:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,268 @@
+// Package heartbeat wakes agents: it turns wake requests into durable,
+// deduplicated runs, starts queued runs through the agent's adapter (one
+// running run per agent), issues each run a token that dies with it, and
+// recovers runs orphaned by a dead process.
+package heartbeat
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// Refusal reasons recorded on refused runs.
+const (
+	RefusedAgentPaused     = "agent_paused"
+	RefusedAgentTerminated = "agent_terminated"
+	RefusedAgentNotActive  = "agent_not_active"
+	RefusedBudgetExceeded  = "budget_exceeded"
+	RefusedIssueState      = "issue_state_changed"
+	RefusedIssueMissing    = "issue_not_found"
+)
+
+// WakeRequest asks for an agent to run.
+type WakeRequest struct {
+	Source             string
+	Reason             string
+	IdempotencyKey     string
+	IssueID            string
+	CommentID          string
+	Payload            json.RawMessage
+	ContextSnapshot    json.RawMessage
+	IssueStateGuard    *domain.IssueStateGuard
+	AllowRunCoalescing bool
+	RequestedByKind    string
+	RequestedByID      string
+}
+
+// Observer receives scheduling events (metrics); any field may be nil.
+type Observer struct {
+	RunStarted  func(wakeToStart time.Duration)
+	RunFinished func(status string, d time.Duration)
+}
+
+// Options configure a Service.
+type Options struct {
+	Store    *store.Store
+	Logger   *slog.Logger
+	RunnerID string
+	// APIURL is the base URL agents call back ("http://host:port/api").
+	APIURL string
+	// Adapters run agents by adapter type.
+	Adapters map[string]Adapter
+	// LeaseTTL bounds how long a run survives its process; renewed at TTL/3.
+	LeaseTTL time.Duration
+	// MaxConcurrent caps runs executing in this process.
+	MaxConcurrent int
+	// LogMaxBytes caps each run's stored output.
+	LogMaxBytes int
+	// ExclusiveDatabase is true when no other process can share the database
+	// (SQLite under the home lock): every running run found at start is then
+	// orphaned at once instead of after its lease.
+	ExclusiveDatabase bool
+	// WorkspacesDir holds per-task working directories; RunsDir per-run
+	// scratch (the skills directory). Empty WorkspacesDir disables both.
+	WorkspacesDir string
+	RunsDir       string
+	// Prepare, when set, is called before each run starts to add files or
+	// environment (skills directory, workspace) to the spec.
+	Prepare  func(ctx context.Context, spec *RunSpec) error
+	Observer Observer
+}
+
+// Service is the heartbeat scheduler.
+type Service struct {
+	opts    Options
+	st      *store.Store
+	log     *slog.Logger
+	signal  chan struct{}
+	mu      sync.Mutex
+	active  map[string]context.CancelFunc
+	wg      sync.WaitGroup
+	stopped chan struct{}
+	// runCtx is the parent of every run; cancelled only when the grace
+	// period of a shutdown is over.
+	runCtx    context.Context
+	runCancel context.CancelFunc
+	draining  bool
+}
+
+// New returns a Service; call Start to begin scheduling.
+func New(o Options) *Service {
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 30 * time.Second
+	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = 8
+	}
+	if o.LogMaxBytes <= 0 {
+		o.LogMaxBytes = 1 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	rc, cancel := context.WithCancel(context.Background())
+	return &Service{opts: o, st: o.Store, log: o.Logger, signal: make(chan struct{}, 1),
+		active: map[string]context.CancelFunc{}, stopped: make(chan struct{}), runCtx: rc, runCancel: cancel}
+}
+
+// Notify nudges the scheduler to look for queued runs now.
+func (s *Service) Notify() {
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+// Wakeup records a wake request for agent as a run (queued, or refused with
+// a reason) and returns it. A repeated idempotency key returns the earlier
+// run with created=false; so does a coalesced wake.
+func (s *Service) Wakeup(ctx context.Context, agentID string, req WakeRequest) (domain.Run, bool, error) {
+	var run domain.Run
+	var created bool
+	err := s.st.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		run, created, err = s.WakeupTx(ctx, tx, agentID, req)
+		return err
+	})
+	if err != nil {
+		return domain.Run{}, false, err
+	}
+	if created && run.Status == domain.RunQueued {
+		s.Notify()
+	}
+	return run, created, nil
+}
+
+// WakeupTx is Wakeup inside the caller's transaction (the caller must call
+// Notify after commit).
+func (s *Service) WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req WakeRequest) (domain.Run, bool, error) {
+	if req.IdempotencyKey != "" {
+		existing, err := s.st.RunByIdempotencyKey(ctx, tx, agentID, req.IdempotencyKey)
+		if err == nil {
+			return existing, false, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return domain.Run{}, false, err
+		}
+	}
+	// Lock the agent so status/budget checks and coalescing see a stable
+	// agent across replicas.
+	if err := s.st.LockAgent(ctx, tx, agentID); err != nil {
+		return domain.Run{}, false, err
+	}
+	agent, err := s.st.GetAgent(ctx, tx, agentID)
+	if err != nil {
+		return domain.Run{}, false, err
+	}
+	if req.IssueID != "" {
+		issue, err := s.st.GetIssue(ctx, tx, req.IssueID)
+		if err != nil {
+			return domain.Run{}, false, err
+		}
+		if issue.CompanyID != agent.CompanyID {
+			return domain.Run{}, false, fmt.Errorf("wakeup: issue: %w", store.ErrNotFound)
+		}
+	}
+	refusal, err := s.refusal(ctx, tx, agent, req.IssueStateGuard)
+	if err != nil {
+		return domain.Run{}, false, err
+	}
+	if refusal == "" && req.AllowRunCoalescing {
+		if q, err := s.st.QueuedRunFor(ctx, tx, agentID, req.IssueID); err == nil {
+			return q, false, nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return domain.Run{}, false, err
+		}
+	}
+	run := domain.Run{CompanyID: agent.CompanyID, AgentID: agentID, IssueID: req.IssueID, Status: domain.RunQueued,
+		WakeSource: req.Source, WakeReason: req.Reason, WakeCommentID: req.CommentID, IdempotencyKey: req.IdempotencyKey,
+		Payload: req.Payload, ContextSnapshot: req.ContextSnapshot, IssueStateGuard: req.IssueStateGuard,
+		RequestedByKind: req.RequestedByKind, RequestedByID: req.RequestedByID}
+	if refusal != "" {
+		run.Status = domain.RunRefused
+		run.RefusalReason = refusal
+	}
+	created, err := s.st.InsertRun(ctx, tx, &run)
+	if err != nil {
+		return domain.Run{}, false, err
+	}
+	if created {
+		action := "heartbeat.wakeup"
+		if refusal != "" {
+			action = "heartbeat.refused"
+		}
+		details, _ := json.Marshal(map[string]any{"reason": req.Reason, "source": req.Source, "refusalReason": refusal,
+			"issueId": req.IssueID})
+		if err := s.st.InsertActivity(ctx, tx, &domain.Activity{CompanyID: agent.CompanyID, ActorKind: actorKind(req.RequestedByKind),
+			ActorID: req.RequestedByID, AgentID: agentID, Action: action, EntityType: "heartbeat_run", EntityID: run.ID,
+			Details: details}); err != nil {
+			return domain.Run{}, false, err
+		}
+	}
+	return run, created, nil
+}
+
+func actorKind(k string) string {
+	if k == "" {
+		return "system"
+	}
+	return k
+}
+
+// refusal returns why agent may not run now, or "".
+func (s *Service) refusal(ctx context.Context, q *sql.Tx, agent domain.Agent, guard *domain.IssueStateGuard) (string, error) {
+	switch agent.Status {
+	case domain.AgentActive:
+	case domain.AgentPaused:
+		return RefusedAgentPaused, nil
+	case domain.AgentTerminated:
+		return RefusedAgentTerminated, nil
+	default:
+		return RefusedAgentNotActive, nil
+	}
+	if agent.BudgetMonthlyCents > 0 && agent.SpendPeriod == s.st.Now().Format("2006-01") &&
+		agent.SpentMonthlyCents >= agent.BudgetMonthlyCents {
+		return RefusedBudgetExceeded, nil
+	}
+	if guard != nil && guard.IssueID != "" {
+		issue, err := s.st.GetIssue(ctx, q, guard.IssueID)
+		if errors.Is(err, store.ErrNotFound) {
+			return RefusedIssueMissing, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if len(guard.Statuses) > 0 && !slices.Contains(guard.Statuses, issue.Status) {
+			return RefusedIssueState, nil
+		}
+		if guard.RequireAssignment && issue.AssigneeAgentID != agent.ID {
+			return RefusedIssueState, nil
+		}
+	}
+	return "", nil
+}
+
+// AuthenticateToken resolves a run-scoped token to its running run and
+// agent; tokens of runs that are not running are rejected.
+func (s *Service) AuthenticateToken(ctx context.Context, token string) (domain.Run, domain.Agent, error) {
+	run, err := s.st.RunByTokenHash(ctx, s.st.DB, store.HashToken(token))
+	if err != nil {
+		return domain.Run{}, domain.Agent{}, authz.ErrUnauthenticated
+	}
+	agent, err := s.st.GetAgent(ctx, s.st.DB, run.AgentID)
+	if err != nil {
+		return domain.Run{}, domain.Agent{}, authz.ErrUnauthenticated
+	}
+	return run, agent, nil
+}

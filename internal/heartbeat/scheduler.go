@@ -1,0 +1,311 @@
+package heartbeat
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// pollInterval is the fallback scan for runs queued by other replicas; the
+// local path is driven by Notify and never waits for it.
+const pollInterval = 2 * time.Second
+
+// Start recovers orphaned runs and starts the scheduling loop; it returns
+// once the first recovery pass is done.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.sweepOrphans(ctx, s.opts.ExclusiveDatabase); err != nil {
+		return fmt.Errorf("heartbeat: recover orphaned runs: %w", err)
+	}
+	go s.loop(ctx)
+	s.Notify()
+	return nil
+}
+
+func (s *Service) loop(ctx context.Context) {
+	defer close(s.stopped)
+	renew := time.NewTicker(s.opts.LeaseTTL / 3)
+	defer renew.Stop()
+	poll := time.NewTicker(pollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.signal:
+		case <-poll.C:
+		case <-renew.C:
+			if err := s.st.RenewRunLeases(ctx, s.st.DB, s.opts.RunnerID, s.st.Now().Add(s.opts.LeaseTTL)); err != nil && ctx.Err() == nil {
+				s.log.Error("renew run leases", "err", err)
+			}
+			if err := s.sweepOrphans(ctx, false); err != nil && ctx.Err() == nil {
+				s.log.Error("recover orphaned runs", "err", err)
+			}
+		}
+		if err := s.schedule(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("schedule runs", "err", err)
+		}
+	}
+}
+
+func (s *Service) activeCount() (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.active), s.draining
+}
+
+// schedule starts as many queued runs as capacity allows.
+func (s *Service) schedule(ctx context.Context) error {
+	n, draining := s.activeCount()
+	if draining || n >= s.opts.MaxConcurrent {
+		return nil
+	}
+	cands, err := s.st.RunCandidates(ctx, s.st.DB, 4*(s.opts.MaxConcurrent-n))
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, c := range cands {
+		if seen[c.AgentID] {
+			continue
+		}
+		seen[c.AgentID] = true
+		if n, draining := s.activeCount(); draining || n >= s.opts.MaxConcurrent {
+			return nil
+		}
+		if err := s.tryStart(ctx, c); err != nil {
+			s.log.Error("start run", "run", c.ID, "err", err)
+		}
+	}
+	return nil
+}
+
+// tryStart claims one queued run under its agent's lock and launches it.
+func (s *Service) tryStart(ctx context.Context, cand domain.Run) error {
+	token := store.RandomToken("pcr_")
+	var agent domain.Agent
+	var run domain.Run
+	started := false
+	err := s.st.Tx(ctx, func(tx *sql.Tx) error {
+		if err := s.st.LockAgent(ctx, tx, cand.AgentID); err != nil {
+			return err
+		}
+		busy, err := s.st.AgentHasRunningRun(ctx, tx, cand.AgentID)
+		if err != nil || busy {
+			return err
+		}
+		if agent, err = s.st.GetAgent(ctx, tx, cand.AgentID); err != nil {
+			return err
+		}
+		if run, err = s.st.GetRun(ctx, tx, cand.ID); err != nil || run.Status != domain.RunQueued {
+			return err
+		}
+		// Conditions are checked again at start: the agent may have been
+		// paused, or the task moved on, while the run waited.
+		reason, err := s.refusal(ctx, tx, agent, run.IssueStateGuard)
+		if err != nil {
+			return err
+		}
+		if reason != "" {
+			if err := s.st.RefuseQueuedRun(ctx, tx, run.ID, reason); err != nil {
+				return err
+			}
+			details, _ := json.Marshal(map[string]string{"refusalReason": reason})
+			return s.st.InsertActivity(ctx, tx, &domain.Activity{CompanyID: run.CompanyID, ActorKind: "system",
+				AgentID: run.AgentID, Action: "heartbeat.refused", EntityType: "heartbeat_run", EntityID: run.ID, Details: details})
+		}
+		ok, err := s.st.StartRun(ctx, tx, run.ID, s.opts.RunnerID, store.HashToken(token), s.st.Now().Add(s.opts.LeaseTTL))
+		if err != nil || !ok {
+			return err
+		}
+		if run.IssueID != "" {
+			if _, err := tx.ExecContext(ctx, `UPDATE issues SET checkout_run_id = $2, execution_run_id = $2 WHERE id = $1`, run.IssueID, run.ID); err != nil {
+				return fmt.Errorf("bind run to task: %w", err)
+			}
+		}
+		started = true
+		return nil
+	})
+	if err != nil || !started {
+		return err
+	}
+	run, err = s.st.GetRun(ctx, s.st.DB, run.ID)
+	if err != nil {
+		return err
+	}
+	if s.opts.Observer.RunStarted != nil && run.StartedAt != nil {
+		s.opts.Observer.RunStarted(run.StartedAt.Sub(run.CreatedAt))
+	}
+	rctx, cancel := context.WithCancel(s.runCtx)
+	s.mu.Lock()
+	s.active[run.ID] = cancel
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		s.execute(rctx, run, agent, token)
+		s.mu.Lock()
+		delete(s.active, run.ID)
+		s.mu.Unlock()
+		s.Notify()
+	}()
+	return nil
+}
+
+func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agent, token string) {
+	spec := RunSpec{Run: run, Agent: agent, Token: token, APIURL: s.opts.APIURL, ExtraEnv: map[string]string{}}
+	res := s.prepareAndRun(ctx, &spec)
+	// Record the outcome even when the server is shutting down.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	logText := sanitizeLog(res.Log)
+	err := s.st.Tx(fctx, func(tx *sql.Tx) error {
+		ok, err := s.st.FinishRun(fctx, tx, run.ID, s.opts.RunnerID, res.Status, res.ExitCode, res.Error)
+		if err != nil || !ok {
+			return err
+		}
+		if err := s.st.PutRunLog(fctx, tx, run.ID, logText, res.LogSize, res.Truncated); err != nil {
+			return err
+		}
+		if run.IssueID != "" {
+			if _, err := tx.ExecContext(fctx, `UPDATE issues SET checkout_run_id = NULL WHERE id = $1 AND checkout_run_id = $2`, run.IssueID, run.ID); err != nil {
+				return fmt.Errorf("release task checkout: %w", err)
+			}
+		}
+		details, _ := json.Marshal(map[string]any{"status": res.Status, "exitCode": res.ExitCode, "error": res.Error})
+		return s.st.InsertActivity(fctx, tx, &domain.Activity{CompanyID: run.CompanyID, ActorKind: "system", AgentID: run.AgentID,
+			RunID: run.ID, Action: "heartbeat.finished", EntityType: "heartbeat_run", EntityID: run.ID, Details: details})
+	})
+	if err != nil {
+		s.log.Error("record run outcome", "run", run.ID, "err", err)
+	}
+	if s.opts.Observer.RunFinished != nil && run.StartedAt != nil {
+		s.opts.Observer.RunFinished(res.Status, time.Since(*run.StartedAt))
+	}
+	s.log.Info("run finished", "run", run.ID, "agent", run.AgentID, "status", res.Status)
+}
+
+func (s *Service) prepareAndRun(ctx context.Context, spec *RunSpec) Result {
+	if err := s.prepareDirs(spec); err != nil {
+		return Result{Status: domain.RunFailed, Error: err.Error()}
+	}
+	if s.opts.Prepare != nil {
+		if err := s.opts.Prepare(ctx, spec); err != nil {
+			return Result{Status: domain.RunFailed, Error: "prepare run: " + err.Error()}
+		}
+	}
+	adapter, ok := s.opts.Adapters[spec.Agent.AdapterType]
+	if !ok {
+		return Result{Status: domain.RunFailed, Error: "no adapter for type " + spec.Agent.AdapterType}
+	}
+	return adapter.Run(ctx, *spec, s.opts.LogMaxBytes)
+}
+
+// prepareDirs creates the run's workspace and skills directories.
+func (s *Service) prepareDirs(spec *RunSpec) error {
+	if s.opts.WorkspacesDir == "" {
+		return nil
+	}
+	ws := "agent-" + spec.Run.AgentID
+	if spec.Run.IssueID != "" {
+		ws = spec.Run.IssueID
+	}
+	spec.Workdir = filepath.Join(s.opts.WorkspacesDir, spec.Run.CompanyID, ws)
+	spec.SkillsDir = filepath.Join(s.opts.RunsDir, spec.Run.ID, "skills")
+	for _, d := range []string{spec.Workdir, spec.SkillsDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("prepare run directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// sanitizeLog makes captured output storable as text on both databases
+// (PostgreSQL rejects NUL bytes and invalid UTF-8).
+func sanitizeLog(b []byte) string {
+	s := string(b)
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return strings.ReplaceAll(s, "\x00", "")
+}
+
+// sweepOrphans fails runs whose runner died and queues one retry of each
+// orphaned wake (only for first attempts). With all=true every running run
+// not owned by this process is orphaned (exclusive database at start).
+func (s *Service) sweepOrphans(ctx context.Context, all bool) error {
+	runs, err := s.st.OrphanedRuns(ctx, s.st.DB, s.st.Now(), all, s.opts.RunnerID)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		err := s.st.Tx(ctx, func(tx *sql.Tx) error {
+			ok, err := s.st.FailOrphanedRun(ctx, tx, r.ID, "runner lost: the process executing this run stopped")
+			if err != nil || !ok {
+				return err
+			}
+			details, _ := json.Marshal(map[string]any{"attempt": r.Attempt})
+			if err := s.st.InsertActivity(ctx, tx, &domain.Activity{CompanyID: r.CompanyID, ActorKind: "system", AgentID: r.AgentID,
+				RunID: r.ID, Action: "heartbeat.orphaned", EntityType: "heartbeat_run", EntityID: r.ID, Details: details}); err != nil {
+				return err
+			}
+			if r.Attempt > 1 {
+				return nil
+			}
+			retry := domain.Run{CompanyID: r.CompanyID, AgentID: r.AgentID, IssueID: r.IssueID, Status: domain.RunQueued,
+				WakeSource: r.WakeSource, WakeReason: r.WakeReason, WakeCommentID: r.WakeCommentID, Payload: r.Payload,
+				ContextSnapshot: r.ContextSnapshot, IssueStateGuard: r.IssueStateGuard, Attempt: r.Attempt + 1,
+				RetryOfRunID: r.ID, RequestedByKind: "system", RequestedByID: "heartbeat"}
+			_, err = s.st.InsertRun(ctx, tx, &retry)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("recover run %s: %w", r.ID, err)
+		}
+		s.log.Warn("orphaned run failed and retried", "run", r.ID, "attempt", r.Attempt)
+	}
+	if len(runs) > 0 {
+		s.Notify()
+	}
+	return nil
+}
+
+// Shutdown stops starting runs and waits for running ones to finish; when
+// ctx ends first, the remaining runs are cancelled (their processes are
+// stopped and the runs recorded as cancelled) before it returns.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.runCancel()
+		<-done
+		return errors.New("heartbeat: shutdown grace period ended; remaining runs cancelled")
+	}
+}
+
+// Cancel stops a run executing in this process, if any.
+func (s *Service) Cancel(runID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.active[runID]; ok {
+		c()
+		return true
+	}
+	return false
+}

@@ -1,0 +1,119 @@
+// Package policy decides whether an actor may perform a named action (for
+// example "email.send") under the company's action policies. The default is
+// allow; a matching deny wins; allow rules may carry a rate limit.
+package policy
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	Allowed bool
+	// PolicyID is the deciding policy ("" for the default allow).
+	PolicyID string
+	// Reason explains a refusal in words safe to show the caller.
+	Reason string
+	// RateLimited is true when a rate limit refused the action.
+	RateLimited bool
+	// RetryAfter says when a rate-limited action may be tried again.
+	RetryAfter time.Duration
+}
+
+// Service evaluates policies.
+type Service struct {
+	Store *store.Store
+}
+
+func actorKind(a authz.Actor) string {
+	if a.Kind == authz.KindAgent {
+		return "agent"
+	}
+	return "user"
+}
+
+func matches(p domain.ActionPolicy, a authz.Actor) bool {
+	if p.ActorKind != "*" && p.ActorKind != actorKind(a) {
+		return false
+	}
+	return p.ActorID == "*" || p.ActorID == a.ID()
+}
+
+// Decide evaluates action for the actor inside tx and records the decision
+// in the audit log (and, when allowed under a rate limit, the hit), so the
+// decision commits or rolls back with the action it guards.
+func (s *Service) Decide(ctx context.Context, tx *sql.Tx, companyID string, a authz.Actor, action string) (Decision, error) {
+	policies, err := s.Store.ListPolicies(ctx, tx, companyID, action)
+	if err != nil {
+		return Decision{}, fmt.Errorf("decide %s: %w", action, err)
+	}
+	d := Decision{Allowed: true}
+	var limited []domain.ActionPolicy
+	for _, p := range policies {
+		if !matches(p, a) {
+			continue
+		}
+		if p.Effect == "deny" {
+			d = Decision{Allowed: false, PolicyID: p.ID, Reason: denyReason(p)}
+			break
+		}
+		if p.RateLimitCount > 0 && p.RateLimitWindowSeconds > 0 {
+			limited = append(limited, p)
+		}
+	}
+	actorKey := actorKind(a) + ":" + a.ID()
+	if d.Allowed {
+		now := s.Store.Now()
+		for _, p := range limited {
+			// Why the lock: two concurrent requests must not both see
+			// "limit-1 hits" and both pass on PostgreSQL.
+			if err := s.Store.DB.AdvisoryXactLock(ctx, tx, "policy:"+p.ID+":"+actorKey); err != nil {
+				return Decision{}, err
+			}
+			window := time.Duration(p.RateLimitWindowSeconds) * time.Second
+			n, oldest, err := s.Store.CountPolicyHits(ctx, tx, p.ID, actorKey, now.Add(-window))
+			if err != nil {
+				return Decision{}, err
+			}
+			if n >= p.RateLimitCount {
+				retry := oldest.Add(window).Sub(now)
+				if retry < time.Second {
+					retry = time.Second
+				}
+				d = Decision{Allowed: false, PolicyID: p.ID, RateLimited: true, RetryAfter: retry,
+					Reason: fmt.Sprintf("rate limit for %s reached (%d per %ds)", action, p.RateLimitCount, p.RateLimitWindowSeconds)}
+				break
+			}
+		}
+		if d.Allowed {
+			for _, p := range limited {
+				if err := s.Store.RecordPolicyHit(ctx, tx, p.ID, actorKey); err != nil {
+					return Decision{}, err
+				}
+			}
+		}
+	}
+	details, _ := json.Marshal(map[string]any{"action": action, "allowed": d.Allowed, "policyId": d.PolicyID,
+		"reason": d.Reason, "rateLimited": d.RateLimited})
+	if err := s.Store.InsertActivity(ctx, tx, &domain.Activity{CompanyID: companyID, ActorKind: a.Kind, ActorID: a.ID(),
+		AgentID: a.AgentID(), RunID: a.RunID(), Action: "policy.decided", EntityType: "action", EntityID: action,
+		Details: details}); err != nil {
+		return Decision{}, err
+	}
+	return d, nil
+}
+
+func denyReason(p domain.ActionPolicy) string {
+	if p.Reason != "" {
+		return p.Reason
+	}
+	return "denied by action policy"
+}

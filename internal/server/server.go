@@ -1,0 +1,233 @@
+// Package server assembles a control-plane process: configuration, the
+// database, the vault, the heartbeat scheduler, the HTTP API, metrics and
+// graceful shutdown.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/logging"
+	"github.com/paperclipai/paperclipai/internal/metrics"
+	"github.com/paperclipai/paperclipai/internal/policy"
+	"github.com/paperclipai/paperclipai/internal/store"
+	"github.com/paperclipai/paperclipai/internal/vault"
+)
+
+// Server is a running control-plane process.
+type Server struct {
+	Config    config.Config
+	DB        *db.DB
+	Store     *store.Store
+	Vault     *vault.Vault
+	Heartbeat *heartbeat.Service
+	API       *api.Server
+	Metrics   *metrics.Metrics
+	Logger    *slog.Logger
+	Redactor  *logging.Redactor
+	Mux       *http.ServeMux
+
+	httpSrv   *http.Server
+	listener  net.Listener
+	lock      *os.File
+	cancel    context.CancelFunc
+	serveDone chan error
+}
+
+// Options tune a server beyond its Config.
+type Options struct {
+	// LogOutput receives the structured logs (default stderr).
+	LogOutput io.Writer
+}
+
+// Start opens everything, starts the workers and begins serving; it returns
+// once the listener is bound.
+func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error) {
+	if opts.LogOutput == nil {
+		opts.LogOutput = os.Stderr
+	}
+	red := logging.NewRedactor()
+	level := slog.LevelInfo
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	logger := logging.New(opts.LogOutput, cfg.LogJSON, level, red)
+	s := &Server{Config: cfg, Logger: logger, Redactor: red, serveDone: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeResources()
+		}
+	}()
+	if err := os.MkdirAll(filepath.Join(cfg.Home, "instance"), 0o700); err != nil {
+		return nil, fmt.Errorf("create home: %w", err)
+	}
+	exclusive := cfg.DatabaseURL == ""
+	if exclusive {
+		// One process per SQLite home: two schedulers on one file would
+		// double-start runs, and a crash is then recognisable at start.
+		lock, err := lockHome(cfg.Home)
+		if err != nil {
+			return nil, err
+		}
+		s.lock = lock
+	}
+	key, err := vault.LoadMasterKey(cfg.MasterKeyFile, cfg.MasterKeyB64)
+	if err != nil {
+		return nil, err
+	}
+	if s.DB, err = db.Open(ctx, cfg.DatabaseURL, cfg.SQLitePath()); err != nil {
+		return nil, err
+	}
+	if err := s.DB.Migrate(ctx, logger); err != nil {
+		return nil, err
+	}
+	s.Store = store.New(s.DB)
+	if _, err := s.Store.EnsureUser(ctx, s.DB, store.LocalBoardEmail, "Local board", true); err != nil {
+		return nil, err
+	}
+	if s.Vault, err = vault.New(key, s.Store); err != nil {
+		return nil, err
+	}
+	s.Vault.OnResolve = red.Add
+	s.Metrics = metrics.New()
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	s.listener = ln
+	hostname, _ := os.Hostname()
+	s.Heartbeat = heartbeat.New(heartbeat.Options{
+		Store: s.Store, Logger: logger.With("component", "heartbeat"),
+		RunnerID: fmt.Sprintf("%s:%d:%s", hostname, os.Getpid(), store.NewID()[:8]),
+		APIURL:   "http://" + ln.Addr().String() + "/api",
+		Adapters: map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{}, "http": heartbeat.HTTPAdapter{}},
+		LeaseTTL: cfg.RunLeaseTTL, MaxConcurrent: cfg.MaxConcurrentRuns, LogMaxBytes: cfg.RunLogMaxBytes,
+		ExclusiveDatabase: exclusive, WorkspacesDir: cfg.WorkspacesDir(), RunsDir: cfg.RunsDir(),
+		Observer: heartbeat.Observer{
+			RunStarted: func(d time.Duration) { s.Metrics.RunsStarted.Inc(); s.Metrics.WakeToStart.Observe(d.Seconds()) },
+			RunFinished: func(status string, d time.Duration) {
+				s.Metrics.RunsFinished.WithLabelValues(status).Inc()
+				s.Metrics.RunDuration.Observe(d.Seconds())
+			},
+		},
+	})
+	az := &authz.Service{Store: s.Store}
+	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Authz: az, Policy: &policy.Service{Store: s.Store},
+		Heartbeat: s.Heartbeat, Vault: s.Vault, Metrics: s.Metrics, Logger: logger.With("component", "api")})
+
+	s.Mux = http.NewServeMux()
+	s.Mux.Handle("/api/", s.API.Handler())
+	s.Mux.Handle("GET /metrics", s.metricsHandler())
+	s.Mux.HandleFunc("GET /{$}", s.home)
+
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	if err := s.Heartbeat.Start(wctx); err != nil {
+		return nil, err
+	}
+	s.httpSrv = &http.Server{Handler: s.Mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	go func() { s.serveDone <- s.httpSrv.Serve(ln) }()
+	logger.Info("paperclipai started", "listen", ln.Addr().String(), "database", string(s.DB.Dialect),
+		"mode", cfg.DeploymentMode, "home", cfg.Home)
+	ok = true
+	return s, nil
+}
+
+// Addr is the bound listen address.
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// URL is the server's base URL.
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// metricsHandler serves /metrics: open on loopback in local_trusted mode,
+// otherwise only to instance administrators.
+func (s *Server) metricsHandler() http.Handler {
+	h := s.Metrics.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a, err := api.Authenticate(r, s.Store, s.Heartbeat, s.Config.DeploymentMode)
+		if err != nil || authz.RequireInstanceAdmin(a) != nil {
+			http.Error(w, `{"error":"metrics require an instance administrator"}`, http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) home(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprint(w, `<!doctype html><html><head><meta charset="utf-8"><title>Paperclip</title></head>`+
+		`<body><h1>Paperclip control plane</h1><p>API under <code>/api</code>; health at <a href="/api/health">/api/health</a>.</p></body></html>`)
+}
+
+// Shutdown stops accepting requests, lets in-flight requests and runs
+// finish within the grace period, then releases everything.
+func (s *Server) Shutdown(ctx context.Context) error {
+	grace := s.Config.ShutdownGrace
+	gctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	var errs []error
+	// Runs first, while the API still serves: running agents call back
+	// into it (comments, email actions) until they finish.
+	if err := s.Heartbeat.Shutdown(gctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.httpSrv.Shutdown(gctx); err != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	s.cancel()
+	s.closeResources()
+	s.Logger.Info("paperclipai stopped")
+	return errors.Join(errs...)
+}
+
+// Done reports the HTTP server's exit.
+func (s *Server) Done() <-chan error { return s.serveDone }
+
+func (s *Server) closeResources() {
+	if s.listener != nil && s.httpSrv == nil {
+		s.listener.Close()
+	}
+	if s.DB != nil {
+		s.DB.Close()
+	}
+	if s.lock != nil {
+		s.lock.Close()
+	}
+}
+
+// ErrHomeLocked means another process already serves this home directory.
+var ErrHomeLocked = errors.New("another paperclipai process is using this home directory (SQLite allows one server per home; use PostgreSQL for several replicas)")
+
+func lockHome(home string) (*os.File, error) {
+	path := filepath.Join(home, "instance", "paperclip.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock home: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, ErrHomeLocked
+		}
+		return nil, fmt.Errorf("lock home: %w", err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteString(strings.TrimSpace(fmt.Sprint(os.Getpid())) + "\n")
+	return f, nil
+}

@@ -1,0 +1,188 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+const agentCols = `id, company_id, name, status, adapter_type, adapter_config, permissions,
+	budget_monthly_cents, spent_monthly_cents, spend_period, environment_id, created_at, updated_at`
+
+func scanAgent(row rowScanner) (domain.Agent, error) {
+	var a domain.Agent
+	var cfg, perms []byte
+	var env sql.NullString
+	err := row.Scan(&a.ID, &a.CompanyID, &a.Name, &a.Status, &a.AdapterType, &cfg, &perms,
+		&a.BudgetMonthlyCents, &a.SpentMonthlyCents, &a.SpendPeriod, &env, &a.CreatedAt, &a.UpdatedAt)
+	if err != nil {
+		return a, err
+	}
+	a.AdapterConfig = rawJSON(cfg)
+	a.EnvironmentID = env.String
+	a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
+	if err := json.Unmarshal(perms, &a.Permissions); err != nil {
+		return a, fmt.Errorf("decode agent permissions: %w", err)
+	}
+	return a, nil
+}
+
+// CreateAgent inserts a. ID and timestamps are set here.
+func (s *Store) CreateAgent(ctx context.Context, q db.Querier, a *domain.Agent) error {
+	a.ID = NewID()
+	a.CreatedAt = s.Now()
+	a.UpdatedAt = a.CreatedAt
+	if a.Status == "" {
+		a.Status = domain.AgentActive
+	}
+	if a.Permissions.TrustPreset == "" {
+		a.Permissions.TrustPreset = domain.TrustStandard
+	}
+	if len(a.AdapterConfig) == 0 {
+		a.AdapterConfig = json.RawMessage(`{}`)
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO agents (`+agentCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)`,
+		a.ID, a.CompanyID, a.Name, a.Status, a.AdapterType, string(a.AdapterConfig), mustJSON(a.Permissions),
+		a.BudgetMonthlyCents, a.SpentMonthlyCents, a.SpendPeriod, nullString(a.EnvironmentID), a.CreatedAt, a.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("create agent: %w", err)
+	}
+	return nil
+}
+
+// GetAgent returns an agent by id.
+func (s *Store) GetAgent(ctx context.Context, q db.Querier, id string) (domain.Agent, error) {
+	a, err := scanAgent(q.QueryRowContext(ctx, `SELECT `+agentCols+` FROM agents WHERE id = $1`, id))
+	if err != nil {
+		return a, notFound("get agent", err)
+	}
+	return a, nil
+}
+
+// LockAgent takes the agent row's write lock for the rest of the transaction
+// (PostgreSQL row lock; SQLite's single writer already serializes), so
+// decisions such as "is another run of this agent running?" cannot race
+// between replicas.
+func (s *Store) LockAgent(ctx context.Context, tx *sql.Tx, id string) error {
+	res, err := tx.ExecContext(ctx, `UPDATE agents SET updated_at = updated_at WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("lock agent: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("lock agent: %w", ErrNotFound)
+	}
+	return nil
+}
+
+// UpdateAgent writes every mutable field of a.
+func (s *Store) UpdateAgent(ctx context.Context, q db.Querier, a *domain.Agent) error {
+	a.UpdatedAt = s.Now()
+	res, err := q.ExecContext(ctx, `UPDATE agents SET name = $2, status = $3, adapter_type = $4, adapter_config = $5,
+		permissions = $6, budget_monthly_cents = $7, spent_monthly_cents = $8, spend_period = $9, environment_id = $10, updated_at = $11
+		WHERE id = $1`, a.ID, a.Name, a.Status, a.AdapterType, string(a.AdapterConfig), mustJSON(a.Permissions),
+		a.BudgetMonthlyCents, a.SpentMonthlyCents, a.SpendPeriod, nullString(a.EnvironmentID), a.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("update agent: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("update agent: %w", ErrNotFound)
+	}
+	return nil
+}
+
+// ListAgents returns a company's agents, newest first.
+func (s *Store) ListAgents(ctx context.Context, q db.Querier, companyID string) ([]domain.Agent, error) {
+	return queryAll(ctx, q, "list agents", scanAgent, `SELECT `+agentCols+` FROM agents WHERE company_id = $1 ORDER BY created_at DESC, id`, companyID)
+}
+
+const projectCols = `id, company_id, name, workspace, created_at, updated_at`
+
+func scanProject(row rowScanner) (domain.Project, error) {
+	var p domain.Project
+	var ws []byte
+	if err := row.Scan(&p.ID, &p.CompanyID, &p.Name, &ws, &p.CreatedAt, &p.UpdatedAt); err != nil {
+		return p, err
+	}
+	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
+	if len(ws) > 0 && string(ws) != "null" {
+		p.Workspace = &domain.ProjectWorkspace{}
+		if err := json.Unmarshal(ws, p.Workspace); err != nil {
+			return p, fmt.Errorf("decode project workspace: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// CreateProject inserts p.
+func (s *Store) CreateProject(ctx context.Context, q db.Querier, p *domain.Project) error {
+	p.ID = NewID()
+	p.CreatedAt = s.Now()
+	p.UpdatedAt = p.CreatedAt
+	var ws any
+	if p.Workspace != nil {
+		ws = mustJSON(p.Workspace)
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO projects (`+projectCols+`) VALUES ($1,$2,$3,$4,$5,$6)`,
+		p.ID, p.CompanyID, p.Name, ws, p.CreatedAt, p.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("create project: %w", err)
+	}
+	return nil
+}
+
+// GetProject returns a project by id.
+func (s *Store) GetProject(ctx context.Context, q db.Querier, id string) (domain.Project, error) {
+	p, err := scanProject(q.QueryRowContext(ctx, `SELECT `+projectCols+` FROM projects WHERE id = $1`, id))
+	if err != nil {
+		return p, notFound("get project", err)
+	}
+	return p, nil
+}
+
+// ListProjects returns a company's projects, newest first.
+func (s *Store) ListProjects(ctx context.Context, q db.Querier, companyID string) ([]domain.Project, error) {
+	return queryAll(ctx, q, "list projects", scanProject, `SELECT `+projectCols+` FROM projects WHERE company_id = $1 ORDER BY created_at DESC, id`, companyID)
+}
+
+const envCols = `id, company_id, name, driver, provider, status, created_at, updated_at`
+
+func scanEnvironment(row rowScanner) (domain.Environment, error) {
+	var e domain.Environment
+	err := row.Scan(&e.ID, &e.CompanyID, &e.Name, &e.Driver, &e.Provider, &e.Status, &e.CreatedAt, &e.UpdatedAt)
+	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
+	return e, err
+}
+
+// CreateEnvironment inserts e.
+func (s *Store) CreateEnvironment(ctx context.Context, q db.Querier, e *domain.Environment) error {
+	e.ID = NewID()
+	e.CreatedAt = s.Now()
+	e.UpdatedAt = e.CreatedAt
+	if e.Status == "" {
+		e.Status = "active"
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO environments (`+envCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)`,
+		e.ID, e.CompanyID, e.Name, e.Driver, e.Provider, e.Status, e.CreatedAt, e.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("create environment: %w", err)
+	}
+	return nil
+}
+
+// GetEnvironment returns an environment by id.
+func (s *Store) GetEnvironment(ctx context.Context, q db.Querier, id string) (domain.Environment, error) {
+	e, err := scanEnvironment(q.QueryRowContext(ctx, `SELECT `+envCols+` FROM environments WHERE id = $1`, id))
+	if err != nil {
+		return e, notFound("get environment", err)
+	}
+	return e, nil
+}
+
+// ListEnvironments returns a company's environments, newest first.
+func (s *Store) ListEnvironments(ctx context.Context, q db.Querier, companyID string) ([]domain.Environment, error) {
+	return queryAll(ctx, q, "list environments", scanEnvironment, `SELECT `+envCols+` FROM environments WHERE company_id = $1 ORDER BY created_at DESC, id`, companyID)
+}

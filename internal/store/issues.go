@@ -1,0 +1,283 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+const issueCols = `id, company_id, title, description, status, priority, assignee_agent_id, parent_id, project_id,
+	origin_kind, origin_id, idempotency_key, execution_workspace_settings, execution_run_id, checkout_run_id,
+	responsible_user_id, created_by_user_id, created_by_agent_id, created_at, updated_at, completed_at, cancelled_at`
+
+func scanIssue(row rowScanner) (domain.Issue, error) {
+	var i domain.Issue
+	var assignee, parent, project, originID, idem, execRun, checkoutRun, responsible, byUser, byAgent sql.NullString
+	var ews []byte
+	var completed, cancelled sql.NullTime
+	err := row.Scan(&i.ID, &i.CompanyID, &i.Title, &i.Description, &i.Status, &i.Priority, &assignee, &parent, &project,
+		&i.OriginKind, &originID, &idem, &ews, &execRun, &checkoutRun, &responsible, &byUser, &byAgent,
+		&i.CreatedAt, &i.UpdatedAt, &completed, &cancelled)
+	if err != nil {
+		return i, err
+	}
+	i.AssigneeAgentID, i.ParentID, i.ProjectID = assignee.String, parent.String, project.String
+	i.OriginID, i.IdempotencyKey = originID.String, idem.String
+	i.ExecutionWorkspaceSettings = rawJSON(ews)
+	i.ExecutionRunID, i.CheckoutRunID = execRun.String, checkoutRun.String
+	i.ResponsibleUserID, i.CreatedByUserID, i.CreatedByAgentID = responsible.String, byUser.String, byAgent.String
+	i.CreatedAt, i.UpdatedAt = i.CreatedAt.UTC(), i.UpdatedAt.UTC()
+	i.CompletedAt, i.CancelledAt = timePtr(completed), timePtr(cancelled)
+	return i, nil
+}
+
+// CreateIssue inserts i. When i.IdempotencyKey is set and a task with that
+// key already exists in the company, it returns the existing task and
+// created=false instead of inserting (ON CONFLICT DO NOTHING, then read).
+func (s *Store) CreateIssue(ctx context.Context, q db.Querier, i *domain.Issue) (created bool, err error) {
+	i.ID = NewID()
+	i.CreatedAt = s.Now()
+	i.UpdatedAt = i.CreatedAt
+	if i.Status == "" {
+		i.Status = domain.IssueTodo
+	}
+	if i.Priority == "" {
+		i.Priority = "medium"
+	}
+	if i.OriginKind == "" {
+		i.OriginKind = "manual"
+	}
+	res, err := q.ExecContext(ctx, `INSERT INTO issues (`+issueCols+`)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22)
+		ON CONFLICT (company_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
+		i.ID, i.CompanyID, i.Title, i.Description, i.Status, i.Priority, nullString(i.AssigneeAgentID),
+		nullString(i.ParentID), nullString(i.ProjectID), i.OriginKind, nullString(i.OriginID), nullString(i.IdempotencyKey),
+		nullJSON(i.ExecutionWorkspaceSettings), nullString(i.ExecutionRunID), nullString(i.CheckoutRunID),
+		nullString(i.ResponsibleUserID), nullString(i.CreatedByUserID), nullString(i.CreatedByAgentID),
+		i.CreatedAt, i.UpdatedAt, nullTime(i.CompletedAt), nullTime(i.CancelledAt))
+	if err != nil {
+		return false, fmt.Errorf("create issue: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return true, nil
+	}
+	existing, err := queryOne(ctx, q, "create issue: read existing", scanIssue,
+		`SELECT `+issueCols+` FROM issues WHERE company_id = $1 AND idempotency_key = $2`, i.CompanyID, i.IdempotencyKey)
+	if err != nil {
+		return false, err
+	}
+	*i = existing
+	return false, nil
+}
+
+// GetIssue returns a task by id.
+func (s *Store) GetIssue(ctx context.Context, q db.Querier, id string) (domain.Issue, error) {
+	return queryOne(ctx, q, "get issue", scanIssue, `SELECT `+issueCols+` FROM issues WHERE id = $1`, id)
+}
+
+// UpdateIssue writes the mutable fields of i, maintaining completedAt and
+// cancelledAt from the status.
+func (s *Store) UpdateIssue(ctx context.Context, q db.Querier, i *domain.Issue) error {
+	now := s.Now()
+	i.UpdatedAt = now
+	switch i.Status {
+	case domain.IssueDone:
+		if i.CompletedAt == nil {
+			i.CompletedAt = &now
+		}
+		i.CancelledAt = nil
+	case domain.IssueCancelled:
+		if i.CancelledAt == nil {
+			i.CancelledAt = &now
+		}
+		i.CompletedAt = nil
+	default:
+		i.CompletedAt, i.CancelledAt = nil, nil
+	}
+	res, err := q.ExecContext(ctx, `UPDATE issues SET title = $2, description = $3, status = $4, priority = $5,
+		assignee_agent_id = $6, parent_id = $7, project_id = $8, execution_workspace_settings = $9,
+		execution_run_id = $10, checkout_run_id = $11, responsible_user_id = $12, updated_at = $13,
+		completed_at = $14, cancelled_at = $15 WHERE id = $1`,
+		i.ID, i.Title, i.Description, i.Status, i.Priority, nullString(i.AssigneeAgentID), nullString(i.ParentID),
+		nullString(i.ProjectID), nullJSON(i.ExecutionWorkspaceSettings), nullString(i.ExecutionRunID),
+		nullString(i.CheckoutRunID), nullString(i.ResponsibleUserID), now, nullTime(i.CompletedAt), nullTime(i.CancelledAt))
+	if err != nil {
+		return fmt.Errorf("update issue: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("update issue: %w", ErrNotFound)
+	}
+	return nil
+}
+
+// IssueFilter narrows ListIssues; empty fields do not filter.
+type IssueFilter struct {
+	AssigneeAgentID string
+	Status          string
+	ParentID        string
+	OriginKind      string
+	ProjectIDs      []string
+	Limit           int
+}
+
+// ListIssues returns a company's tasks, newest first.
+func (s *Store) ListIssues(ctx context.Context, q db.Querier, companyID string, f IssueFilter) ([]domain.Issue, error) {
+	where := []string{"company_id = $1"}
+	args := []any{companyID}
+	add := func(col, v string) {
+		if v != "" {
+			args = append(args, v)
+			where = append(where, fmt.Sprintf("%s = $%d", col, len(args)))
+		}
+	}
+	add("assignee_agent_id", f.AssigneeAgentID)
+	add("status", f.Status)
+	add("parent_id", f.ParentID)
+	add("origin_kind", f.OriginKind)
+	if f.ProjectIDs != nil {
+		if len(f.ProjectIDs) == 0 {
+			return []domain.Issue{}, nil
+		}
+		ph := make([]string, len(f.ProjectIDs))
+		for k, p := range f.ProjectIDs {
+			args = append(args, p)
+			ph[k] = fmt.Sprintf("$%d", len(args))
+		}
+		where = append(where, "project_id IN ("+strings.Join(ph, ", ")+")")
+	}
+	limit := f.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 500
+	}
+	query := `SELECT ` + issueCols + ` FROM issues WHERE ` + strings.Join(where, " AND ") +
+		fmt.Sprintf(` ORDER BY created_at DESC, id LIMIT %d`, limit)
+	return queryAll(ctx, q, "list issues", scanIssue, query, args...)
+}
+
+// IssueAncestors returns the ids of i's ancestors, nearest first (bounded to
+// guard against cycles).
+func (s *Store) IssueAncestors(ctx context.Context, q db.Querier, issueID string) ([]string, error) {
+	var out []string
+	cur := issueID
+	for range 64 {
+		var parent sql.NullString
+		err := q.QueryRowContext(ctx, `SELECT parent_id FROM issues WHERE id = $1`, cur).Scan(&parent)
+		if err != nil {
+			return nil, notFound("issue ancestors", err)
+		}
+		if !parent.Valid || parent.String == "" {
+			return out, nil
+		}
+		out = append(out, parent.String)
+		cur = parent.String
+	}
+	return out, nil
+}
+
+const commentCols = `id, company_id, issue_id, body, author_kind, author_agent_id, author_user_id, run_id, created_at`
+
+func scanComment(row rowScanner) (domain.Comment, error) {
+	var c domain.Comment
+	var agent, user, run sql.NullString
+	err := row.Scan(&c.ID, &c.CompanyID, &c.IssueID, &c.Body, &c.AuthorKind, &agent, &user, &run, &c.CreatedAt)
+	c.AuthorAgentID, c.AuthorUserID, c.RunID = agent.String, user.String, run.String
+	c.CreatedAt = c.CreatedAt.UTC()
+	return c, err
+}
+
+// CreateComment inserts c.
+func (s *Store) CreateComment(ctx context.Context, q db.Querier, c *domain.Comment) error {
+	c.ID = NewID()
+	c.CreatedAt = s.Now()
+	_, err := q.ExecContext(ctx, `INSERT INTO issue_comments (`+commentCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
+		c.ID, c.CompanyID, c.IssueID, c.Body, c.AuthorKind, nullString(c.AuthorAgentID), nullString(c.AuthorUserID),
+		nullString(c.RunID), c.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("create comment: %w", err)
+	}
+	return nil
+}
+
+// ListComments returns a task's comments, oldest first (conversation order).
+func (s *Store) ListComments(ctx context.Context, q db.Querier, issueID string) ([]domain.Comment, error) {
+	return queryAll(ctx, q, "list comments", scanComment,
+		`SELECT `+commentCols+` FROM issue_comments WHERE issue_id = $1 ORDER BY created_at, id`, issueID)
+}
+
+const attachmentCols = `id, company_id, issue_id, filename, content_type, size_bytes, sha256, created_by_user_id, created_by_agent_id, created_at`
+
+func scanAttachment(row rowScanner) (domain.Attachment, error) {
+	var a domain.Attachment
+	var byUser, byAgent sql.NullString
+	err := row.Scan(&a.ID, &a.CompanyID, &a.IssueID, &a.Filename, &a.ContentType, &a.SizeBytes, &a.SHA256, &byUser, &byAgent, &a.CreatedAt)
+	a.CreatedByUserID, a.CreatedByAgentID = byUser.String, byAgent.String
+	a.CreatedAt = a.CreatedAt.UTC()
+	return a, err
+}
+
+// CreateAttachment inserts a's metadata (the bytes are already on disk).
+func (s *Store) CreateAttachment(ctx context.Context, q db.Querier, a *domain.Attachment) error {
+	a.ID = NewID()
+	a.CreatedAt = s.Now()
+	_, err := q.ExecContext(ctx, `INSERT INTO attachments (`+attachmentCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+		a.ID, a.CompanyID, a.IssueID, a.Filename, a.ContentType, a.SizeBytes, a.SHA256,
+		nullString(a.CreatedByUserID), nullString(a.CreatedByAgentID), a.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("create attachment: %w", err)
+	}
+	return nil
+}
+
+// GetAttachment returns attachment metadata by id.
+func (s *Store) GetAttachment(ctx context.Context, q db.Querier, id string) (domain.Attachment, error) {
+	return queryOne(ctx, q, "get attachment", scanAttachment, `SELECT `+attachmentCols+` FROM attachments WHERE id = $1`, id)
+}
+
+// ListAttachments returns a task's attachments, newest first.
+func (s *Store) ListAttachments(ctx context.Context, q db.Querier, issueID string) ([]domain.Attachment, error) {
+	return queryAll(ctx, q, "list attachments", scanAttachment,
+		`SELECT `+attachmentCols+` FROM attachments WHERE issue_id = $1 ORDER BY created_at DESC, id`, issueID)
+}
+
+const activityCols = `id, company_id, actor_kind, actor_id, agent_id, run_id, action, entity_type, entity_id, details, created_at`
+
+func scanActivity(row rowScanner) (domain.Activity, error) {
+	var a domain.Activity
+	var company, agent, run sql.NullString
+	var details []byte
+	err := row.Scan(&a.ID, &company, &a.ActorKind, &a.ActorID, &agent, &run, &a.Action, &a.EntityType, &a.EntityID, &details, &a.CreatedAt)
+	a.CompanyID, a.AgentID, a.RunID = company.String, agent.String, run.String
+	a.Details = rawJSON(details)
+	a.CreatedAt = a.CreatedAt.UTC()
+	return a, err
+}
+
+// InsertActivity appends an audit entry. Callers pass their transaction so
+// the entry commits or rolls back with the change it records.
+func (s *Store) InsertActivity(ctx context.Context, q db.Querier, a *domain.Activity) error {
+	a.ID = NewID()
+	a.CreatedAt = s.Now()
+	if len(a.Details) == 0 {
+		a.Details = []byte(`{}`)
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO activity_log (`+activityCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
+		a.ID, nullString(a.CompanyID), a.ActorKind, a.ActorID, nullString(a.AgentID), nullString(a.RunID),
+		a.Action, a.EntityType, a.EntityID, string(a.Details), a.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("insert activity: %w", err)
+	}
+	return nil
+}
+
+// ListActivity returns a company's audit log, newest first.
+func (s *Store) ListActivity(ctx context.Context, q db.Querier, companyID string, limit int) ([]domain.Activity, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 200
+	}
+	return queryAll(ctx, q, "list activity", scanActivity,
+		fmt.Sprintf(`SELECT `+activityCols+` FROM activity_log WHERE company_id = $1 ORDER BY created_at DESC, id LIMIT %d`, limit), companyID)
+}

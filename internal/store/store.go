@@ -1,0 +1,162 @@
+// Package store holds all SQL of the control-plane core: one concrete Store
+// over database/sql, with hand-written statements in the $N dialect that run
+// unchanged on SQLite and PostgreSQL. Functions that must join a caller's
+// transaction take a db.Querier.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+)
+
+// ErrNotFound is returned when a row does not exist (or is not visible).
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when a write collides with an existing row.
+var ErrConflict = errors.New("conflict")
+
+// Store is the control plane's data access layer.
+type Store struct {
+	DB  *db.DB
+	now func() time.Time
+}
+
+// New returns a Store over d.
+func New(d *db.DB) *Store {
+	return &Store{DB: d, now: time.Now}
+}
+
+// SetClock replaces the store's clock (tests only).
+func (s *Store) SetClock(now func() time.Time) { s.now = now }
+
+// Now returns the current time in UTC truncated to microseconds, the
+// precision both databases keep, so written and read-back values compare equal.
+func (s *Store) Now() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// Tx runs fn in a transaction.
+func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.DB.Tx(ctx, fn)
+}
+
+// NewID returns a new random UUID string.
+func NewID() string { return uuid.NewString() }
+
+// ValidID reports whether s is a canonical UUID string.
+func ValidID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	_, err := uuid.Parse(s)
+	return err == nil
+}
+
+// RandomToken returns a URL-safe random token with the given prefix.
+func RandomToken(prefix string) string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	out := make([]byte, len(b))
+	for i, v := range b {
+		out[i] = alphabet[int(v)%len(alphabet)]
+	}
+	return prefix + string(out)
+}
+
+// nullString maps "" to SQL NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// nullTime maps nil to SQL NULL and always binds UTC.
+func nullTime(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UTC()
+}
+
+// nullJSON maps an empty or "null" raw message to SQL NULL.
+func nullJSON(raw json.RawMessage) any {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return string(raw)
+}
+
+// mustJSON encodes v, which is always a marshalable internal value.
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("store: marshal %T: %v", v, err))
+	}
+	return string(b)
+}
+
+func timePtr(nt sql.NullTime) *time.Time {
+	if !nt.Valid {
+		return nil
+	}
+	t := nt.Time.UTC()
+	return &t
+}
+
+func rawJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(append([]byte(nil), b...))
+}
+
+// notFound maps sql.ErrNoRows to ErrNotFound with context.
+func notFound(what string, err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// rowScanner is satisfied by *sql.Row and *sql.Rows.
+type rowScanner interface{ Scan(...any) error }
+
+// queryAll runs query and scans every row with scan; what names the
+// operation in errors. It always returns a non-nil slice so lists encode as [].
+func queryAll[T any](ctx context.Context, q db.Querier, what string, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// queryOne runs query and scans its single row; a missing row is ErrNotFound.
+func queryOne[T any](ctx context.Context, q db.Querier, what string, scan func(rowScanner) (T, error), query string, args ...any) (T, error) {
+	v, err := scan(q.QueryRowContext(ctx, query, args...))
+	if err != nil {
+		return v, notFound(what, err)
+	}
+	return v, nil
+}

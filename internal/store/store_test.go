@@ -1,0 +1,95 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+func TestIssueIdempotencyKeyIsUniquePerCompany(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		st := store.New(d)
+		c1, _ := st.CreateCompany(ctx, d, "One", "")
+		c2, _ := st.CreateCompany(ctx, d, "Two", "")
+		first := domain.Issue{CompanyID: c1.ID, Title: "a", IdempotencyKey: "email:e1:t1"}
+		if created, err := st.CreateIssue(ctx, d, &first); err != nil || !created {
+			t.Fatalf("first: %v %v", created, err)
+		}
+		again := domain.Issue{CompanyID: c1.ID, Title: "b", IdempotencyKey: "email:e1:t1"}
+		if created, err := st.CreateIssue(ctx, d, &again); err != nil || created || again.ID != first.ID || again.Title != "a" {
+			t.Fatalf("replay must return the first task: created=%v err=%v id=%s title=%s", created, err, again.ID, again.Title)
+		}
+		other := domain.Issue{CompanyID: c2.ID, Title: "c", IdempotencyKey: "email:e1:t1"}
+		if created, err := st.CreateIssue(ctx, d, &other); err != nil || !created {
+			t.Fatalf("same key in another company is another task: %v %v", created, err)
+		}
+		for range 2 {
+			plain := domain.Issue{CompanyID: c1.ID, Title: "no key"}
+			if created, err := st.CreateIssue(ctx, d, &plain); err != nil || !created {
+				t.Fatalf("tasks without a key never collide: %v %v", created, err)
+			}
+		}
+	})
+}
+
+func TestRunIdempotencyAndTokenLifecycle(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		st := store.New(d)
+		c, _ := st.CreateCompany(ctx, d, "C", "")
+		a := domain.Agent{CompanyID: c.ID, Name: "a", AdapterType: "process"}
+		if err := st.CreateAgent(ctx, d, &a); err != nil {
+			t.Fatal(err)
+		}
+		r1 := domain.Run{CompanyID: c.ID, AgentID: a.ID, Status: domain.RunQueued, IdempotencyKey: "k"}
+		if created, err := st.InsertRun(ctx, d, &r1); err != nil || !created {
+			t.Fatal(err)
+		}
+		r2 := domain.Run{CompanyID: c.ID, AgentID: a.ID, Status: domain.RunQueued, IdempotencyKey: "k"}
+		if created, err := st.InsertRun(ctx, d, &r2); err != nil || created || r2.ID != r1.ID {
+			t.Fatalf("duplicate key: created=%v id=%s want %s err=%v", created, r2.ID, r1.ID, err)
+		}
+		hash := store.HashToken("pcr_token")
+		if ok, err := st.StartRun(ctx, d, r1.ID, "runner-1", hash, st.Now().Add(60e9)); err != nil || !ok {
+			t.Fatalf("start: %v %v", ok, err)
+		}
+		if ok, _ := st.StartRun(ctx, d, r1.ID, "runner-2", hash, st.Now()); ok {
+			t.Fatal("a running run cannot be claimed twice")
+		}
+		if got, err := st.RunByTokenHash(ctx, d, hash); err != nil || got.ID != r1.ID {
+			t.Fatalf("token of a running run: %v", err)
+		}
+		if ok, _ := st.FinishRun(ctx, d, r1.ID, "runner-2", domain.RunSucceeded, nil, ""); ok {
+			t.Fatal("another runner cannot finish the run")
+		}
+		if ok, err := st.FinishRun(ctx, d, r1.ID, "runner-1", domain.RunSucceeded, nil, ""); err != nil || !ok {
+			t.Fatalf("finish: %v %v", ok, err)
+		}
+		if _, err := st.RunByTokenHash(ctx, d, hash); err == nil {
+			t.Fatal("a finished run's token must not authenticate")
+		}
+	})
+}
+
+func TestTimesRoundTripInUTC(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		st := store.New(d)
+		c, err := st.CreateCompany(ctx, d, "Clock", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.GetCompany(ctx, d, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.CreatedAt.Equal(c.CreatedAt) || got.CreatedAt.Location().String() != "UTC" {
+			t.Fatalf("created_at %v (%v) != %v", got.CreatedAt, got.CreatedAt.Location(), c.CreatedAt)
+		}
+	})
+}

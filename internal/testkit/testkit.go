@@ -1,0 +1,225 @@
+// Package testkit starts real control-plane servers for tests (in-process
+// or as the built binary) on SQLite or PostgreSQL and talks to their API.
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/server"
+)
+
+// SyncBuffer is a goroutine-safe bytes.Buffer for captured logs.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Instance is an in-process server under test.
+type Instance struct {
+	*server.Server
+	Logs *SyncBuffer
+	Home string
+}
+
+// Config returns a test configuration: temporary home, loopback port 0,
+// local_trusted, short run leases.
+func Config(t testing.TB, databaseURL string) config.Config {
+	t.Helper()
+	home := t.TempDir()
+	cfg, err := config.Load(config.Flags{Listen: "127.0.0.1:0", Home: home, DatabaseURL: databaseURL}, func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	cfg.RunLeaseTTL = 3 * time.Second
+	cfg.ShutdownGrace = 10 * time.Second
+	cfg.LogLevel = "debug"
+	return cfg
+}
+
+// Start starts an in-process server with cfg and stops it when the test ends.
+func Start(t testing.TB, cfg config.Config) *Instance {
+	t.Helper()
+	logs := &SyncBuffer{}
+	srv, err := server.Start(context.Background(), cfg, server.Options{LogOutput: logs})
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return &Instance{Server: srv, Logs: logs, Home: cfg.Home}
+}
+
+// Client calls a server's API.
+type Client struct {
+	T     testing.TB
+	Base  string // e.g. http://127.0.0.1:1234
+	Token string
+	RunID string
+	// Seen records every response body, for secret-leak checks.
+	Seen *SyncBuffer
+}
+
+// NewClient returns a client for base with no credential (local board).
+func NewClient(t testing.TB, base string) *Client {
+	return &Client{T: t, Base: strings.TrimRight(base, "/"), Seen: &SyncBuffer{}}
+}
+
+// As returns a copy of c that authenticates with token (and run id).
+func (c *Client) As(token, runID string) *Client {
+	cp := *c
+	cp.Token, cp.RunID = token, runID
+	return &cp
+}
+
+// Do sends a request; body may be nil, a string/[]byte (sent raw) or a value
+// (JSON-encoded). It returns the status and response body.
+func (c *Client) Do(method, path string, body any) (int, []byte) {
+	c.T.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			c.T.Fatalf("encode body: %v", err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, c.Base+path, rd)
+	if err != nil {
+		c.T.Fatalf("new request: %v", err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if c.RunID != "" {
+		req.Header.Set("X-Paperclip-Run-Id", c.RunID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.T.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	c.Seen.Write(out)
+	return resp.StatusCode, out
+}
+
+// JSON sends a request, requires the wanted status and decodes the answer
+// into a map (or a []any for lists).
+func (c *Client) JSON(method, path string, body any, want int) map[string]any {
+	c.T.Helper()
+	status, out := c.Do(method, path, body)
+	if status != want {
+		c.T.Fatalf("%s %s: status %d, want %d: %s", method, path, status, want, out)
+	}
+	m := map[string]any{}
+	if len(bytes.TrimSpace(out)) > 0 {
+		if err := json.Unmarshal(out, &m); err != nil {
+			c.T.Fatalf("%s %s: decode %s: %v", method, path, out, err)
+		}
+	}
+	return m
+}
+
+// List sends a GET, requires 200 and decodes a JSON array.
+func (c *Client) List(path string) []map[string]any {
+	c.T.Helper()
+	status, out := c.Do("GET", path, nil)
+	if status != 200 {
+		c.T.Fatalf("GET %s: status %d: %s", path, status, out)
+	}
+	var l []map[string]any
+	if err := json.Unmarshal(out, &l); err != nil {
+		c.T.Fatalf("GET %s: decode: %v", path, err)
+	}
+	return l
+}
+
+// Eventually polls cond until it is true or the deadline passes.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", within, what)
+}
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// Binary builds ./cmd/paperclipai once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		dir, err := os.MkdirTemp("", "paperclipai-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "paperclipai")
+		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/paperclipai")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build binary: %v", buildErr)
+	}
+	return buildPath
+}
+
+// ID returns m["id"] as a string.
+func ID(m map[string]any) string {
+	s, _ := m["id"].(string)
+	return s
+}
