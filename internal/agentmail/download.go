@@ -1,0 +1,170 @@
+package agentmail
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ReasonBlockedAddress is the [NetworkError.Reason] of a download refused
+// because its host resolved to a private, loopback, link-local or otherwise
+// non-public address.
+const ReasonBlockedAddress = "blocked_address"
+
+var errBlockedAddress = errors.New("agentmail: destination address not allowed")
+
+// AttachmentDownload is the content of a downloaded attachment.
+type AttachmentDownload struct {
+	// Data holds the attachment bytes.
+	Data []byte
+	// ContentType is the Content-Type the storage server reported, if any.
+	ContentType string
+}
+
+// DownloadAttachment fetches the bytes behind an attachment locator's
+// pre-signed DownloadURL, reading at most maxBytes (a non-positive maxBytes
+// means [MaxResponseBytes]). A larger attachment fails with
+// [ErrResponseTooLarge] without being read.
+//
+// The URL is provider-controlled, so the fetch is guarded against SSRF: it
+// must be https; no Authorization header is sent; redirects are refused; no
+// proxy is used; and the connection is refused when the host resolves to a
+// non-public address (checked on the resolved IP at connect time, which also
+// defeats DNS rebinding). Only when the client's own API base URL is a
+// loopback address (the local emulator) are plain http and loopback
+// destinations allowed. Errors never quote the URL, which is a bearer
+// capability.
+func (c *Client) DownloadAttachment(ctx context.Context, downloadURL string, maxBytes int64) (*AttachmentDownload, error) {
+	const op = OpDownloadAttachment
+	if maxBytes <= 0 {
+		maxBytes = MaxResponseBytes
+	}
+	u, err := url.Parse(downloadURL)
+	if err != nil || u.Host == "" || u.User != nil {
+		return nil, &ArgumentError{Operation: op, Reason: "download URL is not an absolute URL"}
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && c.loopback && isLoopbackHost(u.Hostname()):
+	default:
+		return nil, &ArgumentError{Operation: op, Reason: "download URL must use https"}
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var gotConn atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, &ArgumentError{Operation: op, Reason: "download request could not be built"}
+	}
+	resp, err := c.download.Do(req)
+	if err != nil {
+		ne := newNetworkError(op, err, gotConn.Load())
+		if errors.Is(err, errBlockedAddress) {
+			ne.Reason = ReasonBlockedAddress
+		}
+		return nil, ne
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, &Error{
+			Status:     resp.StatusCode,
+			Operation:  op,
+			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+			Code:       inspectErrorBody(resp.Body, resp.ContentLength),
+		}
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.ContentLength > maxBytes {
+		return nil, &ResponseError{Operation: op, Status: resp.StatusCode, Detail: "too_large", kind: ErrResponseTooLarge}
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
+	if err != nil {
+		return nil, newNetworkError(op, err, true)
+	}
+	if int64(len(data)) > maxBytes {
+		return nil, &ResponseError{Operation: op, Status: resp.StatusCode, Detail: "too_large", kind: ErrResponseTooLarge}
+	}
+	return &AttachmentDownload{Data: data, ContentType: resp.Header.Get("Content-Type")}, nil
+}
+
+// newDownloadClient builds the SSRF-guarded client for pre-signed URLs.
+// allowLoopback is set when the API itself is on loopback (the emulator).
+func newDownloadClient(allowLoopback bool) *http.Client {
+	dialer := &net.Dialer{
+		Timeout: 10 * time.Second,
+		Control: func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return errBlockedAddress
+			}
+			if !publicAddr(ap.Addr(), allowLoopback) {
+				return errBlockedAddress
+			}
+			return nil
+		},
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// A proxy would connect on our behalf and bypass the address check.
+	t.Proxy = nil
+	t.DialContext = dialer.DialContext
+	return &http.Client{Transport: t, CheckRedirect: refuseRedirect}
+}
+
+// publicAddr reports whether a is an acceptable download destination: a
+// global unicast address outside private, shared (CGNAT), link-local,
+// loopback and documentation ranges. Loopback is accepted when
+// allowLoopback is set.
+func publicAddr(a netip.Addr, allowLoopback bool) bool {
+	a = a.Unmap()
+	if a.IsLoopback() {
+		return allowLoopback
+	}
+	if !a.IsGlobalUnicast() || a.IsPrivate() || a.IsLinkLocalUnicast() {
+		return false
+	}
+	for _, p := range nonPublicPrefixes {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+var nonPublicPrefixes = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("2001:db8::/32"),
+}
+
+// isLoopbackHost reports whether host (without port or brackets) is
+// "localhost" or a loopback IP literal (127.0.0.0/8, ::1, or the
+// IPv4-mapped form of either).
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	return a.WithZone("").Unmap().IsLoopback()
+}
