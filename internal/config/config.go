@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
 )
 
 // Deployment modes.
@@ -153,6 +155,12 @@ func (c Config) Validate() error {
 	}
 	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "https://") {
 		return errors.New("config: --public-url must be an https:// URL")
+	}
+	if _, err := agentmail.ValidateAPIBaseURL(c.AgentMailAPIURL); err != nil {
+		return fmt.Errorf("config: PAPERCLIP_AGENTMAIL_API_URL: %w", err)
+	}
+	if _, err := agentmail.ValidateWebSocketURL(c.AgentMailWSURL); err != nil {
+		return fmt.Errorf("config: PAPERCLIP_AGENTMAIL_WS_URL: %w", err)
 	}
 	return nil
 }

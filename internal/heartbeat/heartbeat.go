@@ -116,6 +116,9 @@ func New(o Options) *Service {
 		active: map[string]context.CancelFunc{}, stopped: make(chan struct{}), runCtx: rc, runCancel: cancel}
 }
 
+// RunnerID names this process in leases and run ownership.
+func (s *Service) RunnerID() string { return s.opts.RunnerID }
+
 // Notify nudges the scheduler to look for queued runs now.
 func (s *Service) Notify() {
 	select {

@@ -17,10 +17,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/logging"
 	"github.com/paperclipai/paperclipai/internal/metrics"
@@ -38,6 +40,7 @@ type Server struct {
 	Heartbeat *heartbeat.Service
 	API       *api.Server
 	Metrics   *metrics.Metrics
+	Email     *email.Service
 	Logger    *slog.Logger
 	Redactor  *logging.Redactor
 	Mux       *http.ServeMux
@@ -129,6 +132,13 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	az := &authz.Service{Store: s.Store}
 	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Authz: az, Policy: &policy.Service{Store: s.Store},
 		Heartbeat: s.Heartbeat, Vault: s.Vault, Metrics: s.Metrics, Logger: logger.With("component", "api")})
+
+	amClient, err := agentmail.New(agentmail.Options{BaseURL: cfg.AgentMailAPIURL})
+	if err != nil {
+		return nil, fmt.Errorf("agentmail client: %w", err)
+	}
+	s.Email = email.New(s.Store, s.Vault, az, cfg, amClient, logger.With("component", "email"), s.Heartbeat.RunnerID())
+	s.Email.Register(s.API)
 
 	s.Mux = http.NewServeMux()
 	s.Mux.Handle("/api/", s.API.Handler())

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/server"
 )
@@ -223,3 +225,6 @@ func ID(m map[string]any) string {
 	s, _ := m["id"].(string)
 	return s
 }
+
+// NewUUID returns a random UUID string.
+func NewUUID() string { return uuid.NewString() }

@@ -1,0 +1,168 @@
+package domain
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Email endpoint statuses.
+const (
+	EndpointDraft    = "draft"
+	EndpointActive   = "active"
+	EndpointPaused   = "paused"
+	EndpointArchived = "archived"
+)
+
+// Receive modes.
+const (
+	ReceiveWebSocket = "websocket"
+	ReceiveWebhook   = "webhook"
+)
+
+// EmailConnection is a saved AgentMail account credential: a vaulted key
+// plus the humans (grants) and agents (installs) allowed to use it.
+type EmailConnection struct {
+	ID                string    `json:"id"`
+	CompanyID         string    `json:"companyId"`
+	IdempotencyKey    string    `json:"-"`
+	Name              string    `json:"name"`
+	Provider          string    `json:"provider"`
+	Scope             string    `json:"scope"`
+	InboxID           string    `json:"inboxId,omitempty"`
+	OrganizationID    string    `json:"-"`
+	Status            string    `json:"status"`
+	InitialInstallIDs []string  `json:"-"`
+	CreatedByUserID   string    `json:"createdByUserId,omitempty"`
+	CreatedAt         time.Time `json:"createdAt"`
+	UpdatedAt         time.Time `json:"updatedAt"`
+	// Grants and Installs are filled by callers that present the connection.
+	Grants   []EmailGrant   `json:"grants,omitempty"`
+	Installs []EmailInstall `json:"installs,omitempty"`
+}
+
+// EmailGrant gives humans access to a saved credential.
+type EmailGrant struct {
+	ID            string     `json:"id"`
+	ConnectionID  string     `json:"connectionId"`
+	Kind          string     `json:"kind"`
+	SubjectUserID string     `json:"subjectUserId,omitempty"`
+	Status        string     `json:"status"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	RevokedAt     *time.Time `json:"revokedAt,omitempty"`
+}
+
+// EmailInstall gives an agent (or every agent of the company) access to a
+// saved credential.
+type EmailInstall struct {
+	ID           string    `json:"id"`
+	ConnectionID string    `json:"connectionId"`
+	TargetType   string    `json:"targetType"`
+	TargetID     string    `json:"targetId"`
+	CreatedAt    time.Time `json:"createdAt"`
+}
+
+// EmailEndpoint is one connected inbox: one inbox, one assigned agent.
+type EmailEndpoint struct {
+	ID                     string
+	CompanyID              string
+	PublicID               string
+	AssignedAgentID        string
+	SponsorUserID          string
+	CredentialConnectionID string
+	Status                 string
+	Address                string
+	DisplayName            string
+	ProviderAccountID      string
+	ReceiveMode            string
+	WebhookID              string
+	OwnedAPIKeyID          string
+	ActivationAt           *time.Time
+	SyncCheckpoint         *time.Time
+	LastSyncAt             *time.Time
+	HealthMessage          string
+	LastError              string
+	LastEventAt            *time.Time
+	LastPublicationAt      *time.Time
+	ActivatedAt            *time.Time
+	ArchivedAt             *time.Time
+	CreatedAt              time.Time
+	UpdatedAt              time.Time
+}
+
+// EmailEndpointSummary is the API shape of an endpoint.
+type EmailEndpointSummary struct {
+	ID              string     `json:"id"`
+	CompanyID       string     `json:"companyId"`
+	ConnectionID    string     `json:"connectionId"`
+	AssignedAgentID string     `json:"assignedAgentId"`
+	Address         *string    `json:"address"`
+	Status          string     `json:"status"`
+	ReceiveMode     string     `json:"receiveMode"`
+	LastError       *string    `json:"lastError"`
+	LastSyncAt      *time.Time `json:"lastSyncAt"`
+	HealthMessage   string     `json:"healthMessage,omitempty"`
+	ActivatedAt     *time.Time `json:"activatedAt,omitempty"`
+	// LowTrustWarning is true when the assigned agent is not low-trust: an
+	// unrestricted inbox can receive mail from anyone.
+	StandardAgentWarning bool `json:"standardAgentWarning,omitempty"`
+}
+
+// Summary returns the endpoint's API shape.
+func (e EmailEndpoint) Summary() EmailEndpointSummary {
+	s := EmailEndpointSummary{ID: e.ID, CompanyID: e.CompanyID, ConnectionID: e.ID, AssignedAgentID: e.AssignedAgentID,
+		Status: e.Status, ReceiveMode: e.ReceiveMode, LastSyncAt: e.LastSyncAt, HealthMessage: e.HealthMessage,
+		ActivatedAt: e.ActivatedAt}
+	if e.Address != "" {
+		a := e.Address
+		s.Address = &a
+	}
+	if e.LastError != "" {
+		l := e.LastError
+		s.LastError = &l
+	}
+	return s
+}
+
+// EmailConversation binds one provider thread of an endpoint to one task.
+type EmailConversation struct {
+	ID                     string    `json:"id"`
+	CompanyID              string    `json:"companyId"`
+	EndpointID             string    `json:"endpointId"`
+	IssueID                string    `json:"issueId"`
+	ExternalConversationID string    `json:"externalConversationId"`
+	ExternalThreadID       string    `json:"externalThreadId"`
+	Subject                string    `json:"subject"`
+	State                  string    `json:"state"`
+	LastActivityAt         time.Time `json:"lastActivityAt"`
+	CreatedAt              time.Time `json:"createdAt"`
+}
+
+// EmailEnvelope is the addressing of a retained message (Bcc included).
+type EmailEnvelope struct {
+	From    string   `json:"from"`
+	To      []string `json:"to"`
+	Cc      []string `json:"cc,omitempty"`
+	Bcc     []string `json:"bcc,omitempty"`
+	ReplyTo []string `json:"replyTo,omitempty"`
+	Subject string   `json:"subject"`
+}
+
+// EmailMessage is a retained email of either direction.
+type EmailMessage struct {
+	ID                string          `json:"id"`
+	CompanyID         string          `json:"companyId"`
+	EndpointID        string          `json:"endpointId"`
+	ConversationID    string          `json:"conversationId"`
+	ProviderMessageID string          `json:"providerMessageId"`
+	ProviderThreadID  string          `json:"providerThreadId"`
+	Envelope          EmailEnvelope   `json:"envelope"`
+	Headers           json.RawMessage `json:"headers,omitempty"`
+	Text              string          `json:"text"`
+	FullText          string          `json:"fullText"`
+	Direction         string          `json:"direction"`
+	Automatic         bool            `json:"automatic"`
+	AttachmentIDs     []string        `json:"attachmentIds"`
+	CommentID         string          `json:"commentId,omitempty"`
+	Timestamp         time.Time       `json:"timestamp"`
+	CreatedAt         time.Time       `json:"createdAt"`
+}

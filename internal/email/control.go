@@ -1,0 +1,397 @@
+package email
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+// Errors of the active-endpoint check, shared by intake and sending.
+var (
+	// ErrInboxNotActive: the endpoint is not active.
+	ErrInboxNotActive = &api.Error{Status: http.StatusConflict, Message: "This email inbox is not active"}
+	// ErrCredentialUnavailable: the runtime credential or saved credential is gone.
+	ErrCredentialUnavailable = &api.Error{Status: http.StatusConflict, Message: "This email inbox credential is unavailable"}
+	// ErrAgentAccessRevoked: the assigned agent lost access to the saved credential.
+	ErrAgentAccessRevoked = &api.Error{Status: http.StatusForbidden, Message: "This agent no longer has access to the AgentMail connection"}
+)
+
+const cleanupFailedMsg = "Disconnected locally. Provider registrations could not be removed; remove Paperclip's webhook and runtime key in AgentMail."
+
+// ActiveEndpoint loads an endpoint and checks that intake and sending may
+// happen now (reference §3.1): active, runtime secret present and, for an
+// endpoint set up from a saved credential, that credential still active,
+// granted, and installed for the assigned agent. It returns the runtime key.
+func (s *Service) ActiveEndpoint(ctx context.Context, q db.Querier, endpointID string) (domain.EmailEndpoint, string, error) {
+	ep, err := s.Store.GetEndpoint(ctx, q, endpointID)
+	if err != nil {
+		return ep, "", err
+	}
+	if ep.Status != domain.EndpointActive {
+		return ep, "", ErrInboxNotActive
+	}
+	key, err := s.resolveBound(ctx, q, TargetEndpoint, ep.ID, PathAPIKey)
+	if errors.Is(err, errNoSecret) {
+		return ep, "", ErrCredentialUnavailable
+	}
+	if err != nil {
+		return ep, "", err
+	}
+	if ep.CredentialConnectionID != "" {
+		c, err := s.Store.GetEmailConnection(ctx, q, ep.CredentialConnectionID)
+		if err != nil || c.Status != "active" {
+			return ep, "", ErrCredentialUnavailable
+		}
+		grants, err := s.Store.ListEmailGrants(ctx, q, c.ID)
+		if err != nil {
+			return ep, "", err
+		}
+		granted := false
+		for _, g := range grants {
+			granted = granted || g.Status == "active"
+		}
+		if !granted {
+			return ep, "", ErrCredentialUnavailable
+		}
+		ok, err := s.AgentHasAccess(ctx, q, c, ep.AssignedAgentID)
+		if err != nil {
+			return ep, "", err
+		}
+		if !ok {
+			return ep, "", ErrAgentAccessRevoked
+		}
+	}
+	return ep, key, nil
+}
+
+// LoadForManager reads an endpoint and checks the actor manages its company.
+func (s *Service) LoadForManager(ctx context.Context, a authz.Actor, endpointID string) (domain.EmailEndpoint, error) {
+	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
+	if err != nil {
+		return ep, api.Errorf(http.StatusNotFound, "Email inbox not found")
+	}
+	return ep, s.requireManager(ctx, s.Store.DB, a, ep.CompanyID, "Email inbox not found")
+}
+
+// stopEndpoint pauses intake and sending; it refuses while a thread
+// operation holds its lease.
+func (s *Service) stopEndpoint(ctx context.Context, tx *sql.Tx, ep *domain.EmailEndpoint) error {
+	busy, err := s.Store.ThreadLeaseHeld(ctx, tx, ep.ID)
+	if err != nil {
+		return err
+	}
+	if busy {
+		return api.Errorf(http.StatusConflict, "An email operation is running; retry shortly")
+	}
+	ep.Status = domain.EndpointPaused
+	return s.Store.UpdateEndpoint(ctx, tx, ep)
+}
+
+func (s *Service) stopped(id string) {
+	if s.OnStopped != nil {
+		s.OnStopped(id)
+	}
+}
+
+// Control pauses, resumes or removes (disconnects) an endpoint.
+func (s *Service) Control(ctx context.Context, a authz.Actor, endpointID, action string) (domain.EmailEndpointSummary, error) {
+	var zero domain.EmailEndpointSummary
+	if action != "pause" && action != "resume" && action != "remove" {
+		return zero, api.Errorf(http.StatusBadRequest, "action must be pause, resume or remove")
+	}
+	ep, err := s.LoadForManager(ctx, a, endpointID)
+	if err != nil {
+		return zero, err
+	}
+	err = s.withWorkLease(ctx, ep, "An email operation is running; retry shortly", func(string) error {
+		ep, err = s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
+		if err != nil {
+			return err
+		}
+		if ep.Status == domain.EndpointArchived {
+			return api.Errorf(http.StatusConflict, "This inbox is disconnected")
+		}
+		switch action {
+		case "pause":
+			err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
+				if err := s.stopEndpoint(ctx, tx, &ep); err != nil {
+					return err
+				}
+				return s.audit(ctx, tx, a, ep.CompanyID, "email_endpoint.pause", "email_endpoint", ep.ID, nil)
+			})
+		case "resume":
+			err = s.resume(ctx, a, &ep)
+		case "remove":
+			err = s.remove(ctx, a, &ep)
+		}
+		return err
+	})
+	s.stopped(endpointID)
+	if err != nil {
+		return zero, err
+	}
+	if ep.Status == domain.EndpointActive && s.OnActivated != nil {
+		s.OnActivated(ep.ID)
+	}
+	return s.Summary(ctx, ep), nil
+}
+
+func (s *Service) resume(ctx context.Context, a authz.Actor, ep *domain.EmailEndpoint) error {
+	if ep.ActivationAt == nil || ep.Address == "" {
+		return api.Errorf(http.StatusConflict, "Complete inbox setup before resuming")
+	}
+	key, err := s.resolveBound(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathAPIKey)
+	if errors.Is(err, errNoSecret) {
+		return ErrCredentialUnavailable
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := s.keyed(key).GetInbox(ctx, ep.Address); err != nil {
+		return providerError(err)
+	}
+	return s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		cur, err := s.Store.GetEndpoint(ctx, tx, ep.ID)
+		if err != nil {
+			return err
+		}
+		cur.Status = domain.EndpointActive
+		cur.HealthMessage = "Connected"
+		cur.LastSyncAt = nil
+		if err := s.Store.UpdateEndpoint(ctx, tx, &cur); err != nil {
+			return err
+		}
+		*ep = cur
+		return s.audit(ctx, tx, a, ep.CompanyID, "email_endpoint.resume", "email_endpoint", ep.ID, nil)
+	})
+}
+
+// remove disconnects: it stops the endpoint, deletes only the webhook and
+// runtime key Paperclip created, unbinds credentials (deleting secrets no
+// one else uses) and archives the endpoint. The provider inbox and all task
+// history are kept. A provider cleanup failure does not block the local
+// disconnect; it is reported in last_error.
+func (s *Service) remove(ctx context.Context, a authz.Actor, ep *domain.EmailEndpoint) error {
+	if err := s.Store.Tx(ctx, func(tx *sql.Tx) error { return s.stopEndpoint(ctx, tx, ep) }); err != nil {
+		return err
+	}
+	cleanupOK := s.cleanupProvider(ctx, *ep, ep.WebhookID, ep.OwnedAPIKeyID, "")
+	return s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		cur, err := s.Store.GetEndpoint(ctx, tx, ep.ID)
+		if err != nil {
+			return err
+		}
+		if err := s.unbindAndCollect(ctx, tx, TargetEndpoint, ep.ID); err != nil {
+			return err
+		}
+		now := s.Store.Now()
+		cur.Status = domain.EndpointArchived
+		cur.ArchivedAt = &now
+		cur.HealthMessage = "Disconnected"
+		cur.LastError = ""
+		if !cleanupOK {
+			cur.LastError = cleanupFailedMsg
+		}
+		if err := s.Store.UpdateEndpoint(ctx, tx, &cur); err != nil {
+			return err
+		}
+		*ep = cur
+		return s.audit(ctx, tx, a, ep.CompanyID, "email_endpoint.remove", "email_endpoint", ep.ID,
+			map[string]any{"providerCleanup": cleanupOK})
+	})
+}
+
+// cleanupProvider deletes the given Paperclip-owned webhook and runtime key
+// with the endpoint's control key (or keyOverride), treating 404 as done.
+func (s *Service) cleanupProvider(ctx context.Context, ep domain.EmailEndpoint, webhookID, keyID, keyOverride string) bool {
+	if webhookID == "" && keyID == "" {
+		return true
+	}
+	key := keyOverride
+	if key == "" {
+		var err error
+		if key, err = s.resolveBound(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathControlKey); err != nil {
+			return false
+		}
+	}
+	c := s.keyed(key)
+	ok := true
+	if webhookID != "" {
+		if err := c.DeleteInboxWebhook(ctx, ep.Address, webhookID); err != nil && !errors.Is(err, agentmail.ErrNotFound) {
+			s.Log.Warn("delete owned webhook", "endpoint", ep.ID, "err", err)
+			ok = false
+		}
+	}
+	if keyID != "" {
+		if err := c.DeleteInboxAPIKey(ctx, ep.Address, keyID); err != nil && !errors.Is(err, agentmail.ErrNotFound) {
+			s.Log.Warn("delete owned runtime key", "endpoint", ep.ID, "err", err)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// ReconnectInput replaces an endpoint's key and/or receiving mode.
+type ReconnectInput struct {
+	APIKey      string `json:"apiKey"`
+	ReceiveMode string `json:"receiveMode"`
+}
+
+// Reconnect replaces the credentials and/or receiving mode while keeping the
+// inbox identity, its conversations and tasks (reference §8.5). When
+// switching to webhook the new webhook is registered and saved before the
+// live socket stops, so a refused registration leaves receiving untouched.
+func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID string, in ReconnectInput) (domain.EmailEndpointSummary, error) {
+	var zero domain.EmailEndpointSummary
+	if in.APIKey == "" || len(in.APIKey) > 4096 {
+		return zero, api.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
+	}
+	if in.ReceiveMode != domain.ReceiveWebSocket && in.ReceiveMode != domain.ReceiveWebhook {
+		return zero, api.Errorf(http.StatusBadRequest, "receiveMode must be websocket or webhook")
+	}
+	ep, err := s.LoadForManager(ctx, a, endpointID)
+	if err != nil {
+		return zero, err
+	}
+	if ep.Status == domain.EndpointArchived || ep.Address == "" {
+		return zero, api.Errorf(http.StatusConflict, "Create a new inbox connection")
+	}
+	fresh := s.keyed(in.APIKey)
+	ident, err := fresh.InspectKey(ctx)
+	if err != nil {
+		return zero, providerError(err)
+	}
+	if ident.ScopeType == agentmail.ScopeInbox && !strings.EqualFold(ident.InboxID, ep.Address) {
+		return zero, api.Errorf(http.StatusForbidden, "API key belongs to a different inbox")
+	}
+	if _, err := fresh.GetInbox(ctx, ep.Address); err != nil {
+		return zero, providerError(err)
+	}
+	ag, err := s.Store.GetAgent(ctx, s.Store.DB, ep.AssignedAgentID)
+	if err != nil {
+		return zero, err
+	}
+	err = s.withWorkLease(ctx, ep, "An email operation is running; retry shortly", func(string) error {
+		ep, err = s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
+		if err != nil {
+			return err
+		}
+		oldWebhook, oldKey := ep.WebhookID, ep.OwnedAPIKeyID
+		oldControl, _ := s.resolveBound(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathControlKey)
+		newWebhook := ""
+		if in.ReceiveMode == domain.ReceiveWebhook && ep.WebhookID == "" {
+			probe := ep
+			if err := s.registerWebhook(ctx, fresh, &probe); err != nil {
+				return err
+			}
+			newWebhook = probe.WebhookID
+		} else if in.ReceiveMode == domain.ReceiveWebhook {
+			newWebhook = ep.WebhookID
+			oldWebhook = ""
+		}
+		err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
+			cur, err := s.Store.GetEndpoint(ctx, tx, ep.ID)
+			if err != nil {
+				return err
+			}
+			if err := s.stopEndpoint(ctx, tx, &cur); err != nil {
+				return err
+			}
+			ep = cur
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		s.stopped(ep.ID)
+		if !s.cleanupProvider(ctx, ep, oldWebhook, oldKey, oldControl) {
+			s.Log.Warn("reconnect could not remove old provider registrations", "endpoint", ep.ID)
+		}
+		err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
+			cur, err := s.Store.GetEndpoint(ctx, tx, ep.ID)
+			if err != nil {
+				return err
+			}
+			// The old runtime key goes; the webhook secret stays only with
+			// the webhook it signs.
+			keep := map[string]bool{}
+			if newWebhook != "" {
+				keep[PathWebhookSecret] = true
+			}
+			bs, err := s.Store.ListBindings(ctx, tx, TargetEndpoint, ep.ID)
+			if err != nil {
+				return err
+			}
+			for _, b := range bs {
+				if keep[b.ConfigPath] || b.ConfigPath == PathControlKey {
+					continue
+				}
+				if _, err := tx.ExecContext(ctx, `DELETE FROM company_secret_bindings WHERE id = $1`, b.ID); err != nil {
+					return err
+				}
+				if _, err := s.Vault.DeleteIfUnreferenced(ctx, tx, b.SecretID); err != nil {
+					return err
+				}
+			}
+			cur.WebhookID = newWebhook
+			cur.OwnedAPIKeyID = ""
+			cur.LastSyncAt = nil
+			cur.CredentialConnectionID = ""
+			if err := s.Store.UpdateEndpoint(ctx, tx, &cur); err != nil {
+				return err
+			}
+			ep = cur
+			return s.audit(ctx, tx, a, ep.CompanyID, "email_endpoint.reconnect", "email_endpoint", ep.ID,
+				map[string]any{"receiveMode": in.ReceiveMode})
+		})
+		if err != nil {
+			return err
+		}
+		_, err = s.runSetup(ctx, a, ep.ID, ag, SetupInput{APIKey: in.APIKey, ReceiveMode: in.ReceiveMode, IdempotencyKey: ep.ID,
+			AssignedAgentID: ep.AssignedAgentID})
+		return err
+	})
+	if err != nil {
+		return zero, err
+	}
+	ep, err = s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
+	if err != nil {
+		return zero, err
+	}
+	return s.Summary(ctx, ep), nil
+}
+
+// ListInboxes returns the company's non-archived endpoints visible to the
+// actor: board users with company access see all; an agent sees only the
+// inboxes assigned to it that are active and authorized.
+func (s *Service) ListInboxes(ctx context.Context, a authz.Actor, companyID string) ([]domain.EmailEndpointSummary, error) {
+	if _, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, companyID, false); err != nil {
+		return nil, err
+	}
+	eps, err := s.Store.ListEndpoints(ctx, s.Store.DB, companyID)
+	if err != nil {
+		return nil, err
+	}
+	out := []domain.EmailEndpointSummary{}
+	for _, ep := range eps {
+		if a.Kind == authz.KindAgent {
+			if ep.AssignedAgentID != a.AgentID() {
+				continue
+			}
+			if _, _, err := s.ActiveEndpoint(ctx, s.Store.DB, ep.ID); err != nil {
+				continue
+			}
+		}
+		out = append(out, s.Summary(ctx, ep))
+	}
+	return out, nil
+}
+

@@ -1,0 +1,396 @@
+package email
+
+import (
+	"database/sql"
+	"net/http"
+
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// Register mounts the email routes on the API server.
+func (s *Service) Register(srv *api.Server) {
+	h := func(pattern string, fn func(srv *api.Server, w http.ResponseWriter, r *http.Request) error) {
+		srv.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) error {
+			if err := s.requireEnabled(r.Context()); err != nil {
+				return err
+			}
+			return fn(srv, w, r)
+		})
+	}
+	h("GET /api/companies/{companyId}/email/connections", s.listConnections)
+	h("POST /api/companies/{companyId}/email/connections", s.createConnection)
+	h("GET /api/companies/{companyId}/email/connections/{connectionId}", s.getConnection)
+	h("POST /api/companies/{companyId}/email/connections/{connectionId}/inspect", s.inspectConnection)
+	h("POST /api/companies/{companyId}/email/connections/{connectionId}/check-address", s.checkAddress)
+	h("POST /api/companies/{companyId}/email/connections/{connectionId}/installs", s.addInstall)
+	h("DELETE /api/companies/{companyId}/email/connections/{connectionId}/installs/{installId}", s.deleteInstall)
+	h("POST /api/companies/{companyId}/email/connections/{connectionId}/grants", s.addGrant)
+	h("DELETE /api/companies/{companyId}/email/connections/{connectionId}/grants/{grantId}", s.revokeGrant)
+	h("GET /api/companies/{companyId}/email/inboxes", s.listInboxes)
+	h("POST /api/companies/{companyId}/email/inspect", s.inspectKey)
+	h("POST /api/companies/{companyId}/email/inboxes", s.setup)
+	h("GET /api/email/inboxes/{endpointId}", s.getInbox)
+	h("POST /api/email/inboxes/{endpointId}/control", s.control)
+	h("POST /api/email/inboxes/{endpointId}/reconnect", s.reconnect)
+}
+
+func noStore(w http.ResponseWriter) { w.Header().Set("Cache-Control", "no-store") }
+
+func pathUUID(r *http.Request, name, msg string) (string, error) {
+	v := r.PathValue(name)
+	if !store.ValidID(v) {
+		return "", api.Errorf(http.StatusBadRequest, "%s", msg)
+	}
+	return v, nil
+}
+
+// managerCompany validates the path company and requires a connection manager.
+func (s *Service) managerCompany(r *http.Request) (string, error) {
+	companyID, err := pathUUID(r, "companyId", "invalid companyId: must be a UUID")
+	if err != nil {
+		return "", err
+	}
+	return companyID, s.requireManager(r.Context(), s.Store.DB, api.Actor(r), companyID, "")
+}
+
+func (s *Service) listConnections(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+	companyID, err := s.managerCompany(r)
+	if err != nil {
+		return err
+	}
+	out, err := s.ListCredentials(r.Context(), api.Actor(r), companyID)
+	if err != nil {
+		return err
+	}
+	noStore(w)
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Service) createConnection(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+	companyID, err := s.managerCompany(r)
+	if err != nil {
+		return err
+	}
+	var in ConnectInput
+	if err := srv.DecodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	c, _, err := s.Connect(r.Context(), api.Actor(r), companyID, in)
+	if err != nil {
+		return err
+	}
+	noStore(w)
+	api.WriteJSON(w, http.StatusCreated, c)
+	return nil
+}
+
+// managedConnection loads the path connection for a manager with access.
+func (s *Service) managedConnection(r *http.Request) (domain.EmailConnection, string, error) {
+	companyID, err := s.managerCompany(r)
+	if err != nil {
+		return domain.EmailConnection{}, "", err
+	}
+	id, err := pathUUID(r, "connectionId", "invalid connectionId: must be a UUID")
+	if err != nil {
+		return domain.EmailConnection{}, "", err
+	}
+	return s.ConnectionKey(r.Context(), api.Actor(r), companyID, id)
+}
+
+func (s *Service) getConnection(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+	c, _, err := s.managedConnection(r)
+	if err != nil {
+		return err
+	}
+	out, err := s.presentConnection(r.Context(), s.Store.DB, c.ID)
+	if err != nil {
+		return err
+	}
+	noStore(w)
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Service) inspectConnection(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+	_, key, err := s.managedConnection(r)
+	if err != nil {
+		return err
+	}
+	out, err := s.Inspect(r.Context(), key)
+	if err != nil {
+		return err
+	}
+	noStore(w)
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Service) checkAddress(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+	_, key, err := s.managedConnection(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Username string `json:"username"`
+		Domain   string `json:"domain"`
+	}
+	if err := srv.DecodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	if in.Username == "" || len(in.Username) > 64 || !usernameRE.MatchString(in.Username) {
+		return api.Errorf(http.StatusBadRequest, "username may contain letters, digits, dot, underscore and hyphen (at most 64)")
+	}
+	if in.Domain == "" {
+		in.Domain = DefaultDomain
+	}
+	if len(in.Domain) > 253 {
+		return api.Errorf(http.StatusBadRequest, "domain is not a valid domain name")
+	}
+	out, err := s.CheckAddress(r.Context(), key, in.Username, in.Domain)
+	if err != nil {
+		return err
+	}
+	noStore(w)
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Service) addInstall(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+	c, _, err := s.managedConnection(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		TargetType string `json:"targetType"`
+		TargetID   string `json:"targetId"`
+	}
+	if err := srv.DecodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	switch in.TargetType {
+	case "company":
+		in.TargetID = c.CompanyID
+	case "agent":
+		ag, err := s.Store.GetAgent(r.Context(), s.Store.DB, in.TargetID)
+		if !store.ValidID(in.TargetID) || err != nil || ag.CompanyID != c.CompanyID || ag.Status == domain.AgentTerminated {
+			return api.Errorf(http.StatusBadRequest, "Select an available company agent")
+		}
+	default:
+		return api.Errorf(http.StatusBadRequest, "targetType must be company or agent")
+	}
+	inst := domain.EmailInstall{ConnectionID: c.ID, TargetType: in.TargetType, TargetID: in.TargetID}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := s.Store.AddEmailInstall(r.Context(), tx, c.CompanyID, &inst); err != nil {
+			return err
+		}
+		return s.audit(r.Context(), tx, api.Actor(r), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
+			map[string]any{"added": in.TargetType + ":" + in.TargetID})
+	})
+	if err != nil {
+		return err
+	}
+	out, err := s.presentConnection(r.Context(), s.Store.DB, c.ID)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (s *Service) deleteInstall(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+	c, _, err := s.managedConnection(r)
+	if err != nil {
+		return err
+	}
+	id, err := pathUUID(r, "installId", "invalid installId: must be a UUID")
+	if err != nil {
+		return err
+	}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := s.Store.DeleteEmailInstall(r.Context(), tx, c.ID, id); err != nil {
+			return err
+		}
+		return s.audit(r.Context(), tx, api.Actor(r), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
+			map[string]any{"removedInstall": id})
+	})
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Service) addGrant(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+	c, _, err := s.managedConnection(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Kind   string `json:"kind"`
+		UserID string `json:"userId"`
+	}
+	if err := srv.DecodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	g := domain.EmailGrant{ConnectionID: c.ID, Kind: in.Kind}
+	switch in.Kind {
+	case "organization":
+	case "user":
+		if !store.ValidID(in.UserID) {
+			return api.Errorf(http.StatusBadRequest, "userId must be a UUID")
+		}
+		if _, err := s.Store.GetMembership(r.Context(), s.Store.DB, c.CompanyID, in.UserID); err != nil {
+			return api.Errorf(http.StatusBadRequest, "userId is not a member of this company")
+		}
+		g.SubjectUserID = in.UserID
+	default:
+		return api.Errorf(http.StatusBadRequest, "kind must be user or organization")
+	}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := s.Store.AddEmailGrant(r.Context(), tx, c.CompanyID, &g); err != nil {
+			return err
+		}
+		return s.audit(r.Context(), tx, api.Actor(r), c.CompanyID, "email.connection.grant_added", "email_connection", c.ID,
+			map[string]any{"kind": g.Kind, "userId": g.SubjectUserID})
+	})
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusCreated, g)
+	return nil
+}
+
+func (s *Service) revokeGrant(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+	c, _, err := s.managedConnection(r)
+	if err != nil {
+		return err
+	}
+	id, err := pathUUID(r, "grantId", "invalid grantId: must be a UUID")
+	if err != nil {
+		return err
+	}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := s.Store.RevokeEmailGrant(r.Context(), tx, c.ID, id); err != nil {
+			return err
+		}
+		return s.audit(r.Context(), tx, api.Actor(r), c.CompanyID, "email.connection.grant_revoked", "email_connection", c.ID,
+			map[string]any{"grantId": id})
+	})
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Service) listInboxes(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+	companyID, err := pathUUID(r, "companyId", "invalid companyId: must be a UUID")
+	if err != nil {
+		return err
+	}
+	out, err := s.ListInboxes(r.Context(), api.Actor(r), companyID)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Service) inspectKey(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+	if _, err := s.managerCompany(r); err != nil {
+		return err
+	}
+	var in struct {
+		APIKey string `json:"apiKey"`
+	}
+	if err := srv.DecodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	if in.APIKey == "" || len(in.APIKey) > 4096 {
+		return api.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
+	}
+	out, err := s.Inspect(r.Context(), in.APIKey)
+	if err != nil {
+		return err
+	}
+	noStore(w)
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Service) setup(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+	companyID, err := s.managerCompany(r)
+	if err != nil {
+		return err
+	}
+	var in SetupInput
+	if err := srv.DecodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	out, err := s.Setup(r.Context(), api.Actor(r), companyID, in)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (s *Service) getInbox(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+	id, err := pathUUID(r, "endpointId", "invalid endpointId: must be a UUID")
+	if err != nil {
+		return err
+	}
+	ep, err := s.Store.GetEndpoint(r.Context(), s.Store.DB, id)
+	if err != nil {
+		return api.Errorf(http.StatusNotFound, "Email inbox not found")
+	}
+	a := api.Actor(r)
+	if _, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, ep.CompanyID, false); err != nil {
+		return api.Errorf(http.StatusNotFound, "Email inbox not found")
+	}
+	if a.Kind == authz.KindAgent && ep.AssignedAgentID != a.AgentID() {
+		return api.Errorf(http.StatusNotFound, "Email inbox not found")
+	}
+	api.WriteJSON(w, http.StatusOK, s.Summary(r.Context(), ep))
+	return nil
+}
+
+func (s *Service) control(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+	id, err := pathUUID(r, "endpointId", "invalid endpointId: must be a UUID")
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Action string `json:"action"`
+	}
+	if err := srv.DecodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	out, err := s.Control(r.Context(), api.Actor(r), id, in.Action)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Service) reconnect(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+	id, err := pathUUID(r, "endpointId", "invalid endpointId: must be a UUID")
+	if err != nil {
+		return err
+	}
+	var in ReconnectInput
+	if err := srv.DecodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	out, err := s.Reconnect(r.Context(), api.Actor(r), id, in)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}

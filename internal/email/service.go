@@ -1,0 +1,227 @@
+// Package email is the AgentMail email channel: saved credentials with their
+// human grants and agent access, inbox setup and lifecycle (this file set),
+// and the checks later pipelines call before intake and sending.
+package email
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+	"github.com/paperclipai/paperclipai/internal/vault"
+)
+
+// Secret binding targets and config paths.
+const (
+	TargetConnection  = "email_connection"
+	TargetEndpoint    = "email_endpoint"
+	PathControlKey    = "credentials.controlKey"
+	PathAPIKey        = "credentials.apiKey"
+	PathWebhookSecret = "credentials.webhookSecret"
+)
+
+// Lease keys.
+const (
+	LeaseWork       = "email-work"
+	LeaseSocket     = "email-socket"
+	LeaseCatchup    = "email-catchup"
+	leaseThreadPref = "email-thread:"
+)
+
+// ThreadLeaseKey is the per-conversation lease key of a provider thread.
+func ThreadLeaseKey(threadID string) string { return leaseThreadPref + threadID }
+
+// Service implements the email channel's operator side.
+type Service struct {
+	Store  *store.Store
+	Vault  *vault.Vault
+	Authz  *authz.Service
+	Config config.Config
+	Log    *slog.Logger
+	// Client is the provider client without a key; calls derive keyed
+	// clients with WithAPIKey.
+	Client *agentmail.Client
+	// Holder names this process in leases.
+	Holder string
+	// WorkLeaseTTL bounds setup/control operations.
+	WorkLeaseTTL time.Duration
+	// OnActivated is told when an endpoint becomes active (start receiving).
+	OnActivated func(endpointID string)
+	// OnStopped is told when an endpoint stops (close its socket).
+	OnStopped func(endpointID string)
+}
+
+// New returns a Service; client must be configured with the provider base URL.
+func New(st *store.Store, v *vault.Vault, az *authz.Service, cfg config.Config, client *agentmail.Client, log *slog.Logger, holder string) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{Store: st, Vault: v, Authz: az, Config: cfg, Log: log, Client: client, Holder: holder, WorkLeaseTTL: 2 * time.Minute}
+}
+
+// providerError turns a provider failure into the email routes' HTTP error
+// (reference §7); other errors pass through unchanged.
+func providerError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if p, ok := agentmail.ProblemFor(err); ok {
+		details := map[string]any{"code": p.Details.Code, "providerStatus": p.Details.ProviderStatus, "operation": p.Details.Operation}
+		if p.Details.Field != "" {
+			details["field"] = p.Details.Field
+		}
+		return &api.Error{Status: p.Status, Message: p.Message, Code: p.Code, Details: details,
+			RetryAfter: time.Duration(p.RetryAfterSeconds) * time.Second}
+	}
+	var ne *agentmail.NetworkError
+	if errors.As(err, &ne) {
+		return &api.Error{Status: http.StatusBadGateway, Message: "AgentMail could not be reached. Try again in a moment.", Code: agentmail.ProblemRequestFailed}
+	}
+	var re *agentmail.ResponseError
+	if errors.As(err, &re) {
+		return &api.Error{Status: http.StatusBadGateway, Message: "AgentMail returned an unexpected response. Try again in a moment.", Code: agentmail.ProblemRequestFailed}
+	}
+	return err
+}
+
+// keyed returns a provider client using key.
+func (s *Service) keyed(key string) *agentmail.Client { return s.Client.WithAPIKey(key) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// requireEnabled enforces the experimental flag gate on every email route.
+func (s *Service) requireEnabled(ctx context.Context) error {
+	st, err := s.Store.GetSettings(ctx, s.Store.DB)
+	if err != nil {
+		return err
+	}
+	if !st.Experimental.EnableChatConnectors {
+		return &api.Error{Status: http.StatusForbidden, Code: "email_connections_disabled",
+			Message: `Email connections are experimental and turned off. An instance administrator can enable them with PATCH /api/instance/settings {"experimental":{"enableChatConnectors":true}}.`}
+	}
+	return nil
+}
+
+// requireManager checks the actor is a connection manager of companyID:
+// a board user with company access who is the local board, an instance
+// administrator, or holds tools:manage_connections.
+func (s *Service) requireManager(ctx context.Context, q db.Querier, a authz.Actor, companyID string, notFoundMsg string) error {
+	if err := authz.RequireBoard(a); err != nil {
+		return err
+	}
+	acc, err := s.Authz.CompanyAccess(ctx, q, a, companyID, false)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) && notFoundMsg != "" {
+			return &api.Error{Status: http.StatusNotFound, Message: notFoundMsg}
+		}
+		return err
+	}
+	if a.LocalBoard || a.IsInstanceAdmin || authz.HasPermission(acc, domain.PermManageConnections) {
+		if acc.Role == domain.RoleViewer {
+			return &api.Error{Status: http.StatusForbidden, Message: "Missing permission: " + domain.PermManageConnections}
+		}
+		return nil
+	}
+	return &api.Error{Status: http.StatusForbidden, Message: "Missing permission: " + domain.PermManageConnections}
+}
+
+// bindSecret binds secretID to a target's config path.
+func (s *Service) bindSecret(ctx context.Context, q db.Querier, companyID, secretID, targetType, targetID, path string) error {
+	return s.Store.PutBinding(ctx, q, &domain.SecretBinding{CompanyID: companyID, SecretID: secretID, TargetType: targetType,
+		TargetID: targetID, ConfigPath: path, Required: true})
+}
+
+// boundSecret returns the secret id bound at a target's path, or "".
+func (s *Service) boundSecret(ctx context.Context, q db.Querier, targetType, targetID, path string) (string, error) {
+	bs, err := s.Store.ListBindings(ctx, q, targetType, targetID)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range bs {
+		if b.ConfigPath == path {
+			return b.SecretID, nil
+		}
+	}
+	return "", nil
+}
+
+// resolveBound returns the value of the secret bound at a target's path.
+func (s *Service) resolveBound(ctx context.Context, q db.Querier, targetType, targetID, path string) (string, error) {
+	id, err := s.boundSecret(ctx, q, targetType, targetID, path)
+	if err != nil {
+		return "", err
+	}
+	if id == "" {
+		return "", fmt.Errorf("%s: %w", path, errNoSecret)
+	}
+	v, err := s.Vault.Resolve(ctx, q, id, 0)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("%s: %w", path, errNoSecret)
+	}
+	return string(v), err
+}
+
+var errNoSecret = errors.New("credential is not available")
+
+// vaultKey stores key as a new company secret and returns its id.
+func (s *Service) vaultKey(ctx context.Context, q db.Querier, companyID, label, key string) (string, error) {
+	sec, err := s.Vault.CreateSecret(ctx, q, companyID, fmt.Sprintf("%s %s", label, randomHex(4)), []byte(key))
+	if err != nil {
+		return "", err
+	}
+	return sec.ID, nil
+}
+
+// unbindAndCollect removes every binding of a target and deletes each
+// formerly bound secret no other binding still references.
+func (s *Service) unbindAndCollect(ctx context.Context, tx *sql.Tx, targetType, targetID string) error {
+	ids, err := s.Store.DeleteBindings(ctx, tx, targetType, targetID)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if _, err := s.Vault.DeleteIfUnreferenced(ctx, tx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// audit records an email action.
+func (s *Service) audit(ctx context.Context, q db.Querier, a authz.Actor, companyID, action, entityType, entityID string, details map[string]any) error {
+	raw := []byte(`{}`)
+	if details != nil {
+		raw = []byte(mustJSON(details))
+	}
+	return s.Store.InsertActivity(ctx, q, &domain.Activity{CompanyID: companyID, ActorKind: actorKind(a), ActorID: a.ID(),
+		AgentID: a.AgentID(), RunID: a.RunID(), Action: action, EntityType: entityType, EntityID: entityID, Details: raw})
+}
+
+func actorKind(a authz.Actor) string {
+	if a.Kind == "" {
+		return "system"
+	}
+	return a.Kind
+}

@@ -1,0 +1,514 @@
+package email
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"net/mail"
+	"regexp"
+	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// DefaultDomain is the provider's shared inbox domain.
+const DefaultDomain = "agentmail.to"
+
+// webhookEvents are the events a Paperclip-owned webhook subscribes to.
+var webhookEvents = []string{"message.received", "message.sent", "message.delivered", "message.bounced", "message.complained", "message.rejected"}
+
+var usernameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// SetupInput creates or attaches an inbox for an agent. IdempotencyKey is the
+// setup request id and becomes the endpoint id, so a retry resumes.
+type SetupInput struct {
+	AssignedAgentID        string `json:"assignedAgentId"`
+	ApplicationID          string `json:"applicationId,omitempty"`
+	APIKey                 string `json:"apiKey,omitempty"`
+	CredentialConnectionID string `json:"credentialConnectionId,omitempty"`
+	InboxID                string `json:"inboxId,omitempty"`
+	Username               string `json:"username,omitempty"`
+	Domain                 string `json:"domain,omitempty"`
+	ReceiveMode            string `json:"receiveMode,omitempty"`
+	IdempotencyKey         string `json:"idempotencyKey"`
+}
+
+func (in *SetupInput) validate() error {
+	if !store.ValidID(in.AssignedAgentID) {
+		return api.Errorf(http.StatusBadRequest, "assignedAgentId must be a UUID")
+	}
+	if in.ApplicationID != "" && !store.ValidID(in.ApplicationID) {
+		return api.Errorf(http.StatusBadRequest, "applicationId must be a UUID")
+	}
+	if (in.APIKey == "") == (in.CredentialConnectionID == "") {
+		return api.Errorf(http.StatusBadRequest, "AgentMail API key required: give exactly one of apiKey or credentialConnectionId")
+	}
+	if len(in.APIKey) > 4096 {
+		return api.Errorf(http.StatusBadRequest, "apiKey must be at most 4096 characters")
+	}
+	if in.CredentialConnectionID != "" && !store.ValidID(in.CredentialConnectionID) {
+		return api.Errorf(http.StatusBadRequest, "credentialConnectionId must be a UUID")
+	}
+	if in.InboxID != "" {
+		a, err := mail.ParseAddress(in.InboxID)
+		if err != nil || a.Address != in.InboxID {
+			return api.Errorf(http.StatusBadRequest, "inboxId must be an email address")
+		}
+		in.InboxID = strings.ToLower(in.InboxID)
+	}
+	if in.Username != "" && (len(in.Username) > 64 || !usernameRE.MatchString(in.Username)) {
+		return api.Errorf(http.StatusBadRequest, "username may contain letters, digits, dot, underscore and hyphen (at most 64)")
+	}
+	if len(in.Domain) > 253 || strings.ContainsAny(in.Domain, " @/") {
+		return api.Errorf(http.StatusBadRequest, "domain is not a valid domain name")
+	}
+	in.Domain = strings.ToLower(in.Domain)
+	if in.ReceiveMode == "" {
+		in.ReceiveMode = domain.ReceiveWebSocket
+	}
+	if in.ReceiveMode != domain.ReceiveWebSocket && in.ReceiveMode != domain.ReceiveWebhook {
+		return api.Errorf(http.StatusBadRequest, "receiveMode must be websocket or webhook")
+	}
+	if !store.ValidID(in.IdempotencyKey) {
+		return api.Errorf(http.StatusBadRequest, "idempotencyKey must be a UUID")
+	}
+	return nil
+}
+
+// checkAgent applies the agent and low-trust setup gates (reference §8.6).
+func (s *Service) checkAgent(ctx context.Context, q db.Querier, companyID, agentID string) (domain.Agent, error) {
+	ag, err := s.Store.GetAgent(ctx, q, agentID)
+	if err != nil || ag.CompanyID != companyID || ag.Status == domain.AgentTerminated || ag.Status == domain.AgentPendingApproval {
+		return ag, api.Errorf(http.StatusBadRequest, "Select an available company agent")
+	}
+	if ag.Permissions.TrustPreset != domain.TrustLowTrustReview {
+		return ag, nil
+	}
+	if _, err := s.LowTrustPlacement(ctx, q, ag); err != nil {
+		return ag, err
+	}
+	settings, err := s.Store.GetSettings(ctx, q)
+	if err != nil {
+		return ag, err
+	}
+	if !settings.Experimental.EnableIsolatedWorkspaces {
+		return ag, api.Errorf(http.StatusBadRequest, "Low-trust email agents require isolated workspaces and a sandbox environment. Complete runtime setup before connecting this inbox.")
+	}
+	sandboxErr := api.Errorf(http.StatusBadRequest, "Select an active sandbox environment for this low-trust email agent before connecting its inbox.")
+	if ag.EnvironmentID == "" {
+		return ag, sandboxErr
+	}
+	env, err := s.Store.GetEnvironment(ctx, q, ag.EnvironmentID)
+	if err != nil || env.CompanyID != companyID || env.Driver != "sandbox" || env.Status != "active" {
+		return ag, sandboxErr
+	}
+	return ag, nil
+}
+
+// Placement says where a low-trust agent's inbound tasks go.
+type Placement struct {
+	ParentID  string
+	ProjectID string
+}
+
+// LowTrustPlacement resolves a low-trust agent's boundary into the parent
+// task and project of new inbound tasks (root task first, then the first
+// boundary project).
+func (s *Service) LowTrustPlacement(ctx context.Context, q db.Querier, ag domain.Agent) (Placement, error) {
+	b := ag.Permissions.Boundary()
+	if b != nil && b.CompanyID != "" && b.CompanyID != ag.CompanyID {
+		return Placement{}, api.Errorf(http.StatusForbidden, "The agent's trust boundary belongs to another company")
+	}
+	if b != nil && b.RootIssueID != "" {
+		if root, err := s.Store.GetIssue(ctx, q, b.RootIssueID); err == nil && root.CompanyID == ag.CompanyID {
+			return Placement{ParentID: root.ID, ProjectID: root.ProjectID}, nil
+		}
+	}
+	if b != nil && len(b.ProjectIDs) > 0 {
+		if p, err := s.Store.GetProject(ctx, q, b.ProjectIDs[0]); err == nil && p.CompanyID == ag.CompanyID {
+			return Placement{ProjectID: p.ID}, nil
+		}
+	}
+	return Placement{}, api.Errorf(http.StatusBadRequest, "Configure a project or root task boundary for this low-trust email agent")
+}
+
+// Summary returns an endpoint's API shape with the standard-agent warning.
+func (s *Service) Summary(ctx context.Context, e domain.EmailEndpoint) domain.EmailEndpointSummary {
+	sum := e.Summary()
+	if ag, err := s.Store.GetAgent(ctx, s.Store.DB, e.AssignedAgentID); err == nil {
+		sum.StandardAgentWarning = ag.Permissions.TrustPreset != domain.TrustLowTrustReview
+	}
+	return sum
+}
+
+// Setup creates or attaches an inbox for an agent (reference §8.4). Every
+// step is resumable by the request id: a retry after a failure at any step
+// reuses what earlier attempts created and ends with exactly one provider
+// inbox, one runtime key and one endpoint.
+func (s *Service) Setup(ctx context.Context, a authz.Actor, companyID string, in SetupInput) (domain.EmailEndpointSummary, error) {
+	if err := in.validate(); err != nil {
+		return domain.EmailEndpointSummary{}, err
+	}
+	ag, err := s.checkAgent(ctx, s.Store.DB, companyID, in.AssignedAgentID)
+	if err != nil {
+		return domain.EmailEndpointSummary{}, err
+	}
+	ep, err := s.ensureDraft(ctx, a, companyID, ag, in)
+	if err != nil {
+		return domain.EmailEndpointSummary{}, err
+	}
+	switch {
+	case ep.Status == domain.EndpointArchived:
+		return domain.EmailEndpointSummary{}, api.Errorf(http.StatusConflict, "This inbox was disconnected; create a new connection")
+	case in.InboxID != "" && ep.Address != "" && !strings.EqualFold(in.InboxID, ep.Address):
+		return domain.EmailEndpointSummary{}, api.Errorf(http.StatusConflict, "Reconnect cannot change the inbox identity")
+	case ep.Status == domain.EndpointActive:
+		return s.Summary(ctx, ep), nil
+	}
+	var out domain.EmailEndpointSummary
+	err = s.withWorkLease(ctx, ep, "Inbox setup is already running", func(token string) error {
+		var err error
+		out, err = s.runSetup(ctx, a, ep.ID, ag, in)
+		return err
+	})
+	return out, err
+}
+
+// ensureDraft creates the draft endpoint on the first call of a request id.
+func (s *Service) ensureDraft(ctx context.Context, a authz.Actor, companyID string, ag domain.Agent, in SetupInput) (domain.EmailEndpoint, error) {
+	var ep domain.EmailEndpoint
+	err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		existing, err := s.Store.GetEndpoint(ctx, tx, in.IdempotencyKey)
+		if err == nil {
+			if existing.CompanyID != companyID || existing.AssignedAgentID != ag.ID {
+				return api.Errorf(http.StatusConflict, "Setup request already belongs to another inbox")
+			}
+			ep = existing
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		ep = domain.EmailEndpoint{ID: in.IdempotencyKey, CompanyID: companyID, AssignedAgentID: ag.ID, SponsorUserID: a.UserID,
+			DisplayName: ag.Name, ReceiveMode: in.ReceiveMode, Status: domain.EndpointDraft}
+		created, err := s.Store.InsertEndpoint(ctx, tx, &ep)
+		if err != nil {
+			return err
+		}
+		if !created {
+			return api.Errorf(http.StatusConflict, "Setup request already belongs to another inbox")
+		}
+		return s.audit(ctx, tx, a, companyID, "email_endpoint.draft_created", "email_endpoint", ep.ID, map[string]any{"agentId": ag.ID})
+	})
+	return ep, err
+}
+
+// withWorkLease runs fn holding the endpoint's email-work lease.
+func (s *Service) withWorkLease(ctx context.Context, ep domain.EmailEndpoint, busyMsg string, fn func(token string) error) error {
+	token := randomHex(16)
+	ok, err := s.Store.AcquireLease(ctx, s.Store.DB, ep.CompanyID, ep.ID, LeaseWork, token, s.Holder, s.WorkLeaseTTL)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return api.Errorf(http.StatusConflict, "%s", busyMsg)
+	}
+	defer func() {
+		_ = s.Store.ReleaseLease(context.WithoutCancel(ctx), s.Store.DB, ep.ID, LeaseWork, token)
+	}()
+	return fn(token)
+}
+
+// controlKey vaults or binds the endpoint's control key and returns it.
+func (s *Service) controlKey(ctx context.Context, a authz.Actor, ep domain.EmailEndpoint, ag domain.Agent, in SetupInput) (string, error) {
+	var key string
+	err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		current, err := s.boundSecret(ctx, tx, TargetEndpoint, ep.ID, PathControlKey)
+		if err != nil {
+			return err
+		}
+		if in.CredentialConnectionID != "" {
+			c, err := s.loadConnection(ctx, tx, ep.CompanyID, in.CredentialConnectionID)
+			if err != nil {
+				return err
+			}
+			if key, err = s.credentialAccess(ctx, tx, a, c); err != nil {
+				return err
+			}
+			secretID, err := s.boundSecret(ctx, tx, TargetConnection, c.ID, PathControlKey)
+			if err != nil {
+				return err
+			}
+			// Bind the saved credential's own secret: disconnect later
+			// removes only this binding, and the shared secret survives.
+			if current != secretID {
+				if err := s.bindSecret(ctx, tx, ep.CompanyID, secretID, TargetEndpoint, ep.ID, PathControlKey); err != nil {
+					return err
+				}
+				if current != "" {
+					if _, err := s.Vault.DeleteIfUnreferenced(ctx, tx, current); err != nil {
+						return err
+					}
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE email_endpoints SET credential_connection_id = $2 WHERE id = $1`, ep.ID, c.ID); err != nil {
+				return err
+			}
+			return s.allowAgent(ctx, tx, a, c, ag.ID, ep.ID)
+		}
+		key = in.APIKey
+		if current != "" {
+			if v, err := s.Vault.Resolve(ctx, tx, current, 0); err == nil && string(v) == key {
+				return nil
+			}
+		}
+		secretID, err := s.vaultKey(ctx, tx, ep.CompanyID, "AgentMail API key", key)
+		if err != nil {
+			return err
+		}
+		if err := s.bindSecret(ctx, tx, ep.CompanyID, secretID, TargetEndpoint, ep.ID, PathControlKey); err != nil {
+			return err
+		}
+		if current != "" {
+			if _, err := s.Vault.DeleteIfUnreferenced(ctx, tx, current); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE email_endpoints SET credential_connection_id = NULL WHERE id = $1`, ep.ID); err != nil {
+			return err
+		}
+		return nil
+	})
+	return key, err
+}
+
+func (s *Service) runSetup(ctx context.Context, a authz.Actor, endpointID string, ag domain.Agent, in SetupInput) (domain.EmailEndpointSummary, error) {
+	var zero domain.EmailEndpointSummary
+	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
+	if err != nil {
+		return zero, err
+	}
+	key, err := s.controlKey(ctx, a, ep, ag, in)
+	if err != nil {
+		return zero, err
+	}
+	control := s.keyed(key)
+	ident, err := control.InspectKey(ctx)
+	if err != nil {
+		return zero, providerError(err)
+	}
+	inboxScoped := ident.ScopeType == agentmail.ScopeInbox
+	target := ep.Address
+	if target == "" {
+		target = in.InboxID
+	}
+	if target == "" && inboxScoped {
+		target = strings.ToLower(ident.InboxID)
+	}
+	if inboxScoped && target != "" && !strings.EqualFold(target, ident.InboxID) {
+		return zero, api.Errorf(http.StatusForbidden, "API key belongs to a different inbox")
+	}
+	var inbox *agentmail.Inbox
+	if target != "" {
+		if inbox, err = control.GetInbox(ctx, target); err != nil {
+			return zero, providerError(err)
+		}
+	} else {
+		dom := in.Domain
+		if dom != "" && dom != DefaultDomain {
+			if err := s.requireVerifiedDomain(ctx, control, dom); err != nil {
+				return zero, err
+			}
+		}
+		req := agentmail.CreateInboxRequest{Username: in.Username, DisplayName: ag.Name, ClientID: "paperclip-" + ep.ID}
+		if dom != DefaultDomain {
+			req.Domain = dom
+		}
+		if inbox, err = control.CreateInbox(ctx, req); err != nil {
+			return zero, providerError(err)
+		}
+	}
+	address := strings.ToLower(inbox.InboxID)
+	// Persist the address before any key exists, so a later failure leaves a
+	// resumable draft bound to this inbox.
+	if ep.Address == "" {
+		ep.Address, ep.ProviderAccountID, ep.DisplayName = address, ident.OrganizationID, ag.Name
+		if err := s.Store.UpdateEndpoint(ctx, s.Store.DB, &ep); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return zero, api.Errorf(http.StatusConflict, "This AgentMail inbox already has a Paperclip owner")
+			}
+			return zero, err
+		}
+	}
+	if err := s.ensureRuntimeKey(ctx, control, &ep, inboxScoped); err != nil {
+		return zero, err
+	}
+	runtimeKey, err := s.resolveBound(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathAPIKey)
+	if err != nil {
+		return zero, err
+	}
+	rident, err := s.keyed(runtimeKey).InspectKey(ctx)
+	if err != nil {
+		return zero, providerError(err)
+	}
+	if rident.ScopeType != agentmail.ScopeInbox || !strings.EqualFold(rident.InboxID, ep.Address) {
+		return zero, api.Errorf(http.StatusForbidden, "Runtime credential must be scoped to this inbox")
+	}
+	if in.ReceiveMode == domain.ReceiveWebhook && ep.WebhookID == "" {
+		if err := s.registerWebhook(ctx, control, &ep); err != nil {
+			return zero, err
+		}
+	}
+	if err := s.activate(ctx, a, &ep, in.ReceiveMode); err != nil {
+		return zero, err
+	}
+	return s.Summary(ctx, ep), nil
+}
+
+// requireVerifiedDomain refuses custom domains that are not VERIFIED.
+func (s *Service) requireVerifiedDomain(ctx context.Context, c *agentmail.Client, name string) error {
+	list, err := c.ListDomains(ctx, agentmail.ListParams{Limit: 100})
+	if err != nil {
+		return providerError(err)
+	}
+	for _, d := range list.Domains {
+		if strings.EqualFold(d.Domain, name) {
+			full, err := c.GetDomain(ctx, d.DomainID)
+			if err != nil {
+				return providerError(err)
+			}
+			if full.Verified() {
+				return nil
+			}
+			break
+		}
+	}
+	return api.Errorf(http.StatusBadRequest, "Verify this custom domain in AgentMail before creating an inbox")
+}
+
+// ensureRuntimeKey makes sure the endpoint has an inbox-scoped runtime key:
+// Paperclip creates and owns one for organization/pod keys; an inbox key is
+// its own runtime key.
+func (s *Service) ensureRuntimeKey(ctx context.Context, control *agentmail.Client, ep *domain.EmailEndpoint, inboxScoped bool) error {
+	existing, err := s.boundSecret(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathAPIKey)
+	if err != nil {
+		return err
+	}
+	if existing != "" {
+		return nil
+	}
+	if inboxScoped {
+		return s.Store.Tx(ctx, func(tx *sql.Tx) error {
+			controlSecret, err := s.boundSecret(ctx, tx, TargetEndpoint, ep.ID, PathControlKey)
+			if err != nil {
+				return err
+			}
+			return s.bindSecret(ctx, tx, ep.CompanyID, controlSecret, TargetEndpoint, ep.ID, PathAPIKey)
+		})
+	}
+	created, err := control.CreateInboxAPIKey(ctx, ep.Address, agentmail.CreateAPIKeyRequest{Name: "Paperclip email runtime"})
+	if err != nil {
+		return providerError(err)
+	}
+	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		secretID, err := s.vaultKey(ctx, tx, ep.CompanyID, "AgentMail runtime key", created.APIKey)
+		if err != nil {
+			return err
+		}
+		if err := s.bindSecret(ctx, tx, ep.CompanyID, secretID, TargetEndpoint, ep.ID, PathAPIKey); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE email_endpoints SET owned_api_key_id = $2 WHERE id = $1`, ep.ID, created.APIKeyID)
+		return err
+	})
+	if err != nil {
+		// Do not leave an orphaned provider key we can no longer name.
+		if derr := control.DeleteInboxAPIKey(context.WithoutCancel(ctx), ep.Address, created.APIKeyID); derr != nil {
+			s.Log.Warn("could not delete runtime key after a failed save", "endpoint", ep.ID, "err", derr)
+		}
+		return err
+	}
+	ep.OwnedAPIKeyID = created.APIKeyID
+	return nil
+}
+
+// registerWebhook registers the Paperclip-owned webhook and persists its id
+// and signing secret; if persisting fails the webhook is deleted again.
+func (s *Service) registerWebhook(ctx context.Context, control *agentmail.Client, ep *domain.EmailEndpoint) error {
+	base := s.Config.PublicURL
+	if !strings.HasPrefix(base, "https://") {
+		return api.Errorf(http.StatusBadRequest, "Webhook receiving requires a public HTTPS URL; use WebSocket for local setup")
+	}
+	wh, err := control.CreateInboxWebhook(ctx, ep.Address, agentmail.CreateWebhookRequest{
+		URL: base + "/api/chat-webhooks/agentmail/" + ep.PublicID, EventTypes: webhookEvents, ClientID: "paperclip-" + ep.ID})
+	if err != nil {
+		if pe, ok := agentmail.ProblemFor(err); ok && pe.Details.ProviderStatus == http.StatusForbidden {
+			return &api.Error{Status: http.StatusUnprocessableEntity, Code: agentmail.ProblemRequestFailed,
+				Message: "AgentMail did not allow Paperclip to register a webhook. Enable webhook create/read/delete permissions for this API key, or use WebSocket receiving.",
+				Details: map[string]any{"code": pe.Details.Code, "providerStatus": pe.Details.ProviderStatus, "operation": pe.Details.Operation}}
+		}
+		return providerError(err)
+	}
+	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		secretID, err := s.vaultKey(ctx, tx, ep.CompanyID, "AgentMail webhook secret", wh.Secret)
+		if err != nil {
+			return err
+		}
+		if err := s.bindSecret(ctx, tx, ep.CompanyID, secretID, TargetEndpoint, ep.ID, PathWebhookSecret); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE email_endpoints SET webhook_id = $2 WHERE id = $1`, ep.ID, wh.WebhookID)
+		return err
+	})
+	if err != nil {
+		if derr := control.DeleteInboxWebhook(context.WithoutCancel(ctx), ep.Address, wh.WebhookID); derr != nil {
+			s.Log.Warn("could not delete webhook after a failed save", "endpoint", ep.ID, "err", derr)
+		}
+		return err
+	}
+	ep.WebhookID = wh.WebhookID
+	return nil
+}
+
+// activate makes the endpoint active in one transaction. The activation
+// time (the intake cutoff) is set once and kept across reconnects.
+func (s *Service) activate(ctx context.Context, a authz.Actor, ep *domain.EmailEndpoint, mode string) error {
+	err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		cur, err := s.Store.GetEndpoint(ctx, tx, ep.ID)
+		if err != nil {
+			return err
+		}
+		now := s.Store.Now()
+		cur.ReceiveMode = mode
+		if cur.ActivationAt == nil {
+			cur.ActivationAt = &now
+		}
+		if cur.SyncCheckpoint == nil {
+			cur.SyncCheckpoint = cur.ActivationAt
+		}
+		cur.LastSyncAt = nil
+		cur.Status = domain.EndpointActive
+		cur.ActivatedAt = &now
+		cur.HealthMessage = "Connected"
+		cur.LastError = ""
+		if err := s.Store.UpdateEndpoint(ctx, tx, &cur); err != nil {
+			return err
+		}
+		*ep = cur
+		return s.audit(ctx, tx, a, ep.CompanyID, "email_endpoint.connected", "email_endpoint", ep.ID,
+			map[string]any{"address": ep.Address, "receiveMode": mode})
+	})
+	if err != nil {
+		return err
+	}
+	if s.OnActivated != nil {
+		s.OnActivated(ep.ID)
+	}
+	return nil
+}

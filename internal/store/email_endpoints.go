@@ -1,0 +1,170 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+const endpointCols = `id, company_id, public_id, assigned_agent_id, sponsor_user_id, credential_connection_id, status, address,
+	display_name, provider_account_id, receive_mode, webhook_id, owned_api_key_id, activation_at, sync_checkpoint, last_sync_at,
+	health_message, last_error, last_event_at, last_publication_at, activated_at, archived_at, created_at, updated_at`
+
+func scanEndpoint(row rowScanner) (domain.EmailEndpoint, error) {
+	var e domain.EmailEndpoint
+	var sponsor, cred, addr, acct, webhook, owned, lastErr sql.NullString
+	var activation, checkpoint, lastSync, lastEvent, lastPub, activated, archived sql.NullTime
+	err := row.Scan(&e.ID, &e.CompanyID, &e.PublicID, &e.AssignedAgentID, &sponsor, &cred, &e.Status, &addr,
+		&e.DisplayName, &acct, &e.ReceiveMode, &webhook, &owned, &activation, &checkpoint, &lastSync,
+		&e.HealthMessage, &lastErr, &lastEvent, &lastPub, &activated, &archived, &e.CreatedAt, &e.UpdatedAt)
+	if err != nil {
+		return e, err
+	}
+	e.SponsorUserID, e.CredentialConnectionID, e.Address = sponsor.String, cred.String, addr.String
+	e.ProviderAccountID, e.WebhookID, e.OwnedAPIKeyID, e.LastError = acct.String, webhook.String, owned.String, lastErr.String
+	e.ActivationAt, e.SyncCheckpoint, e.LastSyncAt = timePtr(activation), timePtr(checkpoint), timePtr(lastSync)
+	e.LastEventAt, e.LastPublicationAt = timePtr(lastEvent), timePtr(lastPub)
+	e.ActivatedAt, e.ArchivedAt = timePtr(activated), timePtr(archived)
+	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
+	return e, nil
+}
+
+// InsertEndpoint inserts a draft endpoint whose id is the setup request id.
+// It reports created=false when a row with that id already exists.
+func (s *Store) InsertEndpoint(ctx context.Context, q db.Querier, e *domain.EmailEndpoint) (bool, error) {
+	e.CreatedAt = s.Now()
+	e.UpdatedAt = e.CreatedAt
+	e.PublicID = NewID()
+	if e.Status == "" {
+		e.Status = domain.EndpointDraft
+	}
+	res, err := q.ExecContext(ctx, `INSERT INTO email_endpoints (id, company_id, public_id, assigned_agent_id, sponsor_user_id,
+		status, display_name, receive_mode, created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$9)
+		ON CONFLICT (id) DO NOTHING`, e.ID, e.CompanyID, e.PublicID, e.AssignedAgentID, nullString(e.SponsorUserID),
+		e.Status, e.DisplayName, e.ReceiveMode, e.CreatedAt)
+	if err != nil {
+		return false, fmt.Errorf("insert email endpoint: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// GetEndpoint returns an endpoint by id.
+func (s *Store) GetEndpoint(ctx context.Context, q db.Querier, id string) (domain.EmailEndpoint, error) {
+	return queryOne(ctx, q, "get email inbox", scanEndpoint, `SELECT `+endpointCols+` FROM email_endpoints WHERE id = $1`, id)
+}
+
+// EndpointByPublicID returns the endpoint behind a webhook URL.
+func (s *Store) EndpointByPublicID(ctx context.Context, q db.Querier, publicID string) (domain.EmailEndpoint, error) {
+	return queryOne(ctx, q, "get email inbox", scanEndpoint, `SELECT `+endpointCols+` FROM email_endpoints WHERE public_id = $1`, publicID)
+}
+
+// ListEndpoints returns a company's non-archived endpoints, newest first.
+func (s *Store) ListEndpoints(ctx context.Context, q db.Querier, companyID string) ([]domain.EmailEndpoint, error) {
+	return queryAll(ctx, q, "list email inboxes", scanEndpoint, `SELECT `+endpointCols+` FROM email_endpoints
+		WHERE company_id = $1 AND status <> 'archived' ORDER BY created_at DESC, id`, companyID)
+}
+
+// ListEndpointsByStatus returns every endpoint in one of statuses (all companies).
+func (s *Store) ListEndpointsByStatus(ctx context.Context, q db.Querier, statuses ...string) ([]domain.EmailEndpoint, error) {
+	args := make([]any, len(statuses))
+	ph := ""
+	for i, st := range statuses {
+		args[i] = st
+		if i > 0 {
+			ph += ", "
+		}
+		ph += fmt.Sprintf("$%d", i+1)
+	}
+	return queryAll(ctx, q, "list email inboxes", scanEndpoint, `SELECT `+endpointCols+` FROM email_endpoints
+		WHERE status IN (`+ph+`) ORDER BY created_at, id`, args...)
+}
+
+// UpdateEndpoint writes every mutable column of e.
+func (s *Store) UpdateEndpoint(ctx context.Context, q db.Querier, e *domain.EmailEndpoint) error {
+	e.UpdatedAt = s.Now()
+	_, err := q.ExecContext(ctx, `UPDATE email_endpoints SET assigned_agent_id = $2, sponsor_user_id = $3,
+		credential_connection_id = $4, status = $5, address = $6, display_name = $7, provider_account_id = $8,
+		receive_mode = $9, webhook_id = $10, owned_api_key_id = $11, activation_at = $12, sync_checkpoint = $13,
+		last_sync_at = $14, health_message = $15, last_error = $16, last_event_at = $17, last_publication_at = $18,
+		activated_at = $19, archived_at = $20, updated_at = $21 WHERE id = $1`,
+		e.ID, e.AssignedAgentID, nullString(e.SponsorUserID), nullString(e.CredentialConnectionID), e.Status,
+		nullString(e.Address), e.DisplayName, nullString(e.ProviderAccountID), e.ReceiveMode, nullString(e.WebhookID),
+		nullString(e.OwnedAPIKeyID), nullTime(e.ActivationAt), nullTime(e.SyncCheckpoint), nullTime(e.LastSyncAt),
+		e.HealthMessage, nullString(e.LastError), nullTime(e.LastEventAt), nullTime(e.LastPublicationAt),
+		nullTime(e.ActivatedAt), nullTime(e.ArchivedAt), e.UpdatedAt)
+	if err != nil {
+		if db.IsUniqueViolation(err) {
+			return fmt.Errorf("update email inbox: %w", ErrConflict)
+		}
+		return fmt.Errorf("update email inbox: %w", err)
+	}
+	return nil
+}
+
+// LockEndpoint takes the endpoint row's write lock for the transaction.
+func (s *Store) LockEndpoint(ctx context.Context, tx *sql.Tx, id string) error {
+	res, err := tx.ExecContext(ctx, `UPDATE email_endpoints SET updated_at = updated_at WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("lock email inbox: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("get email inbox: %w", ErrNotFound)
+	}
+	return nil
+}
+
+// AcquireLease takes or renews the (endpoint, key) lease for token until
+// expiresAt. It succeeds when the lease is free, expired or already held by
+// token, in one statement, so two replicas can never both hold it.
+func (s *Store) AcquireLease(ctx context.Context, q db.Querier, companyID, endpointID, key, token, holder string, ttl time.Duration) (bool, error) {
+	now := s.Now()
+	res, err := q.ExecContext(ctx, `INSERT INTO email_leases (endpoint_id, lease_key, company_id, token, holder, expires_at, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+		ON CONFLICT (endpoint_id, lease_key) DO UPDATE SET token = excluded.token, holder = excluded.holder,
+			expires_at = excluded.expires_at, updated_at = excluded.updated_at
+		WHERE email_leases.token = excluded.token OR email_leases.expires_at <= $7`,
+		endpointID, key, companyID, token, holder, now.Add(ttl), now)
+	if err != nil {
+		return false, fmt.Errorf("acquire lease %s: %w", key, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// LeaseHeld reports whether token still holds an unexpired (endpoint, key)
+// lease: the fence checked right before a provider side effect.
+func (s *Store) LeaseHeld(ctx context.Context, q db.Querier, endpointID, key, token string) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_leases WHERE endpoint_id = $1 AND lease_key = $2 AND token = $3 AND expires_at > $4`,
+		endpointID, key, token, s.Now()).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("check lease %s: %w", key, err)
+	}
+	return n == 1, nil
+}
+
+// ReleaseLease drops the lease if token holds it.
+func (s *Store) ReleaseLease(ctx context.Context, q db.Querier, endpointID, key, token string) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM email_leases WHERE endpoint_id = $1 AND lease_key = $2 AND token = $3`,
+		endpointID, key, token); err != nil {
+		return fmt.Errorf("release lease %s: %w", key, err)
+	}
+	return nil
+}
+
+// ThreadLeaseHeld reports whether any unexpired per-thread lease exists on
+// the endpoint (an email operation is running).
+func (s *Store) ThreadLeaseHeld(ctx context.Context, q db.Querier, endpointID string) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_leases WHERE endpoint_id = $1 AND lease_key LIKE 'email-thread:%' AND expires_at > $2`,
+		endpointID, s.Now()).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("check thread leases: %w", err)
+	}
+	return n > 0, nil
+}

@@ -1,0 +1,69 @@
+package testkit
+
+import (
+	"context"
+	"testing"
+
+	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/emulator"
+)
+
+// EmailEnv is a server wired to a fresh in-process AgentMail emulator, with
+// experimental email connections enabled, one company, one agent and an
+// organization-scoped provider key.
+type EmailEnv struct {
+	*Instance
+	Em        *emulator.Server
+	Board     *Client
+	CompanyID string
+	AgentID   string
+	OrgKey    string
+}
+
+// EmailConfig points cfg at the emulator.
+func EmailConfig(cfg config.Config, em *emulator.Server) config.Config {
+	cfg.AgentMailAPIURL = em.APIURL()
+	cfg.AgentMailWSURL = em.WebSocketURL()
+	return cfg
+}
+
+// StartEmulator starts an emulator without SMTP, stopped when the test ends.
+func StartEmulator(t testing.TB) *emulator.Server {
+	t.Helper()
+	em, err := emulator.Start(context.Background(), emulator.Options{DeliveryDelay: -1})
+	if err != nil {
+		t.Fatalf("start emulator: %v", err)
+	}
+	t.Cleanup(func() { em.Close() })
+	return em
+}
+
+// NewEmailEnv starts an emulator and a server on databaseURL ("" = SQLite).
+// mutate, when given, adjusts the configuration before start.
+func NewEmailEnv(t testing.TB, databaseURL string, mutate ...func(*config.Config)) *EmailEnv {
+	t.Helper()
+	em := StartEmulator(t)
+	cfg := EmailConfig(Config(t, databaseURL), em)
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	inst := Start(t, cfg)
+	board := NewClient(t, inst.URL())
+	board.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": true}}, 200)
+	cid := ID(board.JSON("POST", "/api/companies", map[string]any{"name": "Mail Co"}, 201))
+	aid := ID(board.JSON("POST", "/api/companies/"+cid+"/agents", map[string]any{"name": "Mail Agent", "adapterType": "process",
+		"adapterConfig": map[string]any{"command": "/bin/true"}}, 201))
+	_, key := em.CreateOrganization("Acme Mail")
+	return &EmailEnv{Instance: inst, Em: em, Board: board, CompanyID: cid, AgentID: aid, OrgKey: key}
+}
+
+// Setup connects an inbox for the env's agent with the org key and returns
+// the endpoint summary.
+func (e *EmailEnv) Setup(username string, extra map[string]any) map[string]any {
+	body := map[string]any{"assignedAgentId": e.AgentID, "apiKey": e.OrgKey, "username": username,
+		"idempotencyKey": NewUUID()}
+	for k, v := range extra {
+		body[k] = v
+	}
+	return e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/email/inboxes", body, 201)
+}
