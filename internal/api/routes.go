@@ -93,7 +93,9 @@ func (s *Server) CompanyAccess(r *http.Request, write bool) (string, authz.Acces
 }
 
 // DecodeJSON is the API's strict JSON decoder for other packages' handlers.
-func (s *Server) DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error { return s.decodeJSON(w, r, v) }
+func (s *Server) DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	return s.decodeJSON(w, r, v)
+}
 
 // WriteJSON writes a JSON response.
 func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }

@@ -69,7 +69,9 @@ func (a Actor) ID() string {
 type ctxKey struct{}
 
 // WithActor returns ctx carrying a.
-func WithActor(ctx context.Context, a Actor) context.Context { return context.WithValue(ctx, ctxKey{}, a) }
+func WithActor(ctx context.Context, a Actor) context.Context {
+	return context.WithValue(ctx, ctxKey{}, a)
+}
 
 // FromContext returns the actor in ctx.
 func FromContext(ctx context.Context) (Actor, bool) {

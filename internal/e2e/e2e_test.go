@@ -268,4 +268,3 @@ func TestGracefulShutdownFinishesRunningRun(t *testing.T) {
 		}
 	})
 }
-

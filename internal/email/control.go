@@ -394,4 +394,3 @@ func (s *Service) ListInboxes(ctx context.Context, a authz.Actor, companyID stri
 	}
 	return out, nil
 }
-
