@@ -225,3 +225,10 @@ func actorKind(a authz.Actor) string {
 	}
 	return a.Kind
 }
+
+// WebhookSecret returns the vaulted Svix signing secret of an endpoint's
+// Paperclip-owned webhook, for verifying its deliveries. A missing secret is
+// an error that never quotes the value.
+func (s *Service) WebhookSecret(ctx context.Context, q db.Querier, endpointID string) (string, error) {
+	return s.resolveBound(ctx, q, TargetEndpoint, endpointID, PathWebhookSecret)
+}

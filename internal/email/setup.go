@@ -298,6 +298,11 @@ func (s *Service) runSetup(ctx context.Context, a authz.Actor, endpointID string
 	if err != nil {
 		return zero, err
 	}
+	// controlKey wrote credential_connection_id; reload so the full-row
+	// update below does not write a stale value back.
+	if ep, err = s.Store.GetEndpoint(ctx, s.Store.DB, endpointID); err != nil {
+		return zero, err
+	}
 	control := s.keyed(key)
 	ident, err := control.InspectKey(ctx)
 	if err != nil {
