@@ -42,6 +42,7 @@ type Config struct {
 	MasterKeyB64        string
 	AgentMailAPIURL     string
 	AgentMailWSURL      string
+	AgentMailTimeout    time.Duration
 	AttachmentMaxBytes  int64
 	AllowedAttachments  []string
 	LogJSON             bool
@@ -128,6 +129,13 @@ func Load(f Flags, getenv Getenv) (Config, error) {
 			return c, errors.New("config: PAPERCLIP_RUN_LEASE_TTL must be a duration of at least 1s")
 		}
 		c.RunLeaseTTL = d
+	}
+	if v := getenv("PAPERCLIP_AGENTMAIL_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond {
+			return c, errors.New("config: PAPERCLIP_AGENTMAIL_TIMEOUT must be a duration of at least 100ms")
+		}
+		c.AgentMailTimeout = d
 	}
 	if v := getenv("PAPERCLIP_SHUTDOWN_GRACE"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/inbound"
 	"github.com/paperclipai/paperclipai/internal/logging"
 	"github.com/paperclipai/paperclipai/internal/metrics"
 	"github.com/paperclipai/paperclipai/internal/policy"
@@ -41,11 +43,13 @@ type Server struct {
 	API       *api.Server
 	Metrics   *metrics.Metrics
 	Email     *email.Service
+	Inbound   *inbound.Worker
 	Logger    *slog.Logger
 	Redactor  *logging.Redactor
 	Mux       *http.ServeMux
 
 	httpSrv   *http.Server
+	workers   sync.WaitGroup
 	listener  net.Listener
 	lock      *os.File
 	cancel    context.CancelFunc
@@ -133,21 +137,25 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Authz: az, Policy: &policy.Service{Store: s.Store},
 		Heartbeat: s.Heartbeat, Vault: s.Vault, Metrics: s.Metrics, Logger: logger.With("component", "api")})
 
-	amClient, err := agentmail.New(agentmail.Options{BaseURL: cfg.AgentMailAPIURL})
+	amClient, err := agentmail.New(agentmail.Options{BaseURL: cfg.AgentMailAPIURL, Timeout: cfg.AgentMailTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("agentmail client: %w", err)
 	}
 	s.Email = email.New(s.Store, s.Vault, az, cfg, amClient, logger.With("component", "email"), s.Heartbeat.RunnerID())
 	s.Email.Register(s.API)
+	apiHandler := s.API.Handler()
 
 	s.Mux = http.NewServeMux()
-	s.Mux.Handle("/api/", s.API.Handler())
+	s.Mux.Handle("/api/", apiHandler)
 	s.Mux.Handle("GET /metrics", s.metricsHandler())
 	s.Mux.HandleFunc("GET /{$}", s.home)
 
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	if err := s.Heartbeat.Start(wctx); err != nil {
+		return nil, err
+	}
+	if err := s.startEmailWorkers(wctx, exclusive); err != nil {
 		return nil, err
 	}
 	s.httpSrv = &http.Server{Handler: s.Mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
@@ -200,7 +208,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.httpSrv.Shutdown(gctx); err != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 	}
+	if err := s.stopEmailWorkers(gctx); err != nil {
+		errs = append(errs, err)
+	}
 	s.cancel()
+	s.workers.Wait()
 	s.closeResources()
 	s.Logger.Info("paperclipai stopped")
 	return errors.Join(errs...)

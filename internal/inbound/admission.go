@@ -1,0 +1,203 @@
+package inbound
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// Admission sources recorded on deliveries.
+const (
+	SourceWebSocket = "websocket"
+	SourceWebhook   = "webhook"
+	SourceCatchup   = "catchup"
+)
+
+// notifyChannel is the PostgreSQL channel on which commits that create
+// inbound work wake the workers of every replica.
+const notifyChannel = "paperclip_email_work"
+
+// ErrWrongInbox rejects an event that names another inbox than the
+// endpoint it arrived for (a correctly signed webhook of another inbox).
+var ErrWrongInbox = &api.Error{Status: http.StatusForbidden, Message: "Email event belongs to a different inbox"}
+
+// ErrInvalidEvent rejects a channel event that cannot be admitted.
+var ErrInvalidEvent = &api.Error{Status: http.StatusBadRequest, Message: "Invalid AgentMail event"}
+
+// deliveryEvent is a delivery's normalized_event: the normalized provider
+// event plus the worker's progress, persisted with the retained mail so a
+// retry after a failed wake re-runs only the wake (reference §3.3).
+type deliveryEvent struct {
+	agentmail.Event
+	IssueID     string `json:"issueId,omitempty"`
+	CommentID   string `json:"commentId,omitempty"`
+	WakePending *bool  `json:"wakePending,omitempty"`
+}
+
+// AdmitRaw normalizes a raw WebSocket frame or webhook body and admits it
+// for ep. It returns admitted=false for frames that are not channel events
+// and for duplicates. An event for another inbox is ErrWrongInbox; a
+// malformed channel event is ErrInvalidEvent.
+func (w *Worker) AdmitRaw(ctx context.Context, ep domain.EmailEndpoint, raw []byte, source string) (bool, error) {
+	ev, err := agentmail.NormalizeEvent(raw)
+	if err != nil {
+		return false, ErrInvalidEvent
+	}
+	if ev == nil {
+		return false, nil
+	}
+	return w.AdmitEvent(ctx, ep, *ev, source)
+}
+
+// AdmitEvent durably admits a normalized event for ep: cheap and
+// idempotent, with no provider call and no task (reference §5.3). The
+// insert deduplicates by (inbox, provider event id) and (inbox,
+// kind:message id), so every transport and every catch-up scan may admit
+// the same message any number of times. After commit the worker is
+// signalled, locally and, on PostgreSQL, on every replica.
+func (w *Worker) AdmitEvent(ctx context.Context, ep domain.EmailEndpoint, ev agentmail.Event, source string) (bool, error) {
+	n, err := w.AdmitEvents(ctx, ep, []agentmail.Event{ev}, source)
+	return n == 1, err
+}
+
+// AdmitEvents admits several events of one inbox in a single transaction
+// (one commit, one signal) and returns how many were new. The WebSocket
+// reader uses it to drain a burst of frames at once; any event for another
+// inbox fails the whole call with ErrWrongInbox before anything is written.
+func (w *Worker) AdmitEvents(ctx context.Context, ep domain.EmailEndpoint, evs []agentmail.Event, source string) (int, error) {
+	start := time.Now()
+	ds := make([]store.EmailDelivery, 0, len(evs))
+	for _, ev := range evs {
+		if !strings.EqualFold(ev.InboxID, ep.Address) {
+			return 0, ErrWrongInbox
+		}
+		if ev.EventID == "" {
+			ev.EventID = ev.DedupKey()
+		}
+		raw, err := json.Marshal(deliveryEvent{Event: ev})
+		if err != nil {
+			return 0, fmt.Errorf("admit email event: %w", err)
+		}
+		ds = append(ds, store.EmailDelivery{CompanyID: ep.CompanyID, EndpointID: ep.ID, ProviderEventID: ev.EventID,
+			DeduplicationKey: ev.DedupKey(), EventKind: "message", Source: source, ProviderThreadID: ev.ThreadID,
+			NormalizedEvent: raw})
+	}
+	inserted := 0
+	err := w.tx(ctx, func(tx *sql.Tx) error {
+		inserted = 0
+		// A cheap status read instead of the full credential check: the
+		// webhook route has already run that check, the socket is closed
+		// when the inbox stops, and processing re-checks everything; this
+		// only keeps a stopping inbox from growing its queue. It is a plain
+		// read on purpose: a shared row lock here would deadlock against a
+		// concurrent admission upgrading to update last_event_at.
+		cur, err := w.st.GetEndpoint(ctx, tx, ep.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != domain.EndpointActive {
+			return email.ErrInboxNotActive
+		}
+		for i := range ds {
+			ok, err := w.st.InsertDelivery(ctx, tx, &ds[i])
+			if err != nil {
+				return err
+			}
+			if ok {
+				inserted++
+			}
+		}
+		if inserted == 0 {
+			return nil
+		}
+		if err := w.st.TouchEndpointEvent(ctx, tx, ep.ID); err != nil {
+			return err
+		}
+		return w.notifyTx(ctx, tx)
+	})
+	if err != nil {
+		return 0, err
+	}
+	per := time.Since(start).Seconds() / float64(len(ds))
+	for range ds {
+		w.m.Admission.WithLabelValues(source).Observe(per)
+	}
+	if inserted > 0 {
+		w.Notify()
+	}
+	if dup := len(ds) - inserted; dup > 0 {
+		w.m.Deliveries.WithLabelValues("duplicate").Add(float64(dup))
+	}
+	return inserted, nil
+}
+
+// notifyTx queues a cross-replica work signal that PostgreSQL delivers only
+// if and when tx commits (NOTIFY is transactional), so no replica wakes for
+// work that was rolled back. On SQLite there is a single process and the
+// in-process signal after commit suffices.
+func (w *Worker) notifyTx(ctx context.Context, tx *sql.Tx) error {
+	if w.db.Dialect != db.Postgres {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, '')`, notifyChannel); err != nil {
+		return fmt.Errorf("signal email work: %w", err)
+	}
+	return nil
+}
+
+// listen relays PostgreSQL notifications on notifyChannel to Notify. It
+// holds one dedicated pool connection; after a lost connection it signals
+// once (a notification may have been missed) and listens again.
+func (w *Worker) listen(ctx context.Context) {
+	defer w.wg.Done()
+	backoff := 500 * time.Millisecond
+	for ctx.Err() == nil {
+		err := w.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("inbound: work notifications interrupted; reconnecting", "err", err)
+		w.Notify()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+func (w *Worker) listenOnce(ctx context.Context) error {
+	conn, err := w.db.Pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire listener connection: %w", err)
+	}
+	// The connection is left in LISTEN state (or broken by a cancelled
+	// wait), so it must not return to the pool for reuse.
+	pc := conn.Hijack()
+	defer pc.Close(context.WithoutCancel(ctx))
+	if _, err := pc.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	for {
+		if _, err := pc.WaitForNotification(ctx); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		w.Notify()
+	}
+}

@@ -1,0 +1,240 @@
+package inbound_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/testkit"
+)
+
+// benchEmails is the number of emails (over benchThreads threads) per
+// pipeline run, and of no-op jobs per River run.
+const (
+	benchEmails  = 600
+	benchThreads = 60
+)
+
+// BenchmarkInbound measures the inbound pipeline end to end (emulator
+// delivery → WebSocket → admission → processing → wake) on SQLite and on
+// PostgreSQL, next to River's bare throughput of no-op jobs on a fresh
+// database of the same kind in the same run, the baseline of a generic
+// durable queue. Run it with
+//
+//	go test ./internal/inbound -run '^$' -bench Inbound -benchtime 1x
+//
+// Each sub-benchmark reports emails/s (or jobs/s) and, for the pipeline,
+// the p50/p99 of each stage in milliseconds: admit (provider receipt →
+// durable admission, which includes the WebSocket push), process
+// (admission → mail retained on the task) and wake (admission → wake
+// recorded, the delivery's admissionToWakeMs).
+func BenchmarkInbound(b *testing.B) {
+	for _, dialect := range []db.Dialect{db.SQLite, db.Postgres} {
+		b.Run(string(dialect)+"/pipeline", func(b *testing.B) {
+			for range b.N {
+				benchPipeline(b, dialect)
+			}
+		})
+		b.Run(string(dialect)+"/river", func(b *testing.B) {
+			for range b.N {
+				benchRiver(b, dialect)
+			}
+		})
+	}
+}
+
+func benchURL(b *testing.B, dialect db.Dialect) string {
+	if dialect == db.SQLite {
+		return ""
+	}
+	return dbtest.PostgresURL(b)
+}
+
+func benchPipeline(b *testing.B, dialect db.Dialect) {
+	b.StopTimer()
+	url := benchURL(b, dialect)
+	ee := testkit.NewEmailEnv(b, url)
+	// A paused agent: every wake is recorded (as a refused run) without
+	// starting hundreds of agent processes, so the figure is the pipeline's.
+	ee.Board.JSON("PATCH", "/api/agents/"+ee.AgentID, map[string]any{"status": "paused"}, 200)
+	sum := ee.Setup("bench", nil)
+	epID, address := sum["id"].(string), sum["address"].(string)
+	testkit.Eventually(b, wait, "socket", func() bool { return ee.Inbound.SocketConnected(epID) })
+	ctx := context.Background()
+	b.StartTimer()
+	start := time.Now()
+	last := make([]string, benchThreads)
+	sent := map[string]time.Time{}
+	for i := range benchEmails {
+		th := i % benchThreads
+		req := emulator.DeliverRequest{From: fmt.Sprintf("c%d@example.com", th), Subject: fmt.Sprintf("Bench %d", th), Text: "benchmark body"}
+		if last[th] != "" {
+			req.InReplyTo = last[th]
+		}
+		at := time.Now()
+		res, err := ee.Em.Deliver(address, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		last[th] = res.MessageID
+		sent["message.received:"+res.MessageID] = at
+	}
+	testkit.Eventually(b, 5*time.Minute, "pipeline drained", func() bool {
+		var n int
+		_ = ee.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_deliveries WHERE endpoint_id = $1 AND state = 'processed'`, epID).Scan(&n)
+		return n == benchEmails
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	var admit, process, wake []float64
+	rows, err := ee.DB.QueryContext(ctx, `SELECT d.received_at, m.created_at, d.admission_to_wake_ms, d.deduplication_key
+		FROM email_deliveries d JOIN email_messages m ON m.endpoint_id = d.endpoint_id
+		AND d.deduplication_key = 'message.received:' || m.provider_message_id WHERE d.endpoint_id = $1`, epID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for rows.Next() {
+		var recv, retained time.Time
+		var a2w int64
+		var key string
+		if err := rows.Scan(&recv, &retained, &a2w, &key); err != nil {
+			b.Fatal(err)
+		}
+		if t, ok := sent[key]; ok {
+			admit = append(admit, float64(recv.Sub(t).Microseconds())/1000)
+		}
+		process = append(process, float64(retained.Sub(recv).Microseconds())/1000)
+		wake = append(wake, float64(a2w))
+	}
+	rows.Close()
+	b.ReportMetric(float64(benchEmails)/elapsed.Seconds(), "emails/s")
+	b.ReportMetric(0, "ns/op")
+	report(b, "admit", admit)
+	report(b, "process", process)
+	report(b, "wake", wake)
+	// The admission stage alone, from the worker's own histogram.
+	if h := histogramQuantiles(ee); h != "" {
+		b.Logf("admission histogram: %s", h)
+	}
+}
+
+func report(b *testing.B, stage string, v []float64) {
+	if len(v) == 0 {
+		return
+	}
+	slices.Sort(v)
+	b.ReportMetric(v[len(v)*50/100], stage+"-p50-ms")
+	b.ReportMetric(v[min(len(v)-1, len(v)*99/100)], stage+"-p99-ms")
+}
+
+// histogramQuantiles summarizes the admission histogram (count and mean).
+func histogramQuantiles(ee *testkit.EmailEnv) string {
+	mfs, err := ee.Metrics.Registry.Gather()
+	if err != nil {
+		return ""
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "paperclip_email_admission_seconds" {
+			continue
+		}
+		var n uint64
+		var sum float64
+		for _, m := range mf.GetMetric() {
+			n += m.GetHistogram().GetSampleCount()
+			sum += m.GetHistogram().GetSampleSum()
+		}
+		if n > 0 {
+			return fmt.Sprintf("%d admissions, mean %.2f ms", n, sum/float64(n)*1000)
+		}
+	}
+	return ""
+}
+
+type noopArgs struct{}
+
+func (noopArgs) Kind() string { return "noop" }
+
+type noopWorker struct{ river.WorkerDefaults[noopArgs] }
+
+func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
+
+// benchRiver burns down benchEmails pre-inserted no-op jobs with River on a
+// fresh database of the same kind: the bare throughput of a generic durable
+// queue on this machine.
+func benchRiver(b *testing.B, dialect db.Dialect) {
+	b.StopTimer()
+	ctx := context.Background()
+	var d *db.DB
+	var err error
+	if dialect == db.SQLite {
+		d, err = db.Open(ctx, "", filepath.Join(b.TempDir(), "river.db"))
+	} else {
+		d, err = db.Open(ctx, dbtest.PostgresURL(b), "")
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	var driver riverdriver.Driver[*sql.Tx]
+	if dialect == db.SQLite {
+		driver = riversqlite.New(d.DB)
+	} else {
+		driver = riverdatabasesql.NewWithPgxListener(d.DB, d.Pool)
+	}
+	mig, err := rivermigrate.New(driver, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := mig.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		b.Fatal(err)
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, noopWorker{})
+	client, err := river.NewClient(driver, &river.Config{Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}},
+		Workers: workers, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	params := make([]river.InsertManyParams, benchEmails)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: noopArgs{}}
+	}
+	if _, err := client.InsertMany(ctx, params); err != nil {
+		b.Fatal(err)
+	}
+	events, cancel := client.Subscribe(river.EventKindJobCompleted)
+	defer cancel()
+	b.StartTimer()
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for range benchEmails {
+		select {
+		case <-events:
+		case <-time.After(2 * time.Minute):
+			b.Fatal("river did not drain")
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(benchEmails)/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(0, "ns/op")
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	_ = client.Stop(sctx)
+}

@@ -1,0 +1,206 @@
+package inbound
+
+import (
+	"html"
+	"mime"
+	"net/mail"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+)
+
+// PublicationHeader is the header our own outbound messages carry; a
+// message with it is ours and never wakes an agent.
+const PublicationHeader = "X-Paperclip-Publication-Id"
+
+// maxTextChars caps retained text (reference §2.4).
+const maxTextChars = 100_000
+
+// providerFiltered reports whether the provider classified the message as
+// spam, blocked, unauthenticated or trash: such mail never starts work.
+func providerFiltered(m *agentmail.Message) bool {
+	return labelsFiltered(m.Labels)
+}
+
+func labelsFiltered(labels []string) bool {
+	for _, l := range labels {
+		switch strings.ToLower(l) {
+		case "spam", "blocked", "unauthenticated", "trash":
+			return true
+		}
+	}
+	return false
+}
+
+func hasLabel(labels []string, want string) bool {
+	for _, l := range labels {
+		if strings.EqualFold(l, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// automatic reports whether m is machine-generated mail that must never
+// create a task, wake an agent or reopen a task (reference §5.6 plus the
+// loop cases of field-lessons §2 items 18 and 20): RFC 3834
+// Auto-Submitted other than "no", Precedence bulk/list/junk, X-Autoreply,
+// X-Autorespond, RFC 3464 delivery status notifications (multipart/report)
+// and mailer-daemon senders.
+func automatic(m *agentmail.Message) bool {
+	if v, ok := m.Header("Auto-Submitted"); ok && !strings.EqualFold(strings.TrimSpace(v), "no") {
+		return true
+	}
+	if v, ok := m.Header("Precedence"); ok {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "bulk", "list", "junk":
+			return true
+		}
+	}
+	if _, ok := m.Header("X-Autoreply"); ok {
+		return true
+	}
+	if _, ok := m.Header("X-Autorespond"); ok {
+		return true
+	}
+	if v, ok := m.Header("Content-Type"); ok {
+		if mt, _, err := mime.ParseMediaType(v); err == nil && mt == "multipart/report" {
+			return true
+		} else if err != nil && strings.HasPrefix(strings.ToLower(strings.TrimSpace(v)), "multipart/report") {
+			return true
+		}
+	}
+	local, _, _ := strings.Cut(senderAddress(m.From), "@")
+	switch local {
+	case "mailer-daemon", "postmaster":
+		return true
+	}
+	return false
+}
+
+// own reports whether m is our own outbound mail: labelled sent by the
+// provider, carrying our publication header, or sent from the inbox's own
+// address (field-lessons §2 item 9: an agent mailing itself must not loop).
+func own(m *agentmail.Message, address string) bool {
+	if hasLabel(m.Labels, "sent") {
+		return true
+	}
+	if v, ok := m.Header(PublicationHeader); ok && strings.TrimSpace(v) != "" {
+		return true
+	}
+	return address != "" && strings.EqualFold(senderAddress(m.From), address)
+}
+
+// senderAddress returns the lower-cased bare address of a From value such
+// as "Jane <jane@example.com>".
+func senderAddress(from string) string {
+	if a, err := mail.ParseAddress(from); err == nil {
+		return strings.ToLower(a.Address)
+	}
+	s := strings.TrimSpace(from)
+	if i := strings.LastIndexByte(s, '<'); i >= 0 {
+		s = strings.TrimSuffix(s[i+1:], ">")
+	}
+	return strings.ToLower(strings.TrimSpace(s))
+}
+
+// receiptTime is when the provider received m (created_at), falling back
+// to the sender's Date when the provider gave none.
+func receiptTime(m *agentmail.Message) time.Time {
+	if !m.CreatedAt.IsZero() {
+		return m.CreatedAt
+	}
+	return m.Timestamp
+}
+
+var (
+	scriptStyleRE = regexp.MustCompile(`(?is)<(script|style)\b[^>]*>.*?</(script|style)\s*>`)
+	tagRE         = regexp.MustCompile(`(?s)<[^>]*>`)
+)
+
+// bodyText computes a message's retained text (reference §2.4): the
+// provider's extracted reply text when extracted is true and present, else
+// the plain text, else the HTML with script/style blocks removed and tags
+// replaced by spaces, so remote images and tracking pixels are never kept.
+func bodyText(m *agentmail.Message, extracted bool) string {
+	var s string
+	switch {
+	case extracted && strings.TrimSpace(m.ExtractedText) != "":
+		s = m.ExtractedText
+	case strings.TrimSpace(m.Text) != "":
+		s = m.Text
+	case strings.TrimSpace(m.HTML) != "":
+		s = scriptStyleRE.ReplaceAllString(m.HTML, " ")
+		s = tagRE.ReplaceAllString(s, " ")
+		s = html.UnescapeString(s)
+	}
+	return truncateRunes(strings.TrimSpace(s), maxTextChars)
+}
+
+func truncateRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n])
+}
+
+// escapeMarkdown backslash-escapes the Markdown metacharacters of
+// reference §5.6, so remote images such as ![t](https://…) and links in
+// mail can never render in a task comment.
+func escapeMarkdown(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/8)
+	for _, r := range s {
+		switch r {
+		case '\\', '`', '*', '_', '{', '}', '[', ']', '(', ')', '<', '>', '!', '#', '|', '~':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+var dotsRE = regexp.MustCompile(`\.{2,}`)
+
+// sanitizeFilename makes a provider filename safe to store and show:
+// path separators and control characters become "_", runs of dots become
+// "_", leading underscores go, and an empty result is "attachment"; so
+// "../context.txt" becomes "context.txt".
+func sanitizeFilename(name string) string {
+	s := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || unicode.IsControl(r) {
+			return '_'
+		}
+		return r
+	}, name)
+	s = dotsRE.ReplaceAllString(s, "_")
+	s = strings.TrimLeft(s, "_")
+	s = truncateRunes(strings.TrimSpace(s), 200)
+	if s == "" {
+		return "attachment"
+	}
+	return s
+}
+
+// contentTypeAllowed reports whether ct (missing = octet-stream) is on the
+// allowlist, comparing media types without parameters.
+func contentTypeAllowed(ct string, allowed []string) bool {
+	mt := strings.ToLower(strings.TrimSpace(ct))
+	if parsed, _, err := mime.ParseMediaType(ct); err == nil {
+		mt = parsed
+	}
+	if mt == "" {
+		mt = "application/octet-stream"
+	}
+	for _, a := range allowed {
+		if strings.EqualFold(strings.TrimSpace(a), mt) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,432 @@
+// Package inbound is the AgentMail email channel's receiving pipeline:
+// WebSocket receiving under a database lease, Svix-signed webhook receiving,
+// cheap idempotent admission into the durable delivery queue, the
+// processing worker that serializes each provider thread under a fenced
+// lease, the task lifecycle (one task per provider thread, one wake per
+// eligible message), retained mail with attachments, and catch-up scans.
+//
+// # Flow
+//
+// Both transports and the catch-up scan only admit: they normalize the
+// provider event, check the inbox and insert one email_deliveries row with
+// ON CONFLICT DO NOTHING on the (inbox, kind:message id) key, then signal the
+// worker after commit. The worker fetches the authoritative message, groups
+// due deliveries by provider thread, and processes each thread in admission
+// order under the lease "email-thread:<threadId>", checking the lease token
+// in the same transaction as every side effect (fencing). Phase A retains
+// the mail and records the task and the wake decision in one transaction;
+// phase B wakes the agent with the idempotency key "email:<deliveryId>" in a
+// second one, so a failed wake is retried alone with identical arguments.
+//
+// # Scheduling
+//
+// The worker never polls while idle. It sleeps until the earliest of its
+// deadlines (a retry becoming due, the next lease renewal, the next
+// catch-up) or until a commit signals new work: in-process through Notify,
+// and across replicas through PostgreSQL LISTEN/NOTIFY.
+package inbound
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// ReceiptHandler applies a delivery receipt (message.sent, .delivered,
+// .bounced, .complained or .rejected) to the outbound side inside the
+// processing transaction. msg is the authoritative provider message the
+// receipt refers to. Returning an error rolls the transaction back and
+// retries the delivery later.
+type ReceiptHandler func(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event, msg *agentmail.Message) error
+
+// SentMessageHandler is told, inside the processing transaction, about
+// every sent-labelled message of this inbox found in a thread being
+// processed, so the outbound side can bind it to its publication (by the
+// X-Paperclip-Publication-Id header). Such messages are retained as context
+// and never wake an agent.
+type SentMessageHandler func(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, msg *agentmail.Message) error
+
+// WakeFunc records a wake request inside tx; it has the signature of
+// heartbeat.Service.WakeupTx, which is the default.
+type WakeFunc func(ctx context.Context, tx *sql.Tx, agentID string, req heartbeat.WakeRequest) (domain.Run, bool, error)
+
+// Timing holds the worker's lease, catch-up and reconnect parameters. Zero
+// fields take the defaults of DefaultTiming.
+type Timing struct {
+	// SocketLeaseTTL bounds how long a dead replica keeps an inbox's socket
+	// lease; SocketRenew is how often the holder renews it.
+	SocketLeaseTTL time.Duration
+	SocketRenew    time.Duration
+	// ThreadLeaseTTL bounds how long a dead replica blocks one provider
+	// thread; the holder renews it at every fence.
+	ThreadLeaseTTL time.Duration
+	// CatchupInterval is the period of the maintenance catch-up scan.
+	CatchupInterval time.Duration
+	// CatchupOverlap is subtracted from the receipt-time checkpoint.
+	CatchupOverlap time.Duration
+	// SubscribeTimeout bounds the wait for the subscription acknowledgement.
+	SubscribeTimeout time.Duration
+	// ReconnectMin and ReconnectMax bound the socket's exponential backoff.
+	ReconnectMin time.Duration
+	ReconnectMax time.Duration
+	// BatchSize is the number of due deliveries one tick takes per inbox.
+	BatchSize int
+	// Concurrency is the number of message prefetches and of independent
+	// threads processed at once per inbox.
+	Concurrency int
+}
+
+// DefaultTiming is the production timing (reference §5.1, §5.4, §10).
+var DefaultTiming = Timing{
+	SocketLeaseTTL:   90 * time.Second,
+	SocketRenew:      20 * time.Second,
+	ThreadLeaseTTL:   90 * time.Second,
+	CatchupInterval:  60 * time.Second,
+	CatchupOverlap:   5 * time.Minute,
+	SubscribeTimeout: 30 * time.Second,
+	ReconnectMin:     2 * time.Second,
+	ReconnectMax:     60 * time.Second,
+	BatchSize:        100,
+	Concurrency:      8,
+}
+
+func (t Timing) withDefaults() Timing {
+	d := DefaultTiming
+	set := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&t.SocketLeaseTTL, d.SocketLeaseTTL)
+	set(&t.SocketRenew, d.SocketRenew)
+	set(&t.ThreadLeaseTTL, d.ThreadLeaseTTL)
+	set(&t.CatchupInterval, d.CatchupInterval)
+	set(&t.CatchupOverlap, d.CatchupOverlap)
+	set(&t.SubscribeTimeout, d.SubscribeTimeout)
+	set(&t.ReconnectMin, d.ReconnectMin)
+	set(&t.ReconnectMax, d.ReconnectMax)
+	if t.BatchSize <= 0 {
+		t.BatchSize = d.BatchSize
+	}
+	if t.Concurrency <= 0 {
+		t.Concurrency = d.Concurrency
+	}
+	return t
+}
+
+// Options configure a Worker.
+type Options struct {
+	Store     *store.Store
+	Email     *email.Service
+	Heartbeat *heartbeat.Service
+	// Client is the provider client without a key; the worker derives keyed
+	// clients with WithAPIKey.
+	Client *agentmail.Client
+	// WebSocketURL is the provider WebSocket URL.
+	WebSocketURL string
+	// AttachmentsDir is the content-addressed attachment store.
+	AttachmentsDir string
+	// AttachmentMaxBytes bounds one imported attachment.
+	AttachmentMaxBytes int64
+	// AllowedAttachmentTypes are the importable content types.
+	AllowedAttachmentTypes []string
+	Logger                 *slog.Logger
+	// Metrics receives the stage histograms; nil creates unregistered ones.
+	Metrics *Metrics
+	// Holder names this process in lease rows.
+	Holder string
+	// ExclusiveDatabase is true when no other process can share the
+	// database (SQLite under the home lock): receiving leases found at start
+	// then belong to a dead predecessor and are cleared at once.
+	ExclusiveDatabase bool
+	Timing            Timing
+	// ReceiptHandler applies receipts; nil marks them processed.
+	ReceiptHandler ReceiptHandler
+	// SentMessageHandler binds our own sent messages; nil ignores them.
+	SentMessageHandler SentMessageHandler
+	// Wake records wakes; nil means Heartbeat.WakeupTx.
+	Wake WakeFunc
+}
+
+// Worker runs the inbound pipeline of one process.
+type Worker struct {
+	o      Options
+	st     *store.Store
+	db     *db.DB
+	q      *countingQuerier
+	log    *slog.Logger
+	m      *Metrics
+	t      Timing
+	signal chan struct{}
+
+	mu      sync.Mutex
+	sockets map[string]*socketState
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stopping atomic.Bool
+	wg       sync.WaitGroup
+	started  bool
+}
+
+// New returns a Worker; call Start to begin receiving.
+func New(o Options) *Worker {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	if o.Wake == nil && o.Heartbeat != nil {
+		o.Wake = o.Heartbeat.WakeupTx
+	}
+	w := &Worker{o: o, st: o.Store, db: o.Store.DB, log: o.Logger, m: o.Metrics, t: o.Timing.withDefaults(),
+		signal: make(chan struct{}, 1), sockets: map[string]*socketState{}}
+	w.q = &countingQuerier{db: o.Store.DB}
+	return w
+}
+
+// SetWake replaces the wake function (tests use it to fail a wake once).
+// Call it before Start or while no delivery is being processed.
+func (w *Worker) SetWake(f WakeFunc) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.o.Wake = f
+}
+
+func (w *Worker) wakeFunc() WakeFunc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.o.Wake
+}
+
+// SetReceiptHandler installs the outbound side's receipt hook.
+func (w *Worker) SetReceiptHandler(h ReceiptHandler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.o.ReceiptHandler = h
+}
+
+// SetSentMessageHandler installs the outbound side's sent-message hook.
+func (w *Worker) SetSentMessageHandler(h SentMessageHandler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.o.SentMessageHandler = h
+}
+
+func (w *Worker) hooks() (ReceiptHandler, SentMessageHandler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.o.ReceiptHandler, w.o.SentMessageHandler
+}
+
+// Queries returns the number of database round trips the worker has made
+// on its own behalf (statements outside transactions plus transactions
+// begun). It exists so tests can prove that an idle worker is silent.
+func (w *Worker) Queries() int64 { return w.q.n.Load() }
+
+// Notify wakes the worker to look for work now. It never blocks; several
+// signals before the worker runs collapse into one tick.
+func (w *Worker) Notify() {
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+// EndpointActivated is the email service's OnActivated callback: a newly
+// active inbox starts receiving at the next tick.
+func (w *Worker) EndpointActivated(string) { w.Notify() }
+
+// EndpointStopped is the email service's OnStopped callback: the inbox's
+// socket is closed now (its lease row is released by the socket goroutine).
+func (w *Worker) EndpointStopped(endpointID string) {
+	w.closeSocket(endpointID)
+	w.Notify()
+}
+
+// Start begins receiving and processing. On an exclusive database it first
+// clears receiving leases left by a dead predecessor, so threads are not
+// blocked until those leases expire.
+func (w *Worker) Start(ctx context.Context) error {
+	if w.o.ExclusiveDatabase {
+		if err := w.st.DeleteReceivingLeases(ctx, w.q); err != nil {
+			return fmt.Errorf("inbound: %w", err)
+		}
+	}
+	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	w.started = true
+	if w.db.Dialect == db.Postgres && w.db.Pool != nil {
+		w.wg.Add(1)
+		go w.listen(w.ctx)
+	}
+	w.wg.Add(1)
+	go w.loop(w.ctx)
+	return nil
+}
+
+// Shutdown stops the worker: it closes this process's sockets, waits for
+// the current tick to end and releases only this process's leases (socket
+// tokens and thread tokens it holds), so a successor need not wait for them
+// to expire. It must run before the database closes.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	if !w.started {
+		return nil
+	}
+	w.stopping.Store(true)
+	w.cancel()
+	w.closeAllSockets()
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("inbound: shutdown: %w", ctx.Err())
+	}
+}
+
+// loop is the single-flight scheduler: one tick at a time, then sleep until
+// the tick's deadline or a signal.
+func (w *Worker) loop(ctx context.Context) {
+	defer w.wg.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.signal:
+		case <-timer.C:
+		}
+		next := w.tick(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(max(time.Until(next), 0))
+	}
+}
+
+// tick handles every active inbox once, concurrently, and returns when the
+// worker next needs to run.
+func (w *Worker) tick(ctx context.Context) time.Time {
+	now := time.Now()
+	eps, err := w.st.ListEndpointsByStatus(ctx, w.q, domain.EndpointActive)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Error("inbound: list active inboxes", "err", err)
+		}
+		return now.Add(time.Second)
+	}
+	active := map[string]bool{}
+	for _, ep := range eps {
+		if ep.ReceiveMode == domain.ReceiveWebSocket {
+			active[ep.ID] = true
+		}
+	}
+	w.closeSocketsExcept(active)
+
+	var mu sync.Mutex
+	next := now.Add(time.Hour)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, ep := range eps {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			n := w.tickEndpoint(ctx, ep)
+			mu.Lock()
+			if n.Before(next) {
+				next = n
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return next
+}
+
+// tickEndpoint runs socket maintenance, delivery processing and catch-up
+// for one inbox and returns its next deadline.
+func (w *Worker) tickEndpoint(ctx context.Context, ep domain.EmailEndpoint) time.Time {
+	now := time.Now()
+	next := now.Add(time.Hour)
+	ep, key, err := w.o.Email.ActiveEndpoint(ctx, w.q, ep.ID)
+	if err != nil {
+		// Not active, credential gone or access revoked: stop receiving;
+		// deliveries wait until the inbox is active again (OnActivated
+		// signals the worker then).
+		w.closeSocket(ep.ID)
+		return next
+	}
+	if ep.ReceiveMode == domain.ReceiveWebSocket {
+		next = earliest(next, w.maintainSocket(ctx, ep, key))
+	}
+	next = earliest(next, w.processDeliveries(ctx, ep, key))
+	interval := w.t.CatchupInterval
+	if ep.LastSyncAt == nil || !now.Before(ep.LastSyncAt.Add(interval)) {
+		w.catchup(ctx, ep, key)
+		next = earliest(next, time.Now().Add(interval))
+	} else {
+		next = earliest(next, ep.LastSyncAt.Add(interval))
+	}
+	return next
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// tx runs fn in a transaction on the worker's database, counted as one
+// round trip for Queries.
+func (w *Worker) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	w.q.n.Add(1)
+	return w.db.Tx(ctx, fn)
+}
+
+// countingQuerier is the worker's handle for statements outside a
+// transaction; it counts them so an idle worker can be shown to be silent.
+type countingQuerier struct {
+	db *db.DB
+	n  atomic.Int64
+}
+
+// ExecContext implements db.Querier.
+func (c *countingQuerier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	c.n.Add(1)
+	return c.db.ExecContext(ctx, query, args...)
+}
+
+// QueryContext implements db.Querier.
+func (c *countingQuerier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	c.n.Add(1)
+	return c.db.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext implements db.Querier.
+func (c *countingQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	c.n.Add(1)
+	return c.db.QueryRowContext(ctx, query, args...)
+}

@@ -1,0 +1,162 @@
+package inbound
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// maxAttachmentsPerMessage bounds the attachments imported from one email.
+const maxAttachmentsPerMessage = 20
+
+// prepared holds a message's attachments, already downloaded into the
+// content-addressed store (outside any transaction), and the names of the
+// ones that were omitted.
+type prepared struct {
+	stored  []storedAttachment
+	omitted []string
+}
+
+type storedAttachment struct {
+	filename, contentType, sha string
+	size                       int64
+}
+
+// prepareAttachments imports a message's attachments within the count,
+// size and type bounds. Bytes come only from the provider's pre-signed URL
+// through the client's SSRF-guarded fetcher (https only; loopback only when
+// the configured provider base itself is loopback, i.e. the emulator).
+func (w *Worker) prepareAttachments(ctx context.Context, client *agentmail.Client, ep domain.EmailEndpoint, m *agentmail.Message) (*prepared, error) {
+	p := &prepared{}
+	max := w.o.AttachmentMaxBytes
+	for i, a := range m.Attachments {
+		name := sanitizeFilename(a.Filename)
+		ct := strings.TrimSpace(a.ContentType)
+		if ct == "" {
+			ct = "application/octet-stream"
+		}
+		if i >= maxAttachmentsPerMessage || w.o.AttachmentsDir == "" || max <= 0 || a.Size > max ||
+			!contentTypeAllowed(ct, w.o.AllowedAttachmentTypes) {
+			p.omitted = append(p.omitted, name)
+			continue
+		}
+		loc, err := client.GetAttachment(ctx, ep.Address, m.MessageID, a.AttachmentID)
+		if err != nil {
+			return nil, err
+		}
+		if loc.Size > max {
+			p.omitted = append(p.omitted, name)
+			continue
+		}
+		dl, err := client.DownloadAttachment(ctx, loc.DownloadURL, max)
+		if errors.Is(err, agentmail.ErrResponseTooLarge) {
+			p.omitted = append(p.omitted, name)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		sha, size, err := api.StoreAttachmentBytes(w.o.AttachmentsDir, bytes.NewReader(dl.Data), max)
+		if err != nil {
+			return nil, err
+		}
+		p.stored = append(p.stored, storedAttachment{filename: name, contentType: ct, sha: sha, size: size})
+	}
+	return p, nil
+}
+
+// retainAll retains, oldest first, every message of msgs that the inbox
+// does not hold yet and the provider did not filter. Links are created
+// without a delivery; the processing delivery claims its own message's link
+// afterwards (ClaimMessageLink), which is what decides its one wake.
+func (w *Worker) retainAll(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
+	msgs []*agentmail.Message, prep map[string]*prepared) error {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.MessageID
+	}
+	have, err := w.st.RetainedMessageIDs(ctx, tx, ep.ID, ids)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if have[m.MessageID] || providerFiltered(m) {
+			continue
+		}
+		if err := w.retain(ctx, tx, ep, conv, m, prep[m.MessageID]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// retain stores one email on its task: a system comment with the escaped
+// text (so remote images cannot render), the attachments, a comment naming
+// omitted attachments, the email_messages row (envelope with Bcc, extracted
+// and full text, direction, automatic flag) and the message link.
+func (w *Worker) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
+	m *agentmail.Message, p *prepared) error {
+	outbound := hasLabel(m.Labels, "sent")
+	direction, verb := "inbound", "Email from"
+	if outbound {
+		direction, verb = "outbound", "Email sent by"
+	}
+	text, full := bodyText(m, true), bodyText(m, false)
+	body := "(No text body)"
+	if text != "" {
+		body = escapeMarkdown(text)
+	}
+	c := domain.Comment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, AuthorKind: "system",
+		Body: "**" + verb + " " + escapeMarkdown(m.From) + "**\n\n" + body}
+	if err := w.st.CreateComment(ctx, tx, &c); err != nil {
+		return err
+	}
+	attIDs := []string{}
+	if p != nil {
+		for _, a := range p.stored {
+			att := domain.Attachment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, Filename: a.filename,
+				ContentType: a.contentType, SizeBytes: a.size, SHA256: a.sha}
+			if err := w.st.CreateAttachment(ctx, tx, &att); err != nil {
+				return err
+			}
+			attIDs = append(attIDs, att.ID)
+		}
+		if len(p.omitted) > 0 {
+			names := make([]string, len(p.omitted))
+			for i, n := range p.omitted {
+				names[i] = escapeMarkdown(n)
+			}
+			oc := domain.Comment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, AuthorKind: "system",
+				Body: "Email attachments unavailable: " + strings.Join(names, ", ") + "."}
+			if err := w.st.CreateComment(ctx, tx, &oc); err != nil {
+				return err
+			}
+		}
+	}
+	var headers json.RawMessage
+	if len(m.Headers) > 0 {
+		headers, _ = json.Marshal(m.Headers)
+	}
+	to := m.To
+	if to == nil {
+		to = []string{}
+	}
+	em := domain.EmailMessage{CompanyID: ep.CompanyID, EndpointID: ep.ID, ConversationID: conv.ID,
+		ProviderMessageID: m.MessageID, ProviderThreadID: m.ThreadID,
+		Envelope: domain.EmailEnvelope{From: m.From, To: to, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo, Subject: m.SubjectOrDefault()},
+		Headers:  headers, Text: text, FullText: full, Direction: direction, Automatic: automatic(m),
+		AttachmentIDs: attIDs, CommentID: c.ID, Timestamp: m.Timestamp}
+	if _, err := w.st.InsertEmailMessage(ctx, tx, &em); err != nil {
+		return err
+	}
+	return w.st.InsertMessageLink(ctx, tx, &store.EmailMessageLink{CompanyID: ep.CompanyID, EndpointID: ep.ID,
+		ConversationID: conv.ID, CommentID: c.ID, ProviderMessageID: m.MessageID, Direction: direction})
+}

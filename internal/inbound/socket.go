@@ -1,0 +1,299 @@
+package inbound
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// Health messages of the live connection (reference §5.1).
+const (
+	healthSocketClosed   = "Live email connection closed; reconnecting and catching up."
+	healthAdmitFailed    = "Email event could not be recorded; catch-up will retry."
+	healthSocketRejected = "AgentMail refused the live email connection; reconnect the inbox with a valid key."
+	healthConnected      = "Connected"
+)
+
+// socketState is this process's live connection of one inbox. At most one
+// goroutine runs per inbox; running is cleared when it ends.
+type socketState struct {
+	token       string
+	running     bool
+	connected   bool
+	cancel      context.CancelFunc
+	reconnectAt time.Time
+	backoff     time.Duration
+}
+
+// maintainSocket keeps exactly one live socket per inbox across replicas
+// (reference §5.1): when this process holds no socket for the inbox, it
+// acquires the free socket lease and starts a connection (whose own
+// goroutine renews the lease), and it returns when the socket next needs
+// attention. A replica that finds the lease held sleeps
+// until that lease would expire, instead of polling.
+func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, key string) time.Time {
+	now := time.Now()
+	w.mu.Lock()
+	s := w.sockets[ep.ID]
+	if s == nil {
+		s = &socketState{}
+		w.sockets[ep.ID] = s
+	}
+	if s.running {
+		// The socket goroutine renews its own lease; nothing to do here.
+		w.mu.Unlock()
+		return now.Add(time.Hour)
+	}
+	if now.Before(s.reconnectAt) {
+		at := s.reconnectAt
+		w.mu.Unlock()
+		return at
+	}
+	w.mu.Unlock()
+	if w.stopping.Load() {
+		return now.Add(time.Hour)
+	}
+	token := w.o.Holder + ":" + store.NewID()
+	ok, err := w.st.AcquireLease(ctx, w.q, ep.CompanyID, ep.ID, email.LeaseSocket, token, w.o.Holder, w.t.SocketLeaseTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("inbound: acquire socket lease", "endpoint", ep.ID, "err", err)
+		}
+		return now.Add(time.Second)
+	}
+	if !ok {
+		exp, err := w.st.LeaseExpiry(ctx, w.q, ep.ID, email.LeaseSocket)
+		if err != nil || exp == nil || !exp.After(now) {
+			return now.Add(time.Second)
+		}
+		// Wake just after the holder's lease would lapse; a graceful
+		// release by the holder is signalled and wakes us earlier.
+		return exp.Add(50 * time.Millisecond)
+	}
+	sctx, cancel := context.WithCancel(w.ctx)
+	w.mu.Lock()
+	s.token, s.running, s.connected, s.cancel = token, true, false, cancel
+	w.mu.Unlock()
+	w.wg.Add(2)
+	go w.renewSocketLease(sctx, cancel, ep, token)
+	go w.runSocket(sctx, ep, key, token)
+	return now.Add(time.Hour)
+}
+
+// renewSocketLease keeps the socket lease while the socket lives, on its own
+// timer so that a long tick (a big catch-up, a burst of mail) can never let
+// the lease lapse under a live socket. When a renewal fails the socket is
+// closed at once: another replica may own the inbox now, and two sockets
+// must never overlap.
+func (w *Worker) renewSocketLease(ctx context.Context, cancel context.CancelFunc, ep domain.EmailEndpoint, token string) {
+	defer w.wg.Done()
+	t := time.NewTicker(w.t.SocketRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := w.st.RenewLease(ctx, w.q, ep.ID, email.LeaseSocket, token, w.t.SocketLeaseTTL)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil || !ok {
+			if err != nil {
+				w.log.Warn("inbound: renew socket lease", "endpoint", ep.ID, "err", err)
+			}
+			cancel()
+			return
+		}
+	}
+}
+
+// runSocket dials, subscribes, admits every frame and, when the stream
+// ends, releases its own lease row and schedules the reconnect.
+func (w *Worker) runSocket(ctx context.Context, ep domain.EmailEndpoint, key, token string) {
+	defer w.wg.Done()
+	stream, err := agentmail.Dial(ctx, w.o.WebSocketURL, key, []string{ep.Address},
+		&agentmail.StreamOptions{SubscribeTimeout: w.t.SubscribeTimeout})
+	if err == nil {
+		w.socketSubscribed(ctx, ep, token)
+		err = w.readSocket(ctx, ep, stream)
+		stream.Close()
+	}
+	w.socketEnded(ep, token, err)
+}
+
+// socketSubscribed runs on the subscription acknowledgement: the backoff
+// resets, and a catch-up is forced because AgentMail does not replay events
+// missed while no socket was subscribed.
+func (w *Worker) socketSubscribed(ctx context.Context, ep domain.EmailEndpoint, token string) {
+	w.mu.Lock()
+	if s := w.sockets[ep.ID]; s != nil && s.token == token {
+		s.connected = true
+		s.backoff = 0
+	}
+	w.mu.Unlock()
+	if err := w.st.ForceCatchup(ctx, w.q, ep.ID); err != nil && ctx.Err() == nil {
+		w.log.Warn("inbound: force catch-up after subscribe", "endpoint", ep.ID, "err", err)
+	}
+	w.Notify()
+}
+
+// readSocket admits the stream's frames. A reader goroutine feeds a
+// channel, and the admitter drains whatever has accumulated (up to
+// maxAdmitBatch frames) into one transaction, so a burst of mail costs one
+// commit instead of one per message while a lone frame is admitted at once.
+func (w *Worker) readSocket(ctx context.Context, ep domain.EmailEndpoint, stream *agentmail.Stream) error {
+	frames := make(chan []byte, maxAdmitBatch)
+	errc := make(chan error, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(frames)
+		for {
+			f, err := stream.Next(rctx)
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case frames <- f.Raw:
+			case <-rctx.Done():
+				errc <- rctx.Err()
+				return
+			}
+		}
+	}()
+	for {
+		raw, ok := <-frames
+		if !ok {
+			return <-errc
+		}
+		batch := [][]byte{raw}
+	drain:
+		for len(batch) < maxAdmitBatch {
+			select {
+			case r, ok := <-frames:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		var evs []agentmail.Event
+		for _, r := range batch {
+			ev, err := agentmail.NormalizeEvent(r)
+			if err != nil || ev == nil {
+				if err != nil {
+					w.log.Warn("inbound: ignored an invalid WebSocket event", "endpoint", ep.ID)
+				}
+				continue
+			}
+			if !strings.EqualFold(ev.InboxID, ep.Address) {
+				w.log.Warn("inbound: ignored a WebSocket event for another inbox", "endpoint", ep.ID)
+				continue
+			}
+			evs = append(evs, *ev)
+		}
+		if len(evs) == 0 {
+			continue
+		}
+		if _, err := w.AdmitEvents(ctx, ep, evs, SourceWebSocket); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, email.ErrInboxNotActive) {
+				return err
+			}
+			// The events are lost to this socket, but the catch-up scan
+			// will admit the messages; say so on the inbox.
+			w.log.Warn("inbound: admit WebSocket events", "endpoint", ep.ID, "err", err)
+			_ = w.st.SetEndpointHealth(ctx, w.q, ep.ID, healthAdmitFailed, healthAdmitFailed)
+		}
+	}
+}
+
+// maxAdmitBatch bounds the frames admitted in one transaction.
+const maxAdmitBatch = 64
+
+// socketEnded releases only this socket's lease, records the error and
+// schedules a reconnect with exponential backoff (2 s, 4 s, … 60 s; a
+// refused credential waits the maximum instead of hammering the provider).
+func (w *Worker) socketEnded(ep domain.EmailEndpoint, token string, err error) {
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if rerr := w.st.ReleaseLease(rctx, w.q, ep.ID, email.LeaseSocket, token); rerr != nil {
+		w.log.Warn("inbound: release socket lease", "endpoint", ep.ID, "err", rerr)
+	}
+	stopping := w.stopping.Load()
+	w.mu.Lock()
+	s := w.sockets[ep.ID]
+	if s != nil && s.token == token {
+		s.running, s.connected = false, false
+		if s.backoff == 0 {
+			s.backoff = w.t.ReconnectMin
+		} else {
+			s.backoff = min(w.t.ReconnectMax, s.backoff*2)
+		}
+		if agentmail.IsAuthFailure(err) {
+			s.backoff = w.t.ReconnectMax
+		}
+		s.reconnectAt = time.Now().Add(s.backoff)
+	}
+	w.mu.Unlock()
+	// Another replica may be waiting for this lease: tell it now rather
+	// than letting it wait for the lease to expire.
+	_ = w.tx(rctx, func(tx *sql.Tx) error { return w.notifyTx(rctx, tx) })
+	if stopping {
+		return
+	}
+	msg := healthSocketClosed
+	if agentmail.IsAuthFailure(err) {
+		msg = healthSocketRejected
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		w.log.Info("inbound: live connection ended", "endpoint", ep.ID, "err", agentmail.Describe(err))
+	}
+	if !errors.Is(err, email.ErrInboxNotActive) && !errors.Is(err, context.Canceled) {
+		_ = w.st.SetEndpointHealth(rctx, w.q, ep.ID, msg, msg)
+	}
+	w.Notify()
+}
+
+// SocketConnected reports whether this process holds a subscribed socket
+// for the inbox.
+func (w *Worker) SocketConnected(endpointID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.sockets[endpointID]
+	return s != nil && s.running && s.connected
+}
+
+func (w *Worker) closeSocket(endpointID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.sockets[endpointID]; s != nil && s.running && s.cancel != nil {
+		s.cancel()
+	}
+}
+
+func (w *Worker) closeSocketsExcept(keep map[string]bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, s := range w.sockets {
+		if !keep[id] && s.running && s.cancel != nil {
+			s.cancel()
+		}
+	}
+}
+
+func (w *Worker) closeAllSockets() { w.closeSocketsExcept(nil) }

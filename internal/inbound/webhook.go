@@ -1,0 +1,77 @@
+package inbound
+
+import (
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+// WebhookPath is the route of the AgentMail webhook receiver; it is exempt
+// from actor authentication (the Svix signature authenticates it).
+const WebhookPath = "POST /api/chat-webhooks/agentmail/{publicId}"
+
+// maxWebhookBody bounds a webhook body. AgentMail drops message bodies from
+// payloads over 1 MB, so a few MiB covers every legitimate delivery.
+const maxWebhookBody = 4 << 20
+
+// Webhook errors (reference §5.2).
+var (
+	errWebhookNotFound   = &api.Error{Status: http.StatusNotFound, Message: "Email inbox not found"}
+	errWebhookDisabled   = &api.Error{Status: http.StatusForbidden, Message: "Webhook receiving is not enabled"}
+	errWebhookSignature  = &api.Error{Status: http.StatusForbidden, Message: "Invalid AgentMail webhook signature"}
+	errWebhookBodyTooBig = &api.Error{Status: http.StatusRequestEntityTooLarge, Message: "Webhook body too large"}
+)
+
+// ServeWebhook receives one AgentMail webhook delivery: it reads the raw
+// body, verifies the Svix signature over exactly those bytes with the
+// inbox's vaulted secret (a changed byte or a stale timestamp is 403),
+// checks that the inbox may receive, admits the event durably and answers
+// 204 only after the commit, so the provider retries anything we lost.
+func (w *Worker) ServeWebhook(rw http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, maxWebhookBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errWebhookBodyTooBig
+		}
+		return api.Errorf(http.StatusBadRequest, "Could not read the webhook body")
+	}
+	ep, err := w.st.EndpointByPublicID(ctx, w.q, r.PathValue("publicId"))
+	if err != nil {
+		return errWebhookNotFound
+	}
+	if ep.ReceiveMode != domain.ReceiveWebhook || ep.Status == domain.EndpointArchived {
+		return errWebhookDisabled
+	}
+	secret, err := w.o.Email.WebhookSecret(ctx, w.q, ep.ID)
+	if err != nil {
+		return errWebhookSignature
+	}
+	v, err := agentmail.NewWebhookVerifier(secret)
+	if err != nil {
+		return errWebhookSignature
+	}
+	// Only the three Svix headers take part in verification.
+	h := http.Header{}
+	for _, k := range []string{"svix-id", "svix-timestamp", "svix-signature"} {
+		if val := r.Header.Get(k); val != "" {
+			h.Set(k, val)
+		}
+	}
+	if err := v.Verify(body, h); err != nil {
+		return errWebhookSignature
+	}
+	if _, _, err := w.o.Email.ActiveEndpoint(ctx, w.q, ep.ID); err != nil {
+		return err
+	}
+	if _, err := w.AdmitRaw(ctx, ep, body, SourceWebhook); err != nil {
+		return err
+	}
+	rw.WriteHeader(http.StatusNoContent)
+	return nil
+}
