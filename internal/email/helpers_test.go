@@ -15,7 +15,9 @@ import (
 )
 
 // inboxesPath is the setup route of the env's company.
-func inboxesPath(e *testkit.EmailEnv) string { return "/api/companies/" + e.CompanyID + "/email/inboxes" }
+func inboxesPath(e *testkit.EmailEnv) string {
+	return "/api/companies/" + e.CompanyID + "/email/inboxes"
+}
 
 // fault installs a provider fault for one request of operation op.
 func fault(e *testkit.EmailEnv, op string, status int, code string) {

@@ -232,3 +232,7 @@ func actorKind(a authz.Actor) string {
 func (s *Service) WebhookSecret(ctx context.Context, q db.Querier, endpointID string) (string, error) {
 	return s.resolveBound(ctx, q, TargetEndpoint, endpointID, PathWebhookSecret)
 }
+
+// RequireEnabled reports the experimental-flag refusal when email
+// connections are off (for routes mounted by other packages).
+func (s *Service) RequireEnabled(ctx context.Context) error { return s.requireEnabled(ctx) }

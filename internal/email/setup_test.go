@@ -46,7 +46,10 @@ func TestSetupRetriedAfterFailureAtEachStepEndsWithOneOfEverything(t *testing.T)
 		inject func(t *testing.T, e *testkit.EmailEnv) (undo func())
 	}{
 		{"create inbox", func(t *testing.T, e *testkit.EmailEnv) func() { fault(e, "create_inbox", 503, ""); return func() {} }},
-		{"create runtime key", func(t *testing.T, e *testkit.EmailEnv) func() { fault(e, "create_inbox_key", 503, ""); return func() {} }},
+		{"create runtime key", func(t *testing.T, e *testkit.EmailEnv) func() {
+			fault(e, "create_inbox_key", 503, "")
+			return func() {}
+		}},
 		{"register webhook", func(t *testing.T, e *testkit.EmailEnv) func() { fault(e, "create_webhook", 503, ""); return func() {} }},
 		{"persist webhook", func(t *testing.T, e *testkit.EmailEnv) func() {
 			return failUpdates(t, e, "fail_webhook", "NEW.webhook_id IS NOT NULL")

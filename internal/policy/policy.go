@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -116,4 +117,79 @@ func denyReason(p domain.ActionPolicy) string {
 		return p.Reason
 	}
 	return "denied by action policy"
+}
+
+// Limit applies a built-in rate limit of count actions per window to one
+// subject (for example one email thread or one recipient) of action, as an
+// action-policy rate limit would: a company policy for action with a rate
+// limit overrides the default count and window, a matching deny refuses.
+// Allowed uses are recorded in the caller's transaction; every refusal is
+// audited.
+func (s *Service) Limit(ctx context.Context, tx *sql.Tx, companyID string, a authz.Actor, action, subject string, count int, window time.Duration) (Decision, error) {
+	policies, err := s.Store.ListPolicies(ctx, tx, companyID, action)
+	if err != nil {
+		return Decision{}, fmt.Errorf("limit %s: %w", action, err)
+	}
+	policyID := ""
+	for _, p := range policies {
+		if !matches(p, a) {
+			continue
+		}
+		if p.Effect == "deny" {
+			return s.audited(ctx, tx, companyID, a, action, Decision{PolicyID: p.ID, Reason: denyReason(p)})
+		}
+		if p.RateLimitCount > 0 && p.RateLimitWindowSeconds > 0 {
+			count, window, policyID = p.RateLimitCount, time.Duration(p.RateLimitWindowSeconds)*time.Second, p.ID
+		}
+	}
+	if count <= 0 || window <= 0 {
+		return Decision{Allowed: true, PolicyID: policyID}, nil
+	}
+	bucket := action + ":" + subject
+	// Why the lock: concurrent sends to one thread or recipient must not
+	// both see "count-1" and both pass on PostgreSQL.
+	if err := s.Store.DB.AdvisoryXactLock(ctx, tx, "rate:"+companyID+":"+bucket); err != nil {
+		return Decision{}, err
+	}
+	now := s.Store.Now()
+	n, oldest, err := s.Store.CountRateHits(ctx, tx, companyID, bucket, now.Add(-window))
+	if err != nil {
+		return Decision{}, err
+	}
+	if n >= count {
+		retry := max(oldest.Add(window).Sub(now), time.Second)
+		return s.audited(ctx, tx, companyID, a, action, Decision{PolicyID: policyID, RateLimited: true, RetryAfter: retry,
+			Reason: fmt.Sprintf("rate limit for %s reached (%d per %s)", action, count, window)})
+	}
+	if err := s.Store.RecordRateHit(ctx, tx, companyID, bucket); err != nil {
+		return Decision{}, err
+	}
+	return Decision{Allowed: true, PolicyID: policyID}, nil
+}
+
+func (s *Service) audited(ctx context.Context, tx *sql.Tx, companyID string, a authz.Actor, action string, d Decision) (Decision, error) {
+	details, _ := json.Marshal(map[string]any{"action": action, "allowed": d.Allowed, "policyId": d.PolicyID,
+		"reason": d.Reason, "rateLimited": d.RateLimited})
+	if err := s.Store.InsertActivity(ctx, tx, &domain.Activity{CompanyID: companyID, ActorKind: a.Kind, ActorID: a.ID(),
+		AgentID: a.AgentID(), RunID: a.RunID(), Action: "policy.decided", EntityType: "action", EntityID: action,
+		Details: details}); err != nil {
+		return Decision{}, err
+	}
+	return d, nil
+}
+
+// Check re-evaluates action for the actor without recording anything: only
+// a matching deny refuses. Executors use it to re-check an action that was
+// already decided (and counted) when it was accepted.
+func (s *Service) Check(ctx context.Context, q db.Querier, companyID string, a authz.Actor, action string) (Decision, error) {
+	policies, err := s.Store.ListPolicies(ctx, q, companyID, action)
+	if err != nil {
+		return Decision{}, fmt.Errorf("check %s: %w", action, err)
+	}
+	for _, p := range policies {
+		if matches(p, a) && p.Effect == "deny" {
+			return Decision{PolicyID: p.ID, Reason: denyReason(p)}, nil
+		}
+	}
+	return Decision{Allowed: true}, nil
 }

@@ -2,11 +2,15 @@ package server
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/outbound"
 )
 
 // Environment overrides of the inbound timing, for tests and drills that
@@ -68,6 +72,24 @@ func (s *Server) startEmailWorkers(ctx context.Context, exclusive bool) error {
 		Logger: s.Logger.With("component", "inbound"), Metrics: inbound.NewMetrics(s.Metrics.Registry),
 		Holder: s.Heartbeat.RunnerID(), ExclusiveDatabase: exclusive, Timing: timing,
 	})
+	if s.Outbound != nil {
+		ob := s.Outbound
+		w.SetReceiptHandler(func(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event, _ *agentmail.Message) error {
+			return ob.HandleReceipt(ctx, tx, ep, ev)
+		})
+		w.SetSentMessageHandler(func(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, m *agentmail.Message) error {
+			return ob.BindSent(ctx, tx, ep, outbound.SentMessage{MessageID: m.MessageID, ThreadID: m.ThreadID,
+				From: m.From, Labels: m.Labels, Headers: m.Headers})
+		})
+		ob.Admit = func(ctx context.Context, endpointID string, ev agentmail.Event) error {
+			ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
+			if err != nil {
+				return err
+			}
+			_, err = w.AdmitEvent(ctx, ep, ev, "outbound")
+			return err
+		}
+	}
 	s.Inbound = w
 	s.Email.OnActivated = w.EndpointActivated
 	s.Email.OnStopped = w.EndpointStopped

@@ -28,6 +28,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/inbound"
 	"github.com/paperclipai/paperclipai/internal/logging"
 	"github.com/paperclipai/paperclipai/internal/metrics"
+	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/vault"
@@ -43,6 +44,7 @@ type Server struct {
 	API       *api.Server
 	Metrics   *metrics.Metrics
 	Email     *email.Service
+	Outbound  *outbound.Service
 	Inbound   *inbound.Worker
 	Logger    *slog.Logger
 	Redactor  *logging.Redactor
@@ -143,6 +145,10 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	}
 	s.Email = email.New(s.Store, s.Vault, az, cfg, amClient, logger.With("component", "email"), s.Heartbeat.RunnerID())
 	s.Email.Register(s.API)
+	s.Outbound = outbound.New(s.Store, s.Email, az, &policy.Service{Store: s.Store}, cfg, amClient,
+		logger.With("component", "outbound"), s.Heartbeat.RunnerID())
+	s.Outbound.Register(s.API, func(r *http.Request) error { return s.Email.RequireEnabled(r.Context()) })
+
 	apiHandler := s.API.Handler()
 
 	s.Mux = http.NewServeMux()
@@ -158,6 +164,8 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	if err := s.startEmailWorkers(wctx, exclusive); err != nil {
 		return nil, err
 	}
+	s.workers.Add(1)
+	go func() { defer s.workers.Done(); s.Outbound.Run(wctx) }()
 	s.httpSrv = &http.Server{Handler: s.Mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	go func() { s.serveDone <- s.httpSrv.Serve(ln) }()

@@ -100,3 +100,30 @@ func (s *Store) RecordPolicyHit(ctx context.Context, q db.Querier, policyID, act
 	}
 	return nil
 }
+
+// CountRateHits counts a bucket's hits after since and returns the oldest.
+func (s *Store) CountRateHits(ctx context.Context, q db.Querier, companyID, bucket string, since time.Time) (int, time.Time, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM action_rate_hits WHERE company_id = $1 AND bucket = $2 AND created_at > $3`,
+		companyID, bucket, since.UTC()).Scan(&n); err != nil {
+		return 0, time.Time{}, fmt.Errorf("count rate hits: %w", err)
+	}
+	if n == 0 {
+		return 0, time.Time{}, nil
+	}
+	var oldest time.Time
+	if err := q.QueryRowContext(ctx, `SELECT created_at FROM action_rate_hits WHERE company_id = $1 AND bucket = $2 AND created_at > $3
+		ORDER BY created_at LIMIT 1`, companyID, bucket, since.UTC()).Scan(&oldest); err != nil {
+		return 0, time.Time{}, fmt.Errorf("oldest rate hit: %w", err)
+	}
+	return n, oldest.UTC(), nil
+}
+
+// RecordRateHit records one use of a rate-limited bucket.
+func (s *Store) RecordRateHit(ctx context.Context, q db.Querier, companyID, bucket string) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO action_rate_hits (company_id, bucket, created_at) VALUES ($1, $2, $3)`,
+		companyID, bucket, s.Now()); err != nil {
+		return fmt.Errorf("record rate hit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,255 @@
+package outbound
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// AttachmentRef is an attachment as selected at acceptance; execution
+// re-checks the bytes against Size and SHA256.
+type AttachmentRef struct {
+	ID          string `json:"id"`
+	Filename    string `json:"filename"`
+	ContentType string `json:"contentType"`
+	SizeBytes   int64  `json:"sizeBytes"`
+	SHA256      string `json:"sha256"`
+}
+
+// digest fingerprints {request, actor}: the same key with a different
+// digest is a conflicting reuse.
+func digest(req SendRequest, a Actor) string {
+	b, _ := json.Marshal(struct {
+		Input SendRequest `json:"input"`
+		Actor Actor       `json:"actor"`
+	}{req, a})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Accept validates, authorizes and durably queues a send or reply (reference
+// §6.3). No provider call happens here: the intent, and for a new
+// conversation its child task and conversation, commit in one transaction
+// and the worker sends later. A repeated key with identical content returns
+// the same publication; with different content it is a 409.
+func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID string, req SendRequest) (PublicationSummary, error) {
+	var zero PublicationSummary
+	if err := req.Validate(); err != nil {
+		return zero, err
+	}
+	a := ActorFrom(actor)
+	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, req.EndpointID)
+	if err != nil || ep.CompanyID != companyID {
+		return zero, &api.Error{Status: http.StatusNotFound, Message: "Email inbox not found"}
+	}
+	if _, _, err := s.Email.ActiveEndpoint(ctx, s.Store.DB, ep.ID); err != nil {
+		return zero, err
+	}
+	var conv domain.EmailConversation
+	var source domain.Issue
+	if req.IsReply() {
+		conv, err = s.Store.GetConversation(ctx, s.Store.DB, req.ConversationID)
+		if err != nil || conv.EndpointID != ep.ID {
+			return zero, &api.Error{Status: http.StatusNotFound, Message: "Email conversation not found"}
+		}
+		source, err = s.Store.GetIssue(ctx, s.Store.DB, conv.IssueID)
+	} else {
+		source, err = s.Store.GetIssue(ctx, s.Store.DB, req.ParentIssueID)
+	}
+	if err != nil {
+		return zero, &api.Error{Status: http.StatusNotFound, Message: "Task not found"}
+	}
+	if err := s.authorize(ctx, s.Store.DB, a, ep, source, true); err != nil {
+		return zero, err
+	}
+	dig := digest(req, a)
+	if existing, err := s.Store.GetPublication(ctx, s.Store.DB, req.IdempotencyKey); err == nil {
+		return s.replay(existing, companyID, dig)
+	} else if !isNotFound(err) {
+		return zero, err
+	}
+	// Recipients are known now for a new email, and from the retained
+	// envelope for a reply; both feed the loop guards below.
+	var recipients []string
+	var target domain.EmailMessage
+	if req.IsReply() {
+		target, err = s.Store.EmailMessageByProviderID(ctx, s.Store.DB, ep.ID, req.ReplyToMessageID)
+		if err != nil || target.ConversationID != conv.ID {
+			return zero, badRequest("Reply target is not in this inbox conversation")
+		}
+		to, cc := ReplyRecipients(target.Envelope.From, target.Envelope.To, target.Envelope.Cc, target.Envelope.ReplyTo, ep.Address, *req.ReplyAll)
+		if len(to) == 0 {
+			return zero, badRequest("The reply has no external recipient")
+		}
+		recipients = append(to, cc...)
+	} else {
+		recipients = append(append(append([]string{}, req.To...), req.Cc...), req.Bcc...)
+	}
+	atts, err := s.selectAttachments(ctx, companyID, source.ID, req.AttachmentIDs)
+	if err != nil {
+		return zero, err
+	}
+	action := "email.send"
+	if req.IsReply() {
+		action = "email.reply"
+	}
+	if err := s.decide(ctx, actor, ep, conv, action, recipients); err != nil {
+		return zero, err
+	}
+	suppressed, err := s.Store.SuppressedAmong(ctx, s.Store.DB, ep.ID, lowerAll(recipients))
+	if err != nil {
+		return zero, err
+	}
+	reqJSON, _ := json.Marshal(req)
+	actorJSON, _ := json.Marshal(a)
+	attJSON, _ := json.Marshal(atts)
+	pub := store.EmailPublication{ID: req.IdempotencyKey, CompanyID: companyID, EndpointID: ep.ID, Request: reqJSON,
+		Actor: actorJSON, Digest: dig, Attachments: attJSON}
+	if len(suppressed) > 0 {
+		// A permanently bounced recipient fails fast: recorded, never sent.
+		pub.State, pub.Outcome = "failed", OutcomeFailed
+		pub.Error = "A recipient previously bounced permanently or complained; this email was not sent"
+	}
+	var replayed *store.EmailPublication
+	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if err := s.Store.DB.AdvisoryXactLock(ctx, tx, "email-send:"+req.IdempotencyKey); err != nil {
+			return err
+		}
+		if existing, err := s.Store.GetPublication(ctx, tx, req.IdempotencyKey); err == nil {
+			replayed = &existing
+			return nil
+		} else if !isNotFound(err) {
+			return err
+		}
+		if req.IsReply() {
+			pub.ConversationID, pub.IssueID = conv.ID, conv.IssueID
+		} else {
+			child := domain.Issue{CompanyID: companyID, Title: *req.Subject, Description: "Email conversation from " + ep.Address,
+				Status: domain.IssueTodo, Priority: "medium", AssigneeAgentID: ep.AssignedAgentID, ParentID: source.ID,
+				ProjectID: source.ProjectID, ExecutionWorkspaceSettings: source.ExecutionWorkspaceSettings,
+				ResponsibleUserID: ep.SponsorUserID, OriginKind: "chat_channel", OriginID: "email-send:" + req.IdempotencyKey,
+				IdempotencyKey: "email-send:" + req.IdempotencyKey}
+			if a.UserID != "" {
+				child.CreatedByUserID = a.UserID
+			} else {
+				child.CreatedByAgentID = a.AgentID
+			}
+			if _, err := s.Store.CreateIssue(ctx, tx, &child); err != nil {
+				return err
+			}
+			c := domain.EmailConversation{CompanyID: companyID, EndpointID: ep.ID, IssueID: child.ID, ExternalConversationID: ep.Address,
+				ExternalThreadID: "pending:" + req.IdempotencyKey, Subject: *req.Subject, State: "waiting"}
+			if _, err := s.Store.InsertConversation(ctx, tx, &c); err != nil {
+				return err
+			}
+			pub.ConversationID, pub.IssueID = c.ID, child.ID
+		}
+		if err := s.Store.InsertPublication(ctx, tx, &pub); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, actor, companyID, "email.queued", pub.ID, map[string]any{"endpointId": ep.ID,
+			"issueId": pub.IssueID, "reply": req.IsReply(), "recipients": len(recipients), "outcome": pub.Outcome})
+	})
+	if err != nil {
+		return zero, err
+	}
+	if replayed != nil {
+		return s.replay(*replayed, companyID, dig)
+	}
+	s.Notify()
+	stored, err := s.Store.GetPublication(ctx, s.Store.DB, pub.ID)
+	if err != nil {
+		return zero, err
+	}
+	return Summary(stored), nil
+}
+
+func (s *Service) replay(existing store.EmailPublication, companyID, dig string) (PublicationSummary, error) {
+	if existing.CompanyID != companyID || existing.Digest != dig {
+		return PublicationSummary{}, &api.Error{Status: http.StatusConflict, Message: "Email idempotency key was reused with different content"}
+	}
+	return Summary(existing), nil
+}
+
+func lowerAll(in []string) []string {
+	out := make([]string, len(in))
+	for i, a := range in {
+		out[i] = strings.ToLower(addressOf(a))
+	}
+	return out
+}
+
+// decide applies the company's action policy for the send and the built-in
+// loop-guard caps (per thread and per recipient). The decisions commit (they
+// are audited, and allowed uses count against the caps) even when one of
+// them refuses the send.
+func (s *Service) decide(ctx context.Context, actor authz.Actor, ep domain.EmailEndpoint, conv domain.EmailConversation, action string, recipients []string) error {
+	var refused error
+	err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		d, err := s.Policy.Decide(ctx, tx, ep.CompanyID, actor, action)
+		if err != nil {
+			return err
+		}
+		if refused = refusal(d); refused != nil {
+			return nil
+		}
+		if conv.ID != "" {
+			if d, err = s.Policy.Limit(ctx, tx, ep.CompanyID, actor, ActionThreadCap, conv.ID, DefaultThreadCap, DefaultCapWindow); err != nil {
+				return err
+			}
+			if refused = refusal(d); refused != nil {
+				return nil
+			}
+		}
+		for _, r := range lowerAll(recipients) {
+			if d, err = s.Policy.Limit(ctx, tx, ep.CompanyID, actor, ActionRecipientCap, ep.ID+":"+r, DefaultRecipCap, DefaultCapWindow); err != nil {
+				return err
+			}
+			if refused = refusal(d); refused != nil {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return refused
+}
+
+func refusal(d policyDecision) error {
+	if d.Allowed {
+		return nil
+	}
+	if d.RateLimited {
+		return &api.Error{Status: http.StatusTooManyRequests, Code: "email_rate_limited", RetryAfter: d.RetryAfter,
+			Message: "Email send limit reached: " + d.Reason + ". Try again later."}
+	}
+	return &api.Error{Status: http.StatusForbidden, Code: "action_policy_denied", Message: "Action policy denied this email: " + d.Reason}
+}
+
+// selectAttachments checks every attachment belongs to the company and the
+// source task and records its size and digest.
+func (s *Service) selectAttachments(ctx context.Context, companyID, sourceIssueID string, ids []string) ([]AttachmentRef, error) {
+	out := []AttachmentRef{}
+	for _, id := range ids {
+		att, err := s.Store.GetAttachment(ctx, s.Store.DB, id)
+		if err != nil || att.CompanyID != companyID || att.IssueID != sourceIssueID {
+			return nil, forbidden("Email attachments must belong to the source task")
+		}
+		if att.SizeBytes > s.Config.AttachmentMaxBytes {
+			return nil, badRequest("attachment %s exceeds the size bound", att.Filename)
+		}
+		out = append(out, AttachmentRef{ID: att.ID, Filename: att.Filename, ContentType: att.ContentType, SizeBytes: att.SizeBytes, SHA256: att.SHA256})
+	}
+	return out, nil
+}

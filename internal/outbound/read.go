@@ -1,0 +1,132 @@
+package outbound
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+// ThreadMessage is one retained email in a thread summary (Bcc included,
+// for board display).
+type ThreadMessage struct {
+	ID                string    `json:"id"`
+	ProviderMessageID string    `json:"providerMessageId"`
+	From              string    `json:"from"`
+	To                []string  `json:"to"`
+	Cc                []string  `json:"cc"`
+	Bcc               []string  `json:"bcc"`
+	ReplyTo           []string  `json:"replyTo"`
+	Subject           string    `json:"subject"`
+	Text              string    `json:"text"`
+	FullText          string    `json:"fullText"`
+	Direction         string    `json:"direction"`
+	Automatic         bool      `json:"automatic"`
+	Timestamp         time.Time `json:"timestamp"`
+	AttachmentIDs     []string  `json:"attachmentIds"`
+	CommentID         *string   `json:"commentId"`
+}
+
+// ThreadSummary is the email context of a bound task.
+type ThreadSummary struct {
+	ConversationID string                      `json:"conversationId"`
+	IssueID        string                      `json:"issueId"`
+	Endpoint       domain.EmailEndpointSummary `json:"endpoint"`
+	Subject        string                      `json:"subject"`
+	Messages       []ThreadMessage             `json:"messages"`
+	Publications   []PublicationSummary        `json:"publications"`
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Thread returns the email thread bound to a task, or nil when the task has
+// no email conversation. Agents must be able to read the task and own the
+// inbox.
+func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID string) (*ThreadSummary, error) {
+	notFound := &api.Error{Status: http.StatusNotFound, Message: "Email task not found"}
+	task, err := s.Store.GetIssue(ctx, s.Store.DB, issueID)
+	if err != nil || task.CompanyID != companyID {
+		return nil, notFound
+	}
+	if err := s.Authz.CanReadIssue(ctx, s.Store.DB, a, task); err != nil {
+		return nil, err
+	}
+	conv, err := s.Store.ConversationByIssue(ctx, s.Store.DB, issueID)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, conv.EndpointID)
+	if err != nil {
+		return nil, err
+	}
+	if a.Kind == authz.KindAgent && ep.AssignedAgentID != a.AgentID() {
+		return nil, notFound
+	}
+	msgs, err := s.Store.ListEmailMessages(ctx, s.Store.DB, conv.ID)
+	if err != nil {
+		return nil, err
+	}
+	pubs, err := s.Store.ListPublicationsByConversation(ctx, s.Store.DB, conv.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := &ThreadSummary{ConversationID: conv.ID, IssueID: conv.IssueID, Endpoint: s.Email.Summary(ctx, ep), Subject: conv.Subject,
+		Messages: []ThreadMessage{}, Publications: []PublicationSummary{}}
+	for _, m := range msgs {
+		tm := ThreadMessage{ID: m.ID, ProviderMessageID: m.ProviderMessageID, From: m.Envelope.From, To: nonNil(m.Envelope.To),
+			Cc: nonNil(m.Envelope.Cc), Bcc: nonNil(m.Envelope.Bcc), ReplyTo: nonNil(m.Envelope.ReplyTo), Subject: m.Envelope.Subject,
+			Text: m.Text, FullText: m.FullText, Direction: m.Direction, Automatic: m.Automatic, Timestamp: m.Timestamp,
+			AttachmentIDs: nonNil(m.AttachmentIDs)}
+		if a.Kind == authz.KindAgent {
+			// Bcc is board metadata; agents replying never need it.
+			tm.Bcc = []string{}
+		}
+		if m.CommentID != "" {
+			c := m.CommentID
+			tm.CommentID = &c
+		}
+		out.Messages = append(out.Messages, tm)
+	}
+	for _, p := range pubs {
+		out.Publications = append(out.Publications, Summary(p))
+	}
+	return out, nil
+}
+
+// Delivery returns a send's summary. Agents must be able to read its task
+// and own the inbox.
+func (s *Service) Delivery(ctx context.Context, a authz.Actor, companyID, pubID string) (PublicationSummary, error) {
+	notFound := &api.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
+	pub, err := s.Store.GetPublication(ctx, s.Store.DB, pubID)
+	if err != nil || pub.CompanyID != companyID {
+		return PublicationSummary{}, notFound
+	}
+	if _, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, companyID, false); err != nil {
+		return PublicationSummary{}, err
+	}
+	task, err := s.Store.GetIssue(ctx, s.Store.DB, pub.IssueID)
+	if err != nil {
+		return PublicationSummary{}, notFound
+	}
+	if err := s.Authz.CanReadIssue(ctx, s.Store.DB, a, task); err != nil {
+		return PublicationSummary{}, err
+	}
+	if a.Kind == authz.KindAgent {
+		ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, pub.EndpointID)
+		if err != nil || ep.AssignedAgentID != a.AgentID() {
+			return PublicationSummary{}, notFound
+		}
+	}
+	return Summary(pub), nil
+}

@@ -1,0 +1,188 @@
+// Package outbound sends email only through explicit, idempotent actions:
+// a send or reply request is validated and authorized, stored with its
+// immutable intent in one transaction before any provider contact, and
+// executed by a worker that re-authorizes, keeps per-conversation order,
+// reuses one provider idempotency key on every attempt and tracks the
+// outcome (queued, sent, delivered, failed, uncertain).
+package outbound
+
+import (
+	"net/http"
+	"net/mail"
+	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// Limits of a send request (reference §6.1).
+const (
+	maxRecipients  = 50
+	maxAddressLen  = 320
+	maxSubjectLen  = 998
+	maxTextLen     = 100_000
+	maxAttachments = 20
+	maxMessageID   = 998
+)
+
+// SendRequest starts a new email conversation (with ParentIssueID, To and
+// Subject) or replies in a bound one (with ConversationID and
+// ReplyToMessageID).
+type SendRequest struct {
+	EndpointID       string   `json:"endpointId"`
+	ParentIssueID    string   `json:"parentIssueId,omitempty"`
+	ConversationID   string   `json:"conversationId,omitempty"`
+	ReplyToMessageID string   `json:"replyToMessageId,omitempty"`
+	ReplyAll         *bool    `json:"replyAll,omitempty"`
+	To               []string `json:"to,omitempty"`
+	Cc               []string `json:"cc,omitempty"`
+	Bcc              []string `json:"bcc,omitempty"`
+	Subject          *string  `json:"subject,omitempty"`
+	Text             string   `json:"text"`
+	AttachmentIDs    []string `json:"attachmentIds"`
+	IdempotencyKey   string   `json:"idempotencyKey"`
+}
+
+// IsReply reports whether the request replies in a bound conversation.
+func (r SendRequest) IsReply() bool { return r.ConversationID != "" }
+
+func badRequest(format string, args ...any) error {
+	return api.Errorf(http.StatusBadRequest, format, args...)
+}
+
+// normalizeAddresses trims and validates a recipient list.
+func normalizeAddresses(field string, in []string) ([]string, error) {
+	if len(in) > maxRecipients {
+		return nil, badRequest("%s may list at most %d recipients", field, maxRecipients)
+	}
+	out := make([]string, 0, len(in))
+	for _, a := range in {
+		a = strings.TrimSpace(a)
+		addr, err := mail.ParseAddress(a)
+		if a == "" || len(a) > maxAddressLen || err != nil || addr.Address != a || strings.ContainsAny(a, "\r\n") {
+			return nil, badRequest("%s contains an invalid email address", field)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Validate checks every field and cross-field rule and normalizes the
+// request in place (trimmed text and subject, default replyAll, empty
+// attachment list).
+func (r *SendRequest) Validate() error {
+	if !store.ValidID(r.EndpointID) {
+		return badRequest("endpointId must be a UUID")
+	}
+	if !store.ValidID(r.IdempotencyKey) {
+		return badRequest("idempotencyKey must be a UUID")
+	}
+	if r.ParentIssueID != "" && !store.ValidID(r.ParentIssueID) {
+		return badRequest("parentIssueId must be a UUID")
+	}
+	if r.ConversationID != "" && !store.ValidID(r.ConversationID) {
+		return badRequest("conversationId must be a UUID")
+	}
+	if r.ReplyToMessageID != "" && (len(r.ReplyToMessageID) > maxMessageID || strings.ContainsAny(r.ReplyToMessageID, "\r\n")) {
+		return badRequest("replyToMessageId must be 1 to %d characters", maxMessageID)
+	}
+	var err error
+	if r.To, err = normalizeAddresses("to", r.To); err != nil {
+		return err
+	}
+	if r.Cc, err = normalizeAddresses("cc", r.Cc); err != nil {
+		return err
+	}
+	if r.Bcc, err = normalizeAddresses("bcc", r.Bcc); err != nil {
+		return err
+	}
+	if r.Subject != nil {
+		s := strings.TrimSpace(*r.Subject)
+		if strings.ContainsAny(*r.Subject, "\r\n") {
+			return badRequest("subject must not contain line breaks")
+		}
+		if s == "" || len(s) > maxSubjectLen {
+			return badRequest("subject must be 1 to %d characters", maxSubjectLen)
+		}
+		r.Subject = &s
+	}
+	r.Text = strings.TrimSpace(r.Text)
+	if r.Text == "" || len(r.Text) > maxTextLen {
+		return badRequest("text is required (at most %d characters)", maxTextLen)
+	}
+	if r.AttachmentIDs == nil {
+		r.AttachmentIDs = []string{}
+	}
+	if len(r.AttachmentIDs) > maxAttachments {
+		return badRequest("attachmentIds may list at most %d attachments", maxAttachments)
+	}
+	for _, id := range r.AttachmentIDs {
+		if !store.ValidID(id) {
+			return badRequest("attachmentIds must be UUIDs")
+		}
+	}
+	if r.IsReply() {
+		if r.ReplyToMessageID == "" {
+			return badRequest("A reply requires its exact message ID")
+		}
+		if r.ParentIssueID != "" || len(r.To) > 0 || len(r.Cc) > 0 || len(r.Bcc) > 0 || r.Subject != nil {
+			return badRequest("Reply recipients come from the original message; use replyAll explicitly")
+		}
+		if r.ReplyAll == nil {
+			f := false
+			r.ReplyAll = &f
+		}
+		return nil
+	}
+	if r.ParentIssueID == "" || len(r.To) == 0 || r.Subject == nil {
+		return badRequest("A new email requires a parent task, recipient, and subject")
+	}
+	if r.ReplyToMessageID != "" || r.ReplyAll != nil {
+		return badRequest("A new email cannot be a reply")
+	}
+	return nil
+}
+
+// addressOf extracts the bare address from "Name <addr>" forms.
+func addressOf(s string) string {
+	s = strings.TrimSpace(s)
+	if a, err := mail.ParseAddress(s); err == nil {
+		return a.Address
+	}
+	return strings.Trim(s, "<> ")
+}
+
+// ReplyRecipients computes a reply's recipients from the retained envelope:
+// Reply-To when present, else From; with replyAll also the original To and
+// Cc. Our own address is never included, duplicates are removed
+// case-insensitively, and Bcc is never inherited.
+func ReplyRecipients(from string, to, cc, replyTo []string, own string, replyAll bool) (outTo, outCc []string) {
+	seen := map[string]bool{strings.ToLower(addressOf(own)): true}
+	add := func(dst []string, list ...string) []string {
+		for _, raw := range list {
+			a := addressOf(raw)
+			k := strings.ToLower(a)
+			if a == "" || seen[k] {
+				continue
+			}
+			seen[k] = true
+			dst = append(dst, a)
+		}
+		return dst
+	}
+	var targets []string
+	for _, r := range replyTo {
+		if strings.TrimSpace(r) != "" {
+			targets = append(targets, r)
+		}
+	}
+	if len(targets) == 0 {
+		targets = []string{from}
+	}
+	outTo = add(outTo, targets...)
+	if replyAll {
+		outTo = add(outTo, to...)
+		outCc = add(outCc, cc...)
+	}
+	return outTo, outCc
+}

@@ -1,0 +1,267 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+// EmailPublication is an outbound email's worker row joined with its
+// immutable send intent.
+type EmailPublication struct {
+	ID                string
+	CompanyID         string
+	EndpointID        string
+	ConversationID    string
+	IssueID           string
+	State             string
+	ProviderMessageID string
+	ProviderThreadID  string
+	Attempts          int
+	Error             string
+	NextAttemptAt     *time.Time
+	PublishedAt       *time.Time
+	CreatedAt         time.Time
+	// Send intent.
+	Request        json.RawMessage
+	Actor          json.RawMessage
+	Digest         string
+	Outcome        string
+	Attachments    json.RawMessage
+	FirstAttemptAt *time.Time
+}
+
+const pubCols = `p.id, p.company_id, p.endpoint_id, p.conversation_id, p.issue_id, p.state, p.provider_message_id,
+	p.provider_thread_id, p.attempts, p.redacted_error, p.next_attempt_at, p.published_at, p.created_at,
+	s.request, s.actor, s.digest, s.outcome, s.attachments, s.first_attempt_at`
+
+const pubFrom = ` FROM email_publications p JOIN email_sends s ON s.publication_id = p.id`
+
+func scanPublication(row rowScanner) (EmailPublication, error) {
+	var p EmailPublication
+	var msgID, threadID, errText sql.NullString
+	var next, published, first sql.NullTime
+	var req, actor, atts []byte
+	err := row.Scan(&p.ID, &p.CompanyID, &p.EndpointID, &p.ConversationID, &p.IssueID, &p.State, &msgID, &threadID,
+		&p.Attempts, &errText, &next, &published, &p.CreatedAt, &req, &actor, &p.Digest, &p.Outcome, &atts, &first)
+	if err != nil {
+		return p, err
+	}
+	p.ProviderMessageID, p.ProviderThreadID, p.Error = msgID.String, threadID.String, errText.String
+	p.NextAttemptAt, p.PublishedAt, p.FirstAttemptAt = timePtr(next), timePtr(published), timePtr(first)
+	p.CreatedAt = p.CreatedAt.UTC()
+	p.Request, p.Actor, p.Attachments = rawJSON(req), rawJSON(actor), rawJSON(atts)
+	return p, nil
+}
+
+// InsertPublication stores a publication and its immutable send intent.
+func (s *Store) InsertPublication(ctx context.Context, q db.Querier, p *EmailPublication) error {
+	now := s.Now()
+	p.CreatedAt = now
+	if p.State == "" {
+		p.State = "pending"
+	}
+	if p.Outcome == "" {
+		p.Outcome = "queued"
+	}
+	if _, err := q.ExecContext(ctx, `INSERT INTO email_publications (id, company_id, endpoint_id, conversation_id, issue_id,
+		idempotency_key, payload, state, redacted_error, created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$10)`,
+		p.ID, p.CompanyID, p.EndpointID, p.ConversationID, p.IssueID, "email:"+p.ID, `{}`, p.State, nullString(p.Error), now); err != nil {
+		if db.IsUniqueViolation(err) {
+			return fmt.Errorf("insert publication: %w", ErrConflict)
+		}
+		return fmt.Errorf("insert publication: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, `INSERT INTO email_sends (publication_id, company_id, endpoint_id, request, actor, digest,
+		outcome, attachments, created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$9)`,
+		p.ID, p.CompanyID, p.EndpointID, string(p.Request), string(p.Actor), p.Digest, p.Outcome, nullJSON(p.Attachments), now); err != nil {
+		return fmt.Errorf("insert send intent: %w", err)
+	}
+	return nil
+}
+
+// GetPublication returns a publication with its send intent.
+func (s *Store) GetPublication(ctx context.Context, q db.Querier, id string) (EmailPublication, error) {
+	return queryOne(ctx, q, "get email delivery", scanPublication, `SELECT `+pubCols+pubFrom+` WHERE p.id = $1`, id)
+}
+
+// PublicationByProviderMessage returns the endpoint's publication that
+// produced a provider message.
+func (s *Store) PublicationByProviderMessage(ctx context.Context, q db.Querier, endpointID, messageID string) (EmailPublication, error) {
+	return queryOne(ctx, q, "get email delivery", scanPublication, `SELECT `+pubCols+pubFrom+`
+		WHERE p.endpoint_id = $1 AND p.provider_message_id = $2`, endpointID, messageID)
+}
+
+// ListPublicationsByConversation returns a conversation's sends, oldest first.
+func (s *Store) ListPublicationsByConversation(ctx context.Context, q db.Querier, conversationID string) ([]EmailPublication, error) {
+	return queryAll(ctx, q, "list email deliveries", scanPublication, `SELECT `+pubCols+pubFrom+`
+		WHERE p.conversation_id = $1 ORDER BY p.created_at, p.id`, conversationID)
+}
+
+// PendingSends returns up to limit of an endpoint's sends the worker may
+// still act on (queued or uncertain, and not parked as delivery_unknown),
+// oldest first.
+func (s *Store) PendingSends(ctx context.Context, q db.Querier, endpointID string, limit int) ([]EmailPublication, error) {
+	return queryAll(ctx, q, "pending sends", scanPublication, `SELECT `+pubCols+pubFrom+`
+		WHERE p.endpoint_id = $1 AND s.outcome IN ('queued', 'uncertain') AND p.state IN ('pending', 'streaming', 'retry')
+		ORDER BY p.created_at, p.id LIMIT $2`, endpointID, limit)
+}
+
+// EndpointsWithPendingSends returns the ids of endpoints holding sends the
+// worker may still act on.
+func (s *Store) EndpointsWithPendingSends(ctx context.Context, q db.Querier) ([]string, error) {
+	return queryAll(ctx, q, "pending send endpoints", func(r rowScanner) (string, error) {
+		var id string
+		return id, r.Scan(&id)
+	}, `SELECT DISTINCT p.endpoint_id`+pubFrom+` WHERE s.outcome IN ('queued', 'uncertain') AND p.state IN ('pending', 'streaming', 'retry')`)
+}
+
+// StartAttempt records that an attempt begins: attempts+1, state streaming,
+// first_attempt_at set once.
+func (s *Store) StartAttempt(ctx context.Context, q db.Querier, id string) error {
+	now := s.Now()
+	if _, err := q.ExecContext(ctx, `UPDATE email_publications SET state = 'streaming', attempts = attempts + 1, updated_at = $2
+		WHERE id = $1`, id, now); err != nil {
+		return fmt.Errorf("start send attempt: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, `UPDATE email_sends SET first_attempt_at = COALESCE(first_attempt_at, $2), updated_at = $2
+		WHERE publication_id = $1`, id, now); err != nil {
+		return fmt.Errorf("start send attempt: %w", err)
+	}
+	return nil
+}
+
+// SetPublicationState writes the worker state, error and next attempt; it
+// never overwrites a publication already published unless state is
+// "published".
+func (s *Store) SetPublicationState(ctx context.Context, q db.Querier, id, state, errText string, next *time.Time) error {
+	_, err := q.ExecContext(ctx, `UPDATE email_publications SET state = $2, redacted_error = $3, next_attempt_at = $4, updated_at = $5
+		WHERE id = $1 AND (state <> 'published' OR $2 = 'published')`, id, state, nullString(errText), nullTime(next), s.Now())
+	if err != nil {
+		return fmt.Errorf("set publication state: %w", err)
+	}
+	return nil
+}
+
+// SetSendOutcome writes the user-facing outcome when the current outcome is
+// one of from (empty from means unconditionally).
+func (s *Store) SetSendOutcome(ctx context.Context, q db.Querier, id, outcome string, from ...string) (bool, error) {
+	query := `UPDATE email_sends SET outcome = $2, updated_at = $3 WHERE publication_id = $1`
+	args := []any{id, outcome, s.Now()}
+	if len(from) > 0 {
+		query += ` AND outcome IN (`
+		for i, f := range from {
+			if i > 0 {
+				query += ", "
+			}
+			args = append(args, f)
+			query += fmt.Sprintf("$%d", len(args))
+		}
+		query += `)`
+	}
+	res, err := q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return false, fmt.Errorf("set send outcome: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// MarkPublished records the provider's message and thread for a send.
+func (s *Store) MarkPublished(ctx context.Context, q db.Querier, id, messageID, threadID string) error {
+	now := s.Now()
+	if _, err := q.ExecContext(ctx, `UPDATE email_publications SET state = 'published', provider_message_id = $2, provider_thread_id = $3,
+		published_at = COALESCE(published_at, $4), redacted_error = NULL, next_attempt_at = NULL, updated_at = $4 WHERE id = $1`,
+		id, messageID, threadID, now); err != nil {
+		return fmt.Errorf("mark published: %w", err)
+	}
+	return nil
+}
+
+// SetFirstAttempt overrides first_attempt_at (tests of the 23-hour window
+// and operators' tooling).
+func (s *Store) SetFirstAttempt(ctx context.Context, q db.Querier, id string, t time.Time) error {
+	if _, err := q.ExecContext(ctx, `UPDATE email_sends SET first_attempt_at = $2 WHERE publication_id = $1`, id, t.UTC()); err != nil {
+		return fmt.Errorf("set first attempt: %w", err)
+	}
+	return nil
+}
+
+// SetConversationThread binds a conversation to its provider thread (this
+// replaces the pending:<key> placeholder of a new outbound conversation).
+func (s *Store) SetConversationThread(ctx context.Context, q db.Querier, id, threadID, state string) error {
+	now := s.Now()
+	if _, err := q.ExecContext(ctx, `UPDATE email_conversations SET external_thread_id = $2, state = $3, last_activity_at = $4, updated_at = $4
+		WHERE id = $1`, id, threadID, state, now); err != nil {
+		if db.IsUniqueViolation(err) {
+			return fmt.Errorf("bind conversation thread: %w", ErrConflict)
+		}
+		return fmt.Errorf("bind conversation thread: %w", err)
+	}
+	return nil
+}
+
+// GetConversation returns a conversation by id.
+func (s *Store) GetConversation(ctx context.Context, q db.Querier, id string) (domain.EmailConversation, error) {
+	return queryOne(ctx, q, "get email conversation", scanConversation, `SELECT `+conversationCols+` FROM email_conversations WHERE id = $1`, id)
+}
+
+// EmailMessageByProviderID returns a retained message of an endpoint.
+func (s *Store) EmailMessageByProviderID(ctx context.Context, q db.Querier, endpointID, messageID string) (domain.EmailMessage, error) {
+	return queryOne(ctx, q, "get email message", scanEmailMessage, `SELECT `+emailMessageCols+` FROM email_messages
+		WHERE endpoint_id = $1 AND provider_message_id = $2`, endpointID, messageID)
+}
+
+// Suppress records that an address must not be mailed from an endpoint.
+func (s *Store) Suppress(ctx context.Context, q db.Querier, companyID, endpointID, address, reason string) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO email_suppressions (endpoint_id, address, company_id, reason, created_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (endpoint_id, address) DO NOTHING`, endpointID, address, companyID, reason, s.Now()); err != nil {
+		return fmt.Errorf("suppress recipient: %w", err)
+	}
+	return nil
+}
+
+// SuppressedAmong returns which of addresses are suppressed for the endpoint.
+func (s *Store) SuppressedAmong(ctx context.Context, q db.Querier, endpointID string, addresses []string) ([]string, error) {
+	var out []string
+	for _, a := range addresses {
+		var n int
+		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_suppressions WHERE endpoint_id = $1 AND address = $2`, endpointID, a).Scan(&n); err != nil {
+			return nil, fmt.Errorf("check suppression: %w", err)
+		}
+		if n > 0 {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// EndpointAutoSubmitted reports whether the endpoint stamps loop-guard headers.
+func (s *Store) EndpointAutoSubmitted(ctx context.Context, q db.Querier, endpointID string) (bool, error) {
+	var v bool
+	if err := q.QueryRowContext(ctx, `SELECT auto_submitted FROM email_endpoints WHERE id = $1`, endpointID).Scan(&v); err != nil {
+		return true, notFound("get email inbox", err)
+	}
+	return v, nil
+}
+
+// SetEndpointAutoSubmitted switches the loop-guard headers for an endpoint.
+func (s *Store) SetEndpointAutoSubmitted(ctx context.Context, q db.Querier, endpointID string, on bool) error {
+	if _, err := q.ExecContext(ctx, `UPDATE email_endpoints SET auto_submitted = $2, updated_at = $3 WHERE id = $1`, endpointID, on, s.Now()); err != nil {
+		return fmt.Errorf("set auto-submitted: %w", err)
+	}
+	return nil
+}
+
+// TouchEndpointPublication records the time of the endpoint's last send.
+func (s *Store) TouchEndpointPublication(ctx context.Context, q db.Querier, endpointID string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE email_endpoints SET last_publication_at = $2 WHERE id = $1`, endpointID, s.Now()); err != nil {
+		return fmt.Errorf("touch endpoint publication: %w", err)
+	}
+	return nil
+}
