@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/demo"
 	"github.com/paperclipai/paperclipai/internal/server"
 )
 
@@ -22,6 +25,8 @@ func serverFlags(cmd *cobra.Command, f *config.Flags) {
 
 func newRunCmd() *cobra.Command {
 	var f config.Flags
+	var demoMode bool
+	var demoListen, demoSMTP string
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the control plane: API, web UI, workers and /metrics",
@@ -31,11 +36,51 @@ func newRunCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if demoMode {
+				return runDemo(cmd.Context(), cmd, cfg, demoListen, demoSMTP)
+			}
 			return runServer(cmd.Context(), cmd, cfg)
 		},
 	}
 	serverFlags(cmd, &f)
+	cmd.Flags().BoolVar(&demoMode, "demo", false, "also run an in-process AgentMail emulator and a demo company whose agent answers email")
+	cmd.Flags().StringVar(&demoListen, "demo-emulator-listen", "127.0.0.1:3199", "demo: emulator REST/WebSocket address")
+	cmd.Flags().StringVar(&demoSMTP, "demo-smtp", "127.0.0.1:2525", "demo: emulator SMTP address")
+	_ = cmd.Flags().MarkHidden("demo-emulator-listen")
+	_ = cmd.Flags().MarkHidden("demo-smtp")
 	return cmd
+}
+
+// runDemo starts the emulator, points the server at it, seeds the demo
+// company and serves until the context ends.
+func runDemo(ctx context.Context, cmd *cobra.Command, cfg config.Config, listen, smtp string) error {
+	if err := os.MkdirAll(filepath.Join(cfg.Home, "instance"), 0o700); err != nil {
+		return err
+	}
+	em, err := demo.StartEmulator(ctx, cfg.Home, listen, smtp)
+	if err != nil {
+		return fmt.Errorf("start the demo emulator: %w", err)
+	}
+	defer em.Close()
+	cfg.AgentMailAPIURL, cfg.AgentMailWSURL = em.APIURL(), em.WebSocketURL()
+	srv, err := server.Start(ctx, cfg, server.Options{LogOutput: cmd.ErrOrStderr()})
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	seeded, err := demo.Seed(ctx, srv, em, exe)
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "paperclipai listening on %s (database: %s, home: %s)\n", srv.URL(), srv.DB.Dialect, cfg.Home)
+	fmt.Fprint(cmd.OutOrStdout(), demo.Instructions(srv, em, seeded))
+	return waitAndShutdown(ctx, srv, cfg)
 }
 
 // runServer starts the server, prints where it listens and blocks until
@@ -46,6 +91,12 @@ func runServer(ctx context.Context, cmd *cobra.Command, cfg config.Config) error
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "paperclipai listening on %s (database: %s, home: %s)\n", srv.URL(), srv.DB.Dialect, cfg.Home)
+	return waitAndShutdown(ctx, srv, cfg)
+}
+
+// waitAndShutdown blocks until ctx ends or the HTTP server stops, then
+// shuts the server down gracefully.
+func waitAndShutdown(ctx context.Context, srv *server.Server, cfg config.Config) error {
 	select {
 	case <-ctx.Done():
 	case err := <-srv.Done():

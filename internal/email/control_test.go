@@ -136,7 +136,7 @@ func TestPauseResume(t *testing.T) {
 		e := testkit.NewEmailEnv(t, url)
 		ep := e.Setup("pauser", nil)
 		id := ep["id"].(string)
-		if out := e.Board.JSON("POST", "/api/email/inboxes/"+id+"/control", map[string]any{"action": "pause"}, 200); out["status"] != "paused" {
+		if out := e.Control(t, id, "pause"); out["status"] != "paused" {
 			t.Fatalf("pause: %v", out)
 		}
 		if _, _, err := e.Email.ActiveEndpoint(context.Background(), e.DB, id); err == nil {

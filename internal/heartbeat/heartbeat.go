@@ -116,6 +116,9 @@ func New(o Options) *Service {
 		active: map[string]context.CancelFunc{}, stopped: make(chan struct{}), runCtx: rc, runCancel: cancel}
 }
 
+// SetPrepare installs the per-run preparation hook (before Start).
+func (s *Service) SetPrepare(fn func(ctx context.Context, spec *RunSpec) error) { s.opts.Prepare = fn }
+
 // RunnerID names this process in leases and run ownership.
 func (s *Service) RunnerID() string { return s.opts.RunnerID }
 

@@ -115,7 +115,7 @@ func (e *env) delivery(messageID string) store.EmailDelivery {
 // tasks returns the email tasks of the company, oldest first.
 func (e *env) tasks() []domain.Issue {
 	e.t.Helper()
-	is, err := e.Store.ListIssues(context.Background(), e.Store.DB, e.CompanyID, store.IssueFilter{OriginKind: "email"})
+	is, err := e.Store.ListIssues(context.Background(), e.Store.DB, e.CompanyID, store.IssueFilter{OriginKind: "chat_channel"})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -246,8 +246,17 @@ func (w *Worker) Notify() {
 }
 
 // EndpointActivated is the email service's OnActivated callback: a newly
-// active inbox starts receiving at the next tick.
-func (w *Worker) EndpointActivated(string) { w.Notify() }
+// active (or reconnected) inbox starts receiving at the next tick. Any
+// reconnect backoff is forgotten: the credentials may have just been
+// replaced after the old ones were refused.
+func (w *Worker) EndpointActivated(endpointID string) {
+	w.mu.Lock()
+	if s := w.sockets[endpointID]; s != nil && !s.running {
+		s.reconnectAt, s.backoff = time.Time{}, 0
+	}
+	w.mu.Unlock()
+	w.Notify()
+}
 
 // EndpointStopped is the email service's OnStopped callback: the inbox's
 // socket is closed now (its lease row is released by the socket goroutine).

@@ -539,10 +539,10 @@ func (w *Worker) createTask(ctx context.Context, tx *sql.Tx, ep domain.EmailEndp
 	}
 	subject := msg.SubjectOrDefault()
 	issue := domain.Issue{CompanyID: ep.CompanyID, Title: truncateRunes(subject, 200), Status: domain.IssueTodo,
-		Priority: "medium", AssigneeAgentID: ep.AssignedAgentID, OriginKind: "email", OriginID: ep.ID,
+		Priority: "medium", AssigneeAgentID: ep.AssignedAgentID, OriginKind: "chat_channel", OriginID: "email:" + ep.ID + ":" + msg.ThreadID,
 		// The idempotency key makes the task unique per (inbox, thread)
 		// even if two transactions ever raced past the thread lease.
-		IdempotencyKey:    "email-thread:" + ep.ID + ":" + msg.ThreadID,
+		IdempotencyKey:    "email:" + ep.ID + ":" + msg.ThreadID,
 		ResponsibleUserID: ep.SponsorUserID,
 		Description:       "Email conversation received at " + ep.Address + ". The messages are in the comments."}
 	if ag.Permissions.TrustPreset == domain.TrustLowTrustReview {

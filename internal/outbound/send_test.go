@@ -344,12 +344,5 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-// control runs a pause/resume, retrying while a send holds a thread lease
-// (stopping is refused during an email operation).
-func control(t *testing.T, e *sendEnv, action string) {
-	t.Helper()
-	testkit.Eventually(t, 30*time.Second, action, func() bool {
-		st, _ := e.Board.Do("POST", "/api/email/inboxes/"+e.endpoint+"/control", map[string]any{"action": action})
-		return st == 200
-	})
-}
+// control runs a pause/resume, retrying while a send holds a thread lease.
+func control(t *testing.T, e *sendEnv, action string) { e.Control(t, e.endpoint, action) }

@@ -27,6 +27,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/inbound"
 	"github.com/paperclipai/paperclipai/internal/logging"
+	"github.com/paperclipai/paperclipai/internal/mcpserver"
 	"github.com/paperclipai/paperclipai/internal/metrics"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/policy"
@@ -45,6 +46,7 @@ type Server struct {
 	Metrics   *metrics.Metrics
 	Email     *email.Service
 	Outbound  *outbound.Service
+	MCP       *mcpserver.Server
 	Inbound   *inbound.Worker
 	Logger    *slog.Logger
 	Redactor  *logging.Redactor
@@ -149,10 +151,16 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		logger.With("component", "outbound"), s.Heartbeat.RunnerID())
 	s.Outbound.Register(s.API, func(r *http.Request) error { return s.Email.RequireEnabled(r.Context()) })
 
+	s.Heartbeat.SetPrepare(func(ctx context.Context, spec *heartbeat.RunSpec) error {
+		return s.Email.WriteSkill(ctx, spec.Agent, spec.SkillsDir)
+	})
 	apiHandler := s.API.Handler()
+	s.MCP = &mcpserver.Server{Store: s.Store, Heartbeat: s.Heartbeat, Email: s.Email, Outbound: s.Outbound, Authz: az,
+		API: apiHandler, Log: logger.With("component", "mcp")}
 
 	s.Mux = http.NewServeMux()
 	s.Mux.Handle("/api/", apiHandler)
+	s.Mux.Handle("/mcp", s.MCP.Handler())
 	s.Mux.Handle("GET /metrics", s.metricsHandler())
 	s.Mux.HandleFunc("GET /{$}", s.home)
 

@@ -2,7 +2,9 @@ package testkit
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/emulator"
@@ -66,4 +68,19 @@ func (e *EmailEnv) Setup(username string, extra map[string]any) map[string]any {
 		body[k] = v
 	}
 	return e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/email/inboxes", body, 201)
+}
+
+// Control runs an inbox control action, retrying while an email operation
+// holds a thread lease (stopping an inbox is refused meanwhile, by design).
+func (e *EmailEnv) Control(t testing.TB, endpointID, action string) map[string]any {
+	t.Helper()
+	var out map[string]any
+	Eventually(t, 30*time.Second, "inbox "+action, func() bool {
+		st, body := e.Board.Do("POST", "/api/email/inboxes/"+endpointID+"/control", map[string]any{"action": action})
+		if st == 200 {
+			_ = json.Unmarshal(body, &out)
+		}
+		return st == 200
+	})
+	return out
 }

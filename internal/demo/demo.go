@@ -1,0 +1,198 @@
+// Package demo seeds and runs the one-command demo: an in-process AgentMail
+// emulator and a company whose agent answers email end to end through the
+// same API path any agent uses.
+package demo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
+	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/server"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// Names of the seeded objects.
+const (
+	CompanyName = "Demo Co"
+	AgentName   = "Mail Assistant"
+	Username    = "assistant"
+	Address     = "assistant@agentmail.to"
+)
+
+// state is what a demo home remembers between runs.
+type state struct {
+	APIKey     string `json:"apiKey"`
+	EndpointID string `json:"endpointId"`
+}
+
+func statePath(home string) string { return filepath.Join(home, "instance", "demo.json") }
+
+func loadState(home string) (state, error) {
+	var st state
+	b, err := os.ReadFile(statePath(home))
+	if errors.Is(err, os.ErrNotExist) {
+		r := make([]byte, 12)
+		_, _ = rand.Read(r)
+		st = state{APIKey: "am_demo_" + hex.EncodeToString(r), EndpointID: store.NewID()}
+		return st, saveState(home, st)
+	}
+	if err != nil {
+		return st, fmt.Errorf("demo state: %w", err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("demo state: %w", err)
+	}
+	return st, nil
+}
+
+func saveState(home string, st state) error {
+	if err := os.MkdirAll(filepath.Dir(statePath(home)), 0o700); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(st)
+	return os.WriteFile(statePath(home), b, 0o600)
+}
+
+// StartEmulator starts the demo's emulator with the home's persisted
+// organization key (so a re-run recognises the same account).
+func StartEmulator(ctx context.Context, home, listen, smtp string) (*emulator.Server, error) {
+	st, err := loadState(home)
+	if err != nil {
+		return nil, err
+	}
+	return emulator.Start(ctx, emulator.Options{Listen: listen, SMTPListen: smtp, APIKeys: []string{st.APIKey}})
+}
+
+// Seeded describes the demo objects.
+type Seeded struct {
+	CompanyID  string
+	AgentID    string
+	EndpointID string
+	Address    string
+}
+
+// Seed creates (or, on a re-run, reuses) the demo company, its agent and
+// the agent's inbox. exe is the paperclipai binary the agent runs.
+func Seed(ctx context.Context, srv *server.Server, em *emulator.Server, exe string) (Seeded, error) {
+	var out Seeded
+	st, err := loadState(srv.Config.Home)
+	if err != nil {
+		return out, err
+	}
+	board, err := srv.Store.GetUserByEmail(ctx, srv.DB, store.LocalBoardEmail)
+	if err != nil {
+		return out, err
+	}
+	actor := authz.Actor{Kind: authz.KindBoard, UserID: board.ID, IsInstanceAdmin: true, LocalBoard: true}
+	settings, err := srv.Store.GetSettings(ctx, srv.DB)
+	if err != nil {
+		return out, err
+	}
+	settings.Experimental.EnableChatConnectors = true
+	if err := srv.Store.PutSettings(ctx, srv.DB, settings); err != nil {
+		return out, err
+	}
+	companies, err := srv.Store.ListCompanies(ctx, srv.DB, "")
+	if err != nil {
+		return out, err
+	}
+	for _, c := range companies {
+		if c.Name == CompanyName {
+			out.CompanyID = c.ID
+		}
+	}
+	if out.CompanyID == "" {
+		c, err := srv.Store.CreateCompany(ctx, srv.DB, CompanyName, board.ID)
+		if err != nil {
+			return out, err
+		}
+		out.CompanyID = c.ID
+	}
+	agents, err := srv.Store.ListAgents(ctx, srv.DB, out.CompanyID)
+	if err != nil {
+		return out, err
+	}
+	cfg, _ := json.Marshal(map[string]any{"command": exe, "args": []string{"example-agent", "autoreply"}, "timeoutSec": 120})
+	for _, a := range agents {
+		if a.Name == AgentName && a.Status != domain.AgentTerminated {
+			out.AgentID = a.ID
+			if string(a.AdapterConfig) != string(cfg) {
+				// The binary may have moved since the last run.
+				a.AdapterConfig = cfg
+				if err := srv.Store.UpdateAgent(ctx, srv.DB, &a); err != nil {
+					return out, err
+				}
+			}
+		}
+	}
+	if out.AgentID == "" {
+		a := domain.Agent{CompanyID: out.CompanyID, Name: AgentName, AdapterType: "process", AdapterConfig: cfg}
+		if err := srv.Store.CreateAgent(ctx, srv.DB, &a); err != nil {
+			return out, err
+		}
+		out.AgentID = a.ID
+	}
+	out.EndpointID, out.Address = st.EndpointID, Address
+	ep, err := srv.Store.GetEndpoint(ctx, srv.DB, st.EndpointID)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && ep.Status == domain.EndpointDraft):
+		_, err = srv.Email.Setup(ctx, actor, out.CompanyID, email.SetupInput{AssignedAgentID: out.AgentID, APIKey: st.APIKey,
+			Username: Username, ReceiveMode: domain.ReceiveWebSocket, IdempotencyKey: st.EndpointID})
+		if err != nil {
+			return out, fmt.Errorf("connect the demo inbox: %w", err)
+		}
+	case err != nil:
+		return out, err
+	case ep.Status == domain.EndpointArchived:
+		return out, errors.New("the demo inbox was disconnected; remove " + statePath(srv.Config.Home) + " to seed a new one")
+	default:
+		// The emulator keeps its mailboxes in memory: recreate the inbox
+		// (idempotent by client_id) and reconnect with the account key,
+		// which keeps the inbox identity, conversations and tasks.
+		c, err := agentmail.New(agentmail.Options{BaseURL: em.APIURL(), APIKey: st.APIKey})
+		if err != nil {
+			return out, err
+		}
+		if _, err := c.CreateInbox(ctx, agentmail.CreateInboxRequest{Username: Username, DisplayName: AgentName,
+			ClientID: "paperclip-" + st.EndpointID}); err != nil && !agentmail.IsAddressTaken(err) {
+			return out, fmt.Errorf("recreate the demo inbox: %w", err)
+		}
+		if _, err := srv.Email.Reconnect(ctx, actor, st.EndpointID, email.ReconnectInput{APIKey: st.APIKey,
+			ReceiveMode: domain.ReceiveWebSocket}); err != nil {
+			return out, fmt.Errorf("reconnect the demo inbox: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Instructions is the text printed when the demo is ready.
+func Instructions(srv *server.Server, em *emulator.Server, s Seeded) string {
+	smtp := em.SMTPAddr()
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nPaperclip demo is running.\n\n")
+	fmt.Fprintf(&b, "  UI and API:        %s  (API under %s/api)\n", srv.URL(), srv.URL())
+	fmt.Fprintf(&b, "  Company:           %s (%s)\n", CompanyName, s.CompanyID)
+	fmt.Fprintf(&b, "  Agent:             %s, answering mail to %s\n", AgentName, s.Address)
+	fmt.Fprintf(&b, "  AgentMail emulator: %s (outbox: %s/_emulator/outbox)\n\n", em.URL(), em.URL())
+	fmt.Fprintf(&b, "Send a first email:\n")
+	fmt.Fprintf(&b, "  paperclipai emulator send --url %s --to %s --from you@example.com --subject \"Hello\" --text \"Can you help me?\"\n", em.URL(), s.Address)
+	if smtp != "" {
+		fmt.Fprintf(&b, "  or any SMTP client to %s (for example: swaks --server %s --to %s)\n", smtp, smtp, s.Address)
+	}
+	fmt.Fprintf(&b, "\nThen watch the task, the agent's run and its reply:\n")
+	fmt.Fprintf(&b, "  paperclipai api GET /companies/%s/issues\n", s.CompanyID)
+	fmt.Fprintf(&b, "  curl -s %s/_emulator/outbox\n\n", em.URL())
+	return b.String()
+}
