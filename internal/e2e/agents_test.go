@@ -239,3 +239,56 @@ func TestMCPToolsFollowTheInboxAssignment(t *testing.T) {
 		}
 	})
 }
+
+// §13.3 item 23 and §6.3/§6.4: an agent's send needs its running run bound
+// to the task at acceptance, and its authority (here the budget) is checked
+// again when the send executes.
+func TestAgentSendAuthority(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e, token, runID, task, _ := blockingAgentEnv(t, url)
+		ep := e.Setup("agentbox", nil)
+		agent := e.Board.As(token, runID)
+		sendPath := "/api/companies/" + e.CompanyID + "/email/send"
+		req := func(parent, key string) map[string]any {
+			return map[string]any{"endpointId": ep["id"], "parentIssueId": parent, "to": []string{"lead@example.com"},
+				"subject": "Intro", "text": "Hello", "idempotencyKey": key}
+		}
+		// Not the run's task, and without the run id: refused.
+		other := testkit.ID(e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/issues", map[string]any{"title": "x", "assigneeAgentId": e.AgentID}, 201))
+		if st, body := agent.Do("POST", sendPath, req(other, testkit.NewUUID())); st != 403 || !strings.Contains(string(body), "does not belong to this task run") {
+			t.Fatalf("send for another task: %d %s", st, body)
+		}
+		if st, _ := e.Board.As(token, "").Do("POST", sendPath, req(task, testkit.NewUUID())); st != 403 {
+			t.Fatalf("agent write without run id: %d", st)
+		}
+		// Queue a send while its thread is busy, exhaust the budget, then let
+		// the worker run it: it fails without any provider call.
+		key := testkit.NewUUID()
+		ctx := context.Background()
+		if ok, err := e.Store.AcquireLease(ctx, e.DB, e.CompanyID, ep["id"].(string), "email-thread:pending:"+key, "test-holder", "test", time.Minute); err != nil || !ok {
+			t.Fatalf("hold the thread: %v %v", ok, err)
+		}
+		acc := agent.JSON("POST", sendPath, req(task, key), 202)
+		if acc["outcome"] != "queued" {
+			t.Fatalf("acceptance: %v", acc)
+		}
+		e.Board.JSON("PATCH", "/api/agents/"+e.AgentID, map[string]any{"budgetMonthlyCents": 100, "spentMonthlyCents": 100}, 200)
+		if err := e.Store.ReleaseLease(ctx, e.DB, ep["id"].(string), "email-thread:pending:"+key, "test-holder"); err != nil {
+			t.Fatal(err)
+		}
+		e.Outbound.Notify()
+		var d map[string]any
+		testkit.Eventually(t, 30*time.Second, "the send to fail", func() bool {
+			d = e.Board.JSON("GET", "/api/companies/"+e.CompanyID+"/email/deliveries/"+key, nil, 200)
+			return d["outcome"] == "failed"
+		})
+		if !strings.Contains(d["error"].(string), "Agent is not available to send email") {
+			t.Fatalf("failure reason: %v", d["error"])
+		}
+		for _, r := range e.Em.Requests("/v0/inboxes/agentbox@agentmail.to/messages/send") {
+			if r.IdempotencyKey != nil && *r.IdempotencyKey == key {
+				t.Fatal("the provider was called for a send that lost its authority")
+			}
+		}
+	})
+}

@@ -3,6 +3,7 @@ package outbound_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -346,3 +347,10 @@ func mustJSON(v any) string {
 
 // control runs a pause/resume, retrying while a send holds a thread lease.
 func control(t *testing.T, e *sendEnv, action string) { e.Control(t, e.endpoint, action) }
+
+func jsonDecode(t *testing.T, resp *http.Response, v any) {
+	t.Helper()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -172,11 +172,15 @@ func (s *Store) SetSendOutcome(ctx context.Context, q db.Querier, id, outcome st
 	return n == 1, nil
 }
 
-// MarkPublished records the provider's message and thread for a send.
+// MarkPublished records the provider's message and thread for a send. The
+// error is cleared only on the first publish: a receipt (say a bounce) may
+// already have recorded its diagnostic on a published send.
 func (s *Store) MarkPublished(ctx context.Context, q db.Querier, id, messageID, threadID string) error {
 	now := s.Now()
 	if _, err := q.ExecContext(ctx, `UPDATE email_publications SET state = 'published', provider_message_id = $2, provider_thread_id = $3,
-		published_at = COALESCE(published_at, $4), redacted_error = NULL, next_attempt_at = NULL, updated_at = $4 WHERE id = $1`,
+		published_at = COALESCE(published_at, $4),
+		redacted_error = CASE WHEN state = 'published' THEN redacted_error ELSE NULL END,
+		next_attempt_at = NULL, updated_at = $4 WHERE id = $1`,
 		id, messageID, threadID, now); err != nil {
 		return fmt.Errorf("mark published: %w", err)
 	}

@@ -1,0 +1,124 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/smtp"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/testkit"
+)
+
+type demoProc struct {
+	cmd            *exec.Cmd
+	url, em, smtp  string
+	stdout, stderr *testkit.SyncBuffer
+	done           chan error
+}
+
+func startDemo(t *testing.T, home, dbURL, emAddr, smtpAddr string) *demoProc {
+	t.Helper()
+	addr := freePort(t)
+	cmd := exec.Command(testkit.Binary(t), "run", "--demo", "--home", home, "--listen", addr,
+		"--demo-emulator-listen", emAddr, "--demo-smtp", smtpAddr)
+	cmd.Env = append(os.Environ(), "PAPERCLIP_DATABASE_URL="+dbURL)
+	p := &demoProc{cmd: cmd, url: "http://" + addr, em: "http://" + emAddr, smtp: smtpAddr,
+		stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done; p.done <- nil })
+	testkit.Eventually(t, 60*time.Second, "the demo to print its instructions", func() bool {
+		return strings.Contains(p.stdout.String(), "Send a first email")
+	})
+	return p
+}
+
+func (p *demoProc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		p.done <- nil
+	case <-time.After(60 * time.Second):
+		t.Fatalf("demo did not stop:\n%s", p.stderr.String())
+	}
+}
+
+func (p *demoProc) outbox(t *testing.T, to string) []map[string]any {
+	t.Helper()
+	resp, err := http.Get(p.em + "/_emulator/outbox?to=" + to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatalf("outbox %s: %v", body, err)
+	}
+	return out.Messages
+}
+
+// The contract §6 demo: a fresh home, an SMTP email to
+// assistant@agentmail.to, a task, a run of the example agent, a reply with
+// the right In-Reply-To, delivered; a re-run on the same home reuses the
+// seeded data and keeps answering.
+func TestDemoAnswersEmailEndToEnd(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		home := t.TempDir()
+		emAddr, smtpAddr := freePort(t), freePort(t)
+		p := startDemo(t, home, url, emAddr, smtpAddr)
+		msgID := fmt.Sprintf("<demo-%d@example.com>", time.Now().UnixNano())
+		raw := "From: Alice <alice@example.com>\r\nTo: assistant@agentmail.to\r\nSubject: Where is my order?\r\n" +
+			"Message-ID: " + msgID + "\r\nDate: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n\r\nHi, order 42 has not arrived.\r\n"
+		if err := smtp.SendMail(smtpAddr, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(raw)); err != nil {
+			t.Fatalf("smtp: %v", err)
+		}
+		var replies []map[string]any
+		testkit.Eventually(t, 90*time.Second, "the agent's reply", func() bool {
+			replies = p.outbox(t, "alice@example.com")
+			return len(replies) == 1
+		})
+		if replies[0]["in_reply_to"] != msgID {
+			t.Fatalf("reply threading: in_reply_to %v, want %s", replies[0]["in_reply_to"], msgID)
+		}
+		c := testkit.NewClient(t, p.url)
+		company := testkit.ID(c.List("/api/companies")[0])
+		pub := replies[0]["idempotency_key"].(string)
+		testkit.Eventually(t, 30*time.Second, "delivery receipt", func() bool {
+			return c.JSON("GET", "/api/companies/"+company+"/email/deliveries/"+pub, nil, 200)["outcome"] == "delivered"
+		})
+		tasks := c.List("/api/companies/" + company + "/issues?originKind=chat_channel")
+		runs := c.List("/api/companies/" + company + "/heartbeat-runs")
+		if len(tasks) != 1 || len(runs) != 1 || runs[0]["status"] != "succeeded" {
+			t.Fatalf("tasks %d, runs %v", len(tasks), runs)
+		}
+		// Re-run on the same home: the same company and inbox keep working.
+		p.stop(t)
+		p2 := startDemo(t, home, url, emAddr, smtpAddr)
+		if n := len(testkit.NewClient(t, p2.url).List("/api/companies")); n != 1 {
+			t.Fatalf("re-run seeded %d companies", n)
+		}
+		raw2 := strings.Replace(strings.Replace(raw, msgID, "<demo-second@example.com>", 1), "alice@", "bob@", 1)
+		if err := smtp.SendMail(smtpAddr, nil, "bob@example.com", []string{"assistant@agentmail.to"}, []byte(raw2)); err != nil {
+			t.Fatalf("smtp: %v", err)
+		}
+		testkit.Eventually(t, 90*time.Second, "the reply after the re-run", func() bool {
+			return len(p2.outbox(t, "bob@example.com")) == 1
+		})
+	})
+}
