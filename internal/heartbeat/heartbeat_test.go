@@ -1,0 +1,145 @@
+package heartbeat_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+type env struct {
+	st      *store.Store
+	svc     *heartbeat.Service
+	company string
+}
+
+func newEnv(t *testing.T, d *db.DB) *env {
+	t.Helper()
+	st := store.New(d)
+	svc := heartbeat.New(heartbeat.Options{Store: st, RunnerID: "test-runner", APIURL: "http://127.0.0.1:1/api",
+		Adapters:      map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{KillGrace: time.Second}, "http": heartbeat.HTTPAdapter{}},
+		LeaseTTL:      3 * time.Second, WorkspacesDir: t.TempDir(), RunsDir: t.TempDir(), ExclusiveDatabase: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		_ = svc.Shutdown(sctx)
+		cancel()
+	})
+	c, err := st.CreateCompany(context.Background(), d, "HB", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{st: st, svc: svc, company: c.ID}
+}
+
+func (e *env) agent(t *testing.T, typ string, cfg any) domain.Agent {
+	t.Helper()
+	raw, _ := json.Marshal(cfg)
+	a := domain.Agent{CompanyID: e.company, Name: "a", AdapterType: typ, AdapterConfig: raw}
+	if err := e.st.CreateAgent(context.Background(), e.st.DB, &a); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func (e *env) wait(t *testing.T, id string) domain.Run {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r, err := e.st.GetRun(context.Background(), e.st.DB, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Terminal() {
+			return r
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("run %s did not finish", id)
+	return domain.Run{}
+}
+
+func TestIssueStateGuardAndCoalescing(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d *db.DB) {
+		e := newEnv(t, d)
+		ctx := context.Background()
+		a := e.agent(t, "process", map[string]any{"command": "/bin/sleep", "args": []string{"1"}})
+		issue := domain.Issue{CompanyID: e.company, Title: "t", AssigneeAgentID: a.ID, Status: domain.IssueDone}
+		if _, err := e.st.CreateIssue(ctx, d, &issue); err != nil {
+			t.Fatal(err)
+		}
+		guard := &domain.IssueStateGuard{IssueID: issue.ID, Statuses: []string{domain.IssueTodo}, RequireAssignment: true}
+		r, _, err := e.svc.Wakeup(ctx, a.ID, heartbeat.WakeRequest{Reason: "email_received", IssueID: issue.ID, IssueStateGuard: guard})
+		if err != nil || r.Status != domain.RunRefused || r.RefusalReason != heartbeat.RefusedIssueState {
+			t.Fatalf("guard on a done task: %+v %v", r, err)
+		}
+		issue.Status = domain.IssueTodo
+		if err := e.st.UpdateIssue(ctx, d, &issue); err != nil {
+			t.Fatal(err)
+		}
+		// First wake runs (sleep 1); two more coalesce into one queued run.
+		first, _, _ := e.svc.Wakeup(ctx, a.ID, heartbeat.WakeRequest{Reason: "x", IssueID: issue.ID, IssueStateGuard: guard})
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if r, _ := e.st.GetRun(ctx, d, first.ID); r.Status == domain.RunRunning {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		q1, created1, _ := e.svc.Wakeup(ctx, a.ID, heartbeat.WakeRequest{Reason: "x", IssueID: issue.ID, AllowRunCoalescing: true})
+		q2, created2, _ := e.svc.Wakeup(ctx, a.ID, heartbeat.WakeRequest{Reason: "x", IssueID: issue.ID, AllowRunCoalescing: true})
+		if !created1 || created2 || q1.ID != q2.ID {
+			t.Fatalf("coalescing: %v %v %s %s", created1, created2, q1.ID, q2.ID)
+		}
+		if e.wait(t, first.ID).Status != domain.RunSucceeded || e.wait(t, q1.ID).Status != domain.RunSucceeded {
+			t.Fatal("runs did not succeed")
+		}
+	})
+}
+
+func TestTimeoutAndAdapters(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d *db.DB) {
+		e := newEnv(t, d)
+		ctx := context.Background()
+		slow := e.agent(t, "process", map[string]any{"command": "/bin/sleep", "args": []string{"30"}, "timeoutSec": 1})
+		r, _, _ := e.svc.Wakeup(ctx, slow.ID, heartbeat.WakeRequest{Reason: "slow"})
+		if got := e.wait(t, r.ID); got.Status != domain.RunTimedOut {
+			t.Fatalf("timeout: %+v", got)
+		}
+		fail := e.agent(t, "process", map[string]any{"command": "/bin/sh", "args": []string{"-c", "echo boom >&2; exit 3"}})
+		r, _, _ = e.svc.Wakeup(ctx, fail.ID, heartbeat.WakeRequest{Reason: "fail"})
+		got := e.wait(t, r.ID)
+		if got.Status != domain.RunFailed || got.ExitCode == nil || *got.ExitCode != 3 {
+			t.Fatalf("failing process: %+v", got)
+		}
+		if log, _, _, _ := e.st.GetRunLog(ctx, d, r.ID); log != "boom\n" {
+			t.Fatalf("captured output %q", log)
+		}
+		// The http adapter POSTs the run and treats 2xx as success.
+		var body map[string]string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			_ = json.Unmarshal(b, &body)
+			w.WriteHeader(http.StatusAccepted)
+		}))
+		defer srv.Close()
+		h := e.agent(t, "http", map[string]any{"url": srv.URL})
+		r, _, _ = e.svc.Wakeup(ctx, h.ID, heartbeat.WakeRequest{Reason: "hook"})
+		if got := e.wait(t, r.ID); got.Status != domain.RunSucceeded || body["runId"] != r.ID || body["wakeReason"] != "hook" || body["apiKey"] == "" {
+			t.Fatalf("http adapter: %+v %v", got, body)
+		}
+	})
+}
