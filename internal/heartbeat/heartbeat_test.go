@@ -26,8 +26,8 @@ func newEnv(t *testing.T, d *db.DB) *env {
 	t.Helper()
 	st := store.New(d)
 	svc := heartbeat.New(heartbeat.Options{Store: st, RunnerID: "test-runner", APIURL: "http://127.0.0.1:1/api",
-		Adapters:      map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{KillGrace: time.Second}, "http": heartbeat.HTTPAdapter{}},
-		LeaseTTL:      3 * time.Second, WorkspacesDir: t.TempDir(), RunsDir: t.TempDir(), ExclusiveDatabase: true})
+		Adapters: map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{KillGrace: time.Second}, "http": heartbeat.HTTPAdapter{}},
+		LeaseTTL: 3 * time.Second, WorkspacesDir: t.TempDir(), RunsDir: t.TempDir(), ExclusiveDatabase: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
