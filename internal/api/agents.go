@@ -228,19 +228,6 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
-	companyID, _, err := s.companyAccess(r, false)
-	if err != nil {
-		return err
-	}
-	out, err := s.Store.ListAgents(r.Context(), s.Store.DB, companyID)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
 // loadAgent reads the path's agent and checks company access.
 func (s *Server) loadAgent(r *http.Request, q db.Querier, write bool) (domain.Agent, authz.Access, error) {
 	id, err := pathID(r, "agentId")
@@ -386,19 +373,6 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
-	companyID, _, err := s.companyAccess(r, false)
-	if err != nil {
-		return err
-	}
-	out, err := s.Store.ListProjects(r.Context(), s.Store.DB, companyID)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
 func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error {
 	a := actor(r)
 	if err := authz.RequireBoard(a); err != nil {
@@ -444,18 +418,5 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	writeJSON(w, http.StatusCreated, e)
-	return nil
-}
-
-func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error {
-	companyID, _, err := s.companyAccess(r, false)
-	if err != nil {
-		return err
-	}
-	out, err := s.Store.ListEnvironments(r.Context(), s.Store.DB, companyID)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
@@ -23,15 +24,15 @@ func (s *Server) routes() {
 	s.HandleFunc("POST /api/companies/{companyId}/board-keys", s.createBoardKey)
 
 	s.HandleFunc("POST /api/companies/{companyId}/agents", s.createAgent)
-	s.HandleFunc("GET /api/companies/{companyId}/agents", s.listAgents)
+	s.HandleFunc("GET /api/companies/{companyId}/agents", companyList(s, s.Store.ListAgents))
 	s.HandleFunc("GET /api/agents/{agentId}", s.getAgent)
 	s.HandleFunc("PATCH /api/agents/{agentId}", s.patchAgent)
 	s.HandleFunc("POST /api/agents/{agentId}/wakeup", s.wakeup)
 
 	s.HandleFunc("POST /api/companies/{companyId}/projects", s.createProject)
-	s.HandleFunc("GET /api/companies/{companyId}/projects", s.listProjects)
+	s.HandleFunc("GET /api/companies/{companyId}/projects", companyList(s, s.Store.ListProjects))
 	s.HandleFunc("POST /api/companies/{companyId}/environments", s.createEnvironment)
-	s.HandleFunc("GET /api/companies/{companyId}/environments", s.listEnvironments)
+	s.HandleFunc("GET /api/companies/{companyId}/environments", companyList(s, s.Store.ListEnvironments))
 
 	s.HandleFunc("POST /api/companies/{companyId}/issues", s.createIssue)
 	s.HandleFunc("GET /api/companies/{companyId}/issues", s.listIssues)
@@ -54,7 +55,10 @@ func (s *Server) routes() {
 	s.HandleFunc("DELETE /api/secrets/{secretId}", s.deleteSecret)
 
 	s.HandleFunc("POST /api/companies/{companyId}/action-policies", s.createPolicy)
-	s.HandleFunc("GET /api/companies/{companyId}/action-policies", s.listPolicies)
+	s.HandleFunc("GET /api/companies/{companyId}/action-policies", companyList(s,
+		func(ctx context.Context, q db.Querier, companyID string) ([]domain.ActionPolicy, error) {
+			return s.Store.ListPolicies(ctx, q, companyID, "")
+		}))
 	s.HandleFunc("DELETE /api/companies/{companyId}/action-policies/{policyId}", s.deletePolicy)
 
 	s.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) error {
@@ -102,3 +106,20 @@ func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, 
 
 // Actor returns the request's authenticated actor.
 func Actor(r *http.Request) authz.Actor { return actor(r) }
+
+// companyList serves a GET route listing one company's rows to anyone with
+// read access to the company.
+func companyList[T any](s *Server, list func(ctx context.Context, q db.Querier, companyID string) ([]T, error)) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		companyID, _, err := s.companyAccess(r, false)
+		if err != nil {
+			return err
+		}
+		out, err := list(r.Context(), s.Store.DB, companyID)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+}

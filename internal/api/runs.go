@@ -289,19 +289,6 @@ func (s *Server) createPolicy(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request) error {
-	companyID, _, err := s.companyAccess(r, false)
-	if err != nil {
-		return err
-	}
-	out, err := s.Store.ListPolicies(r.Context(), s.Store.DB, companyID, "")
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
 func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request) error {
 	companyID, err := s.requireAdmin(r)
 	if err != nil {

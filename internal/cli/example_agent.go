@@ -26,25 +26,44 @@ func newExampleAgentCmd() *cobra.Command {
 	return cmd
 }
 
-// threadView is the part of the thread JSON the example agent reads.
+// threadMessage is one message of a threadView.
+type threadMessage struct {
+	ProviderMessageID string `json:"providerMessageId"`
+	From              string `json:"from"`
+	Text              string `json:"text"`
+	Direction         string `json:"direction"`
+	Automatic         bool   `json:"automatic"`
+}
+
+// threadView is the part of the thread JSON the example agents read.
 type threadView struct {
 	ConversationID string `json:"conversationId"`
 	Subject        string `json:"subject"`
 	Endpoint       struct {
 		ID string `json:"id"`
 	} `json:"endpoint"`
-	Messages []struct {
-		ProviderMessageID string `json:"providerMessageId"`
-		From              string `json:"from"`
-		Text              string `json:"text"`
-		Direction         string `json:"direction"`
-		Automatic         bool   `json:"automatic"`
-	} `json:"messages"`
+	Messages     []threadMessage `json:"messages"`
 	Publications []struct {
 		Request struct {
 			ReplyToMessageID string `json:"replyToMessageId"`
 		} `json:"request"`
 	} `json:"publications"`
+}
+
+// nextUnanswered returns the newest human inbound message no earlier send
+// of the thread answered.
+func (th *threadView) nextUnanswered() (threadMessage, bool) {
+	answered := map[string]bool{}
+	for _, p := range th.Publications {
+		answered[p.Request.ReplyToMessageID] = true
+	}
+	for i := len(th.Messages) - 1; i >= 0; i-- {
+		m := th.Messages[i]
+		if m.Direction == "inbound" && !m.Automatic && !answered[m.ProviderMessageID] {
+			return m, true
+		}
+	}
+	return threadMessage{}, false
 }
 
 // self runs this binary's CLI with args, as any agent would.
@@ -91,31 +110,24 @@ func runAutoreply(cmd *cobra.Command, _ []string) error {
 		fmt.Fprintln(cmd.OutOrStdout(), "task has no email thread; nothing to do")
 		return nil
 	}
-	answered := map[string]bool{}
-	for _, p := range th.Publications {
-		answered[p.Request.ReplyToMessageID] = true
-	}
-	for i := len(th.Messages) - 1; i >= 0; i-- {
-		m := th.Messages[i]
-		if m.Direction != "inbound" || m.Automatic || answered[m.ProviderMessageID] {
-			continue
-		}
-		excerpt := strings.TrimSpace(m.Text)
-		if len(excerpt) > 280 {
-			excerpt = excerpt[:280] + "…"
-		}
-		text := fmt.Sprintf("Hello,\n\nThanks for your email about %q. This is the Paperclip demo assistant; I received:\n\n> %s\n\nA teammate will follow up if needed.\n\n— Mail Assistant",
-			th.Subject, strings.ReplaceAll(excerpt, "\n", "\n> "))
-		req, _ := json.Marshal(map[string]any{"endpointId": th.Endpoint.ID, "conversationId": th.ConversationID,
-			"replyToMessageId": m.ProviderMessageID, "replyAll": false, "text": text,
-			"idempotencyKey": stableUUID(th.ConversationID + "|" + m.ProviderMessageID)})
-		res, err := self(req, "email", "reply", "--file", "-")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "replied to %s: %s", m.From, res)
+	m, ok := th.nextUnanswered()
+	if !ok {
+		fmt.Fprintln(cmd.OutOrStdout(), "no unanswered inbound email")
 		return nil
 	}
-	fmt.Fprintln(cmd.OutOrStdout(), "no unanswered inbound email")
+	excerpt := strings.TrimSpace(m.Text)
+	if len(excerpt) > 280 {
+		excerpt = excerpt[:280] + "…"
+	}
+	text := fmt.Sprintf("Hello,\n\nThanks for your email about %q. This is the Paperclip demo assistant; I received:\n\n> %s\n\nA teammate will follow up if needed.\n\n— Mail Assistant",
+		th.Subject, strings.ReplaceAll(excerpt, "\n", "\n> "))
+	req, _ := json.Marshal(map[string]any{"endpointId": th.Endpoint.ID, "conversationId": th.ConversationID,
+		"replyToMessageId": m.ProviderMessageID, "replyAll": false, "text": text,
+		"idempotencyKey": stableUUID(th.ConversationID + "|" + m.ProviderMessageID)})
+	res, err := self(req, "email", "reply", "--file", "-")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "replied to %s: %s", m.From, res)
 	return nil
 }

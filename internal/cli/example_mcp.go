@@ -75,33 +75,26 @@ func newMCPAutoreplyCmd() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), "task has no email thread; nothing to do")
 				return nil
 			}
-			answered := map[string]bool{}
-			for _, p := range th.Publications {
-				answered[p.Request.ReplyToMessageID] = true
-			}
-			for i := len(th.Messages) - 1; i >= 0; i-- {
-				m := th.Messages[i]
-				if m.Direction != "inbound" || m.Automatic || answered[m.ProviderMessageID] {
-					continue
-				}
-				req := map[string]any{"endpointId": th.Endpoint.ID, "conversationId": th.ConversationID,
-					"replyToMessageId": m.ProviderMessageID, "text": "Received via MCP: " + strings.TrimSpace(m.Text),
-					"idempotencyKey": stableUUID("mcp|" + th.ConversationID + "|" + m.ProviderMessageID)}
-				var pub struct {
-					ID      string `json:"id"`
-					Outcome string `json:"outcome"`
-				}
-				if err := toolJSON(ctx, session, "agentmail_send", map[string]any{"request": req}, &pub); err != nil {
-					return err
-				}
-				var d map[string]any
-				if err := toolJSON(ctx, session, "agentmail_delivery", map[string]any{"publicationId": pub.ID}, &d); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "replied through MCP: publication %s is %v\n", pub.ID, d["outcome"])
+			m, ok := th.nextUnanswered()
+			if !ok {
+				fmt.Fprintln(cmd.OutOrStdout(), "no unanswered inbound email")
 				return nil
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "no unanswered inbound email")
+			req := map[string]any{"endpointId": th.Endpoint.ID, "conversationId": th.ConversationID,
+				"replyToMessageId": m.ProviderMessageID, "text": "Received via MCP: " + strings.TrimSpace(m.Text),
+				"idempotencyKey": stableUUID("mcp|" + th.ConversationID + "|" + m.ProviderMessageID)}
+			var pub struct {
+				ID      string `json:"id"`
+				Outcome string `json:"outcome"`
+			}
+			if err := toolJSON(ctx, session, "agentmail_send", map[string]any{"request": req}, &pub); err != nil {
+				return err
+			}
+			var d map[string]any
+			if err := toolJSON(ctx, session, "agentmail_delivery", map[string]any{"publicationId": pub.ID}, &d); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "replied through MCP: publication %s is %v\n", pub.ID, d["outcome"])
 			return nil
 		},
 	}
