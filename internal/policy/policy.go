@@ -102,14 +102,7 @@ func (s *Service) Decide(ctx context.Context, tx *sql.Tx, companyID string, a au
 			}
 		}
 	}
-	details, _ := json.Marshal(map[string]any{"action": action, "allowed": d.Allowed, "policyId": d.PolicyID,
-		"reason": d.Reason, "rateLimited": d.RateLimited})
-	if err := s.Store.InsertActivity(ctx, tx, &domain.Activity{CompanyID: companyID, ActorKind: a.Kind, ActorID: a.ID(),
-		AgentID: a.AgentID(), RunID: a.RunID(), Action: "policy.decided", EntityType: "action", EntityID: action,
-		Details: details}); err != nil {
-		return Decision{}, err
-	}
-	return d, nil
+	return s.audited(ctx, tx, companyID, a, action, d)
 }
 
 func denyReason(p domain.ActionPolicy) string {
