@@ -165,8 +165,10 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	if replayed != nil {
 		return s.replay(*replayed, companyID, dig)
 	}
-	s.Notify()
+	// Read the stored row before waking the worker, so the answer shows the
+	// accepted state rather than whatever the worker has done meanwhile.
 	stored, err := s.Store.GetPublication(ctx, s.Store.DB, pub.ID)
+	s.Notify()
 	if err != nil {
 		return zero, err
 	}

@@ -245,7 +245,10 @@ func TestSendAttachments(t *testing.T) {
 		if len(m.Attachments) != 1 || m.Attachments[0].Filename != "context.txt" {
 			t.Fatalf("outbox attachments: %+v", m.Attachments)
 		}
-		// The stored bytes change after they were selected: the send fails unsent.
+		// The stored bytes change after they were selected: the send fails
+		// unsent. (A fresh file: the first one may be rewritten, with its
+		// original bytes, when the sent message is imported as context.)
+		att = upload(e.parent, []byte("fresh  bytes"))
 		sha := att["sha256"].(string)
 		path := filepath.Join(e.Home, "instance", "attachments", sha[:2], sha)
 		if err := os.WriteFile(path, []byte("tampered!!!!"), 0o600); err != nil {

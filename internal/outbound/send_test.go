@@ -38,6 +38,11 @@ func newSendEnvMode(t *testing.T, url, mode string, mutate ...func(*config.Confi
 	})
 	e := testkit.NewEmailEnv(t, url, mutate...)
 	ep := e.Setup("sender", map[string]any{"receiveMode": mode})
+	// Let the activation catch-up finish first: a scan running while a test
+	// stalls a send could import the sent message and settle it early.
+	testkit.Eventually(t, 30*time.Second, "the activation catch-up", func() bool {
+		return e.Board.JSON("GET", "/api/email/inboxes/"+ep["id"].(string), nil, 200)["lastSyncAt"] != nil
+	})
 	parent := testkit.ID(e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/issues", map[string]any{"title": "Proposal",
 		"assigneeAgentId": e.AgentID}, 201))
 	return &sendEnv{EmailEnv: e, t: t, endpoint: ep["id"].(string), parent: parent}
@@ -56,17 +61,25 @@ func (e *sendEnv) delivery(id string) map[string]any {
 
 func (e *sendEnv) waitOutcome(id string, outcomes ...string) map[string]any {
 	e.t.Helper()
-	var d map[string]any
-	testkit.Eventually(e.t, 30*time.Second, "delivery "+id+" to become "+strings.Join(outcomes, "/"), func() bool {
-		d = e.delivery(id)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d := e.delivery(id)
 		for _, o := range outcomes {
 			if d["outcome"] == o {
-				return true
+				return d
 			}
 		}
-		return false
-	})
-	return d
+		if time.Now().After(deadline) {
+			var worker []string
+			for _, l := range strings.Split(e.Logs.String(), "\n") {
+				if strings.Contains(l, "outbound") || strings.Contains(l, "send") {
+					worker = append(worker, l)
+				}
+			}
+			e.t.Fatalf("delivery %s did not become %s: %v\nworker log:\n%s", id, strings.Join(outcomes, "/"), d, strings.Join(worker, "\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // allSendRequests counts every provider send request.

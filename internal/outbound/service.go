@@ -65,7 +65,8 @@ type Service struct {
 	Holder string
 	// Admit, when set, admits the synthetic message.sent after a send.
 	Admit Admitter
-	// LeaseTTL is the per-thread lease time (renewed while an attempt runs).
+	// LeaseTTL is the per-thread lease time. It is not renewed: one attempt
+	// is bounded by the provider timeout (25 s), far below the default 90 s.
 	LeaseTTL time.Duration
 	// Concurrency bounds sends executing at once in this process.
 	Concurrency int

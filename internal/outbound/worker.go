@@ -28,11 +28,25 @@ const headsPerEndpoint = 25
 
 // Run executes sends until ctx ends. It sleeps until the earliest retry
 // deadline or until Notify; with nothing pending it issues no queries.
+// Sends run in their own goroutines (at most Concurrency at once), so one
+// slow provider call never holds up other conversations; a finished send
+// wakes the loop for its conversation's next send.
 func (s *Service) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	sem := make(chan struct{}, max(1, s.Concurrency))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var mu sync.Mutex
+	inflight := map[string]bool{} // conversation ids with a send executing here
 	for {
-		next, err := s.tick(ctx)
+		mu.Lock()
+		busy := make(map[string]bool, len(inflight))
+		for k := range inflight {
+			busy[k] = true
+		}
+		mu.Unlock()
+		due, next, err := s.tick(ctx, busy)
 		if ctx.Err() != nil {
 			return
 		}
@@ -40,15 +54,36 @@ func (s *Service) Run(ctx context.Context) {
 			s.Log.Error("send worker tick", "err", err)
 			next = s.Store.Now().Add(time.Second)
 		}
+		for _, p := range due {
+			select {
+			case sem <- struct{}{}:
+			default:
+				continue // at capacity: a finishing send wakes the loop
+			}
+			mu.Lock()
+			inflight[p.ConversationID] = true
+			mu.Unlock()
+			wg.Add(1)
+			go func(p store.EmailPublication) {
+				defer wg.Done()
+				retryAt, err := s.process(ctx, p.ID)
+				if err != nil && ctx.Err() == nil {
+					s.Log.Error("send email", "publication", p.ID, "err", err)
+				}
+				mu.Lock()
+				delete(inflight, p.ConversationID)
+				mu.Unlock()
+				<-sem
+				if !retryAt.IsZero() {
+					s.wakeAt(ctx, retryAt)
+					return
+				}
+				s.Notify()
+			}(p)
+		}
 		wait := time.Duration(math.MaxInt64)
 		if !next.IsZero() {
 			wait = max(time.Until(next), 10*time.Millisecond)
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
 		}
 		timer.Reset(min(wait, 24*time.Hour))
 		select {
@@ -60,12 +95,24 @@ func (s *Service) Run(ctx context.Context) {
 	}
 }
 
-// tick processes every due head-of-conversation send and returns the next
-// deadline (zero when nothing is waiting).
-func (s *Service) tick(ctx context.Context) (time.Time, error) {
+// wakeAt notifies the loop at t (when a lease held elsewhere expires).
+func (s *Service) wakeAt(ctx context.Context, t time.Time) {
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(t)):
+			s.Notify()
+		}
+	}()
+}
+
+// tick returns the due head-of-conversation sends (skipping conversations
+// with a send already executing here) and the next retry deadline (zero
+// when nothing is waiting).
+func (s *Service) tick(ctx context.Context, busy map[string]bool) ([]store.EmailPublication, time.Time, error) {
 	eps, err := s.Store.EndpointsWithPendingSends(ctx, s.Store.DB)
 	if err != nil {
-		return time.Time{}, err
+		return nil, time.Time{}, err
 	}
 	var next time.Time
 	var due []store.EmailPublication
@@ -77,7 +124,7 @@ func (s *Service) tick(ctx context.Context) (time.Time, error) {
 		}
 		sends, err := s.Store.PendingSends(ctx, s.Store.DB, epID, headsPerEndpoint)
 		if err != nil {
-			return time.Time{}, err
+			return nil, time.Time{}, err
 		}
 		// Head-of-line per conversation: a later reply never overtakes an
 		// earlier send of the same conversation, even while it waits.
@@ -87,6 +134,9 @@ func (s *Service) tick(ctx context.Context) (time.Time, error) {
 				continue
 			}
 			seen[p.ConversationID] = true
+			if busy[p.ConversationID] {
+				continue
+			}
 			if p.NextAttemptAt != nil && p.NextAttemptAt.After(now) {
 				if next.IsZero() || p.NextAttemptAt.Before(next) {
 					next = *p.NextAttemptAt
@@ -96,25 +146,7 @@ func (s *Service) tick(ctx context.Context) (time.Time, error) {
 			due = append(due, p)
 		}
 	}
-	if len(due) == 0 {
-		return next, nil
-	}
-	sem := make(chan struct{}, max(1, s.Concurrency))
-	var wg sync.WaitGroup
-	for _, p := range due {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(p store.EmailPublication) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := s.process(ctx, p.ID); err != nil && ctx.Err() == nil {
-				s.Log.Error("send email", "publication", p.ID, "err", err)
-			}
-		}(p)
-	}
-	wg.Wait()
-	// More work may be due right away (the next send of a conversation).
-	return s.Store.Now(), nil
+	return due, next, nil
 }
 
 // errPaused tells execute that the inbox is paused: not a failure.
@@ -127,25 +159,39 @@ type sendFailure struct {
 	retry     time.Duration
 }
 
-func (s *Service) process(ctx context.Context, pubID string) error {
+// process runs one send under its conversation's thread lease. When
+// another worker holds the lease it returns when to look again, so the loop
+// waits instead of spinning.
+func (s *Service) process(ctx context.Context, pubID string) (time.Time, error) {
 	pub, err := s.Store.GetPublication(ctx, s.Store.DB, pubID)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	conv, err := s.Store.GetConversation(ctx, s.Store.DB, pub.ConversationID)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	leaseKey := email.ThreadLeaseKey(conv.ExternalThreadID)
 	token := store.RandomToken("lease_")
 	ok, err := s.Store.AcquireLease(ctx, s.Store.DB, pub.CompanyID, pub.EndpointID, leaseKey, token, s.Holder, s.LeaseTTL)
-	if err != nil || !ok {
-		return err // another worker owns this conversation now
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !ok {
+		// Another worker holds the thread: usually the inbound worker for a
+		// moment, or a dead replica until the lease expires. Look again
+		// shortly, but never later than the expiry.
+		soon := s.Store.Now().Add(200 * time.Millisecond)
+		exp, err := s.Store.LeaseExpiry(ctx, s.Store.DB, pub.EndpointID, leaseKey)
+		if err != nil || exp == nil || exp.After(soon) {
+			return soon, err
+		}
+		return exp.Add(10 * time.Millisecond), nil
 	}
 	defer func() {
 		_ = s.Store.ReleaseLease(context.WithoutCancel(ctx), s.Store.DB, pub.EndpointID, leaseKey, token)
 	}()
-	return s.execute(ctx, pubID, leaseKey, token)
+	return time.Time{}, s.execute(ctx, pubID, leaseKey, token)
 }
 
 // execute runs one attempt of a send under its thread lease (reference §6.4).
@@ -332,7 +378,10 @@ func (s *Service) loadAttachments(ctx context.Context, pub store.EmailPublicatio
 func classify(err error) *sendFailure {
 	var pe *agentmail.Error
 	if errors.As(err, &pe) {
-		if pe.Status >= 500 || pe.Status == 429 {
+		// Our request body is immutable per key, so a 409 on a keyed send
+		// can only mean the first attempt is still in flight at the
+		// provider: wait and retry with the same key, never give up.
+		if pe.Status >= 500 || pe.Status == 429 || pe.Status == 409 {
 			return &sendFailure{transient: true, retry: pe.RetryAfter, msg: fmt.Sprintf("AgentMail request failed (%d); retrying with the same idempotency key", pe.Status)}
 		}
 		return &sendFailure{msg: fmt.Sprintf("AgentMail refused the email (%d, %s)", pe.Status, pe.Code)}

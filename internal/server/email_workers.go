@@ -74,6 +74,9 @@ func (s *Server) startEmailWorkers(ctx context.Context, exclusive bool) error {
 	})
 	if s.Outbound != nil {
 		ob := s.Outbound
+		if timing.ThreadLeaseTTL > 0 {
+			ob.LeaseTTL = timing.ThreadLeaseTTL
+		}
 		w.SetReceiptHandler(func(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event, _ *agentmail.Message) error {
 			return ob.HandleReceipt(ctx, tx, ep, ev)
 		})
@@ -91,7 +94,13 @@ func (s *Server) startEmailWorkers(ctx context.Context, exclusive bool) error {
 		}
 	}
 	s.Inbound = w
-	s.Email.OnActivated = w.EndpointActivated
+	s.Email.OnActivated = func(id string) {
+		w.EndpointActivated(id)
+		// Queued sends of a resumed inbox can go now.
+		if s.Outbound != nil {
+			s.Outbound.Notify()
+		}
+	}
 	s.Email.OnStopped = w.EndpointStopped
 	s.API.HandleFunc(inbound.WebhookPath, w.ServeWebhook)
 	return w.Start(ctx)
