@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -53,8 +54,18 @@ func newAPIClient() *apiClient {
 		}
 		base = "http://" + listen + "/api"
 	}
-	return &apiClient{base: strings.TrimRight(base, "/"), token: os.Getenv("PAPERCLIP_API_KEY"),
+	c := &apiClient{base: strings.TrimRight(base, "/"), token: os.Getenv("PAPERCLIP_API_KEY"),
 		runID: os.Getenv("PAPERCLIP_RUN_ID"), http: &http.Client{Timeout: 60 * time.Second}}
+	if socket, ok := strings.CutPrefix(base, "unix:"); ok {
+		// "unix:<socket>" is the API of a sandboxed run: HTTP over the
+		// run's bridge socket, which serves the /api tree.
+		c.base = "http://paperclip/api"
+		c.http.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}}
+	}
+	return c
 }
 
 // do sends one request; path is relative to /api (a leading "/api" is accepted).

@@ -27,15 +27,31 @@ func exampleAgentEnv(t *testing.T, url, mode string) (*testkit.EmailEnv, map[str
 	return e, e.Setup("helpdesk", nil)
 }
 
-// waitOutbox waits for n messages to a recipient.
-func waitOutbox(t *testing.T, em *emulator.Server, to string, n int) []emulator.OutboxMessage {
+// waitOutbox waits for n messages to a recipient; on timeout it reports
+// the runs and the server's log so the cause is visible.
+func waitOutbox(t *testing.T, e *testkit.EmailEnv, to string, n int) []emulator.OutboxMessage {
 	t.Helper()
-	var out []emulator.OutboxMessage
-	testkit.Eventually(t, 60*time.Second, "a reply to "+to, func() bool {
-		out = em.Outbox(to, "")
-		return len(out) >= n
-	})
-	return out
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out := e.Em.Outbox(to, "")
+		if len(out) >= n {
+			return out
+		}
+		if time.Now().After(deadline) {
+			runs, _ := json.Marshal(e.Board.List("/api/companies/" + e.CompanyID + "/heartbeat-runs"))
+			var lines []string
+			for _, l := range strings.Split(e.Logs.String(), "\n") {
+				if !strings.Contains(l, "http request") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			t.Fatalf("no reply to %s after 60s\nruns: %s\nlog:\n%s", to, runs, strings.Join(lines, "\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // A real agent process answers inbound mail through the CLI
@@ -50,7 +66,7 @@ func TestAgentRepliesThroughCLIAndMCP(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				out := waitOutbox(t, e.Em, "alice@example.com", 1)
+				out := waitOutbox(t, e, "alice@example.com", 1)
 				reply := out[0]
 				if reply.InReplyTo != res.MessageID || reply.ThreadID != res.ThreadID || len(reply.Cc) != 0 || len(reply.Bcc) != 0 {
 					t.Fatalf("reply threading/recipients: in-reply-to %q (want %q), cc %v, bcc %v", reply.InReplyTo, res.MessageID, reply.Cc, reply.Bcc)
@@ -205,7 +221,7 @@ func TestMCPToolsFollowTheInboxAssignment(t *testing.T) {
 		if text, isErr := callTool(t, s, "agentmail_delivery", map[string]any{"publicationId": pub["id"]}); isErr || !strings.Contains(text, pub["id"].(string)) {
 			t.Fatalf("delivery: %s", text)
 		}
-		waitOutbox(t, e.Em, "lead@example.com", 1)
+		waitOutbox(t, e, "lead@example.com", 1)
 		// The catalog: board-only operations refuse; normal ones act as the run.
 		if text, isErr := callTool(t, s, "search_api", map[string]any{"query": "email send"}); isErr || !strings.Contains(text, `"successStatus":202`) {
 			t.Fatalf("search_api: %s", text)

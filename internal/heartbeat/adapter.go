@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/sandbox"
 )
 
 // RunSpec is everything an adapter needs to execute one run.
@@ -33,6 +34,33 @@ type RunSpec struct {
 	SkillsDir string
 	// ExtraEnv is added to the run environment by Options.Prepare hooks.
 	ExtraEnv map[string]string
+	// Environment is the agent's execution environment; nil runs locally.
+	Environment *domain.Environment
+	// Hidden are host directories of the control plane (workspaces root,
+	// run scratch) that a sandboxed run must never see beyond its own binds.
+	Hidden []string
+}
+
+// Environment driver and status values (agents.environment_id targets).
+const (
+	envDriverSandbox = "sandbox"
+	envStatusActive  = "active"
+)
+
+// Sandboxed reports whether the run executes in a sandbox environment.
+func (s RunSpec) Sandboxed() bool {
+	return s.Environment != nil && s.Environment.Driver == envDriverSandbox
+}
+
+// checkSandbox returns why a sandboxed run cannot start, or nil.
+func (s RunSpec) checkSandbox() error {
+	if s.Environment.Status != envStatusActive {
+		return fmt.Errorf("sandbox environment %q (%s) is not active (status %s)", s.Environment.Name, s.Environment.ID, s.Environment.Status)
+	}
+	if s.Workdir == "" {
+		return errors.New("sandbox environment requires a task directory (workspaces are disabled)")
+	}
+	return nil
 }
 
 // Env returns the agent CLI environment of contract §2 for this run.
@@ -107,6 +135,11 @@ type ProcessAdapter struct {
 	DefaultTimeout time.Duration
 	// KillGrace is how long a process gets between SIGTERM and SIGKILL.
 	KillGrace time.Duration
+	// Bridge, when set, starts the API bridge of a sandboxed run (a unix
+	// socket serving an allowlist of the API as the run) and returns the
+	// socket's host path and a function that stops it. Without it a
+	// sandboxed run has no way to reach the control plane.
+	Bridge func(ctx context.Context, g sandbox.Grant) (socket string, stop func(), err error)
 }
 
 // passthroughEnv lists the only server environment variables a process
@@ -118,12 +151,6 @@ func (p ProcessAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Resul
 	var cfg domain.ProcessAdapterConfig
 	if err := json.Unmarshal(spec.Agent.AdapterConfig, &cfg); err != nil || cfg.Command == "" {
 		return Result{Status: domain.RunFailed, Error: "invalid process adapter config: command is required"}
-	}
-	out := &capBuffer{max: logMax}
-	cmd := exec.Command(cfg.Command, cfg.Args...)
-	cmd.Dir = spec.Workdir
-	if cfg.Cwd != "" {
-		cmd.Dir = cfg.Cwd
 	}
 	env := map[string]string{}
 	for _, k := range passthroughEnv {
@@ -138,6 +165,21 @@ func (p ProcessAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Resul
 	for k, v := range spec.Env() {
 		env[k] = v
 	}
+	var cmd *exec.Cmd
+	if spec.Sandboxed() {
+		c, stop, err := p.sandboxCommand(ctx, spec, cfg, env)
+		if err != nil {
+			return Result{Status: domain.RunFailed, Error: err.Error()}
+		}
+		defer stop()
+		cmd = c
+	} else {
+		cmd = exec.Command(cfg.Command, cfg.Args...)
+		cmd.Dir = spec.Workdir
+		if cfg.Cwd != "" {
+			cmd.Dir = cfg.Cwd
+		}
+	}
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
@@ -146,6 +188,7 @@ func (p ProcessAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Resul
 	for _, k := range keys {
 		cmd.Env = append(cmd.Env, k+"="+env[k])
 	}
+	out := &capBuffer{max: logMax}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group, so a timeout or shutdown stops the agent's children too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -194,6 +237,50 @@ func (p ProcessAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Resul
 	return res
 }
 
+// sandboxCommand builds the bubblewrap command of a sandboxed run and
+// adjusts env to the sandbox's view (paths inside it, the bridge URL). The
+// returned stop function releases the bridge; call it when the run ends.
+func (p ProcessAdapter) sandboxCommand(ctx context.Context, spec RunSpec, cfg domain.ProcessAdapterConfig, env map[string]string) (*exec.Cmd, func(), error) {
+	noop := func() {}
+	if err := spec.checkSandbox(); err != nil {
+		return nil, noop, err
+	}
+	bwrap, err := sandbox.LookBwrap()
+	if err != nil {
+		return nil, noop, err
+	}
+	// A configured cwd must lie inside the task directory (sandbox.Args checks):
+	// nothing else of the host is writable, or even visible, in there.
+	sb := sandbox.Spec{Workdir: spec.Workdir, Cwd: cfg.Cwd, Command: cfg.Command, Args: cfg.Args, Hidden: spec.Hidden}
+	// The host's temporary directory is not mounted; the sandbox has its own.
+	env["TMPDIR"] = "/tmp"
+	env["HOME"] = spec.Workdir
+	if spec.SkillsDir != "" {
+		sb.SkillsDir = spec.SkillsDir
+		env["PAPERCLIP_SKILLS_DIR"] = sandbox.SkillsDir
+	}
+	// The network is unshared, so the HTTP API URL is unreachable; without a
+	// bridge the run has no API at all rather than a misleading URL.
+	env["PAPERCLIP_API_URL"] = ""
+	stop := noop
+	if p.Bridge != nil {
+		socket, st, err := p.Bridge(ctx, sandbox.Grant{Token: spec.Token, RunID: spec.Run.ID, CompanyID: spec.Run.CompanyID, TaskID: spec.Run.IssueID})
+		if err != nil {
+			return nil, noop, fmt.Errorf("start sandbox API bridge: %w", err)
+		}
+		sb.Socket, stop = socket, st
+		env["PAPERCLIP_API_URL"] = sandbox.APIURL
+	}
+	args, err := sandbox.Args(sb)
+	if err != nil {
+		stop()
+		return nil, noop, err
+	}
+	cmd := exec.Command(bwrap, args...)
+	cmd.Dir = spec.Workdir
+	return cmd, stop, nil
+}
+
 func (p ProcessAdapter) stop(cmd *exec.Cmd, done <-chan error) error {
 	grace := p.KillGrace
 	if grace <= 0 {
@@ -220,6 +307,11 @@ func (h HTTPAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Result {
 	var cfg domain.HTTPAdapterConfig
 	if err := json.Unmarshal(spec.Agent.AdapterConfig, &cfg); err != nil || cfg.URL == "" {
 		return Result{Status: domain.RunFailed, Error: "invalid http adapter config: url is required"}
+	}
+	if spec.Sandboxed() {
+		// An HTTP agent runs elsewhere; it cannot be confined, so a sandbox
+		// environment must not silently degrade to an unconfined call.
+		return Result{Status: domain.RunFailed, Error: "sandbox environments support only the process adapter"}
 	}
 	body, _ := json.Marshal(map[string]string{"runId": spec.Run.ID, "agentId": spec.Run.AgentID, "companyId": spec.Run.CompanyID,
 		"issueId": spec.Run.IssueID, "wakeReason": spec.Run.WakeReason, "apiUrl": spec.APIURL, "apiKey": spec.Token})

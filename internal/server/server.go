@@ -31,6 +31,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/metrics"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/policy"
+	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/vault"
 )
@@ -126,7 +127,12 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		Store: s.Store, Logger: logger.With("component", "heartbeat"),
 		RunnerID: fmt.Sprintf("%s:%d:%s", hostname, os.Getpid(), store.NewID()[:8]),
 		APIURL:   "http://" + ln.Addr().String() + "/api",
-		Adapters: map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{}, "http": heartbeat.HTTPAdapter{}},
+		Adapters: map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{
+			// Sandboxed runs reach the API only through a per-run bridge
+			// (an allowlist, as the run); s.Mux is set before any run starts.
+			Bridge: sandbox.Bridger(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.Mux.ServeHTTP(w, r) }),
+				logger.With("component", "sandbox")),
+		}, "http": heartbeat.HTTPAdapter{}},
 		LeaseTTL: cfg.RunLeaseTTL, MaxConcurrent: cfg.MaxConcurrentRuns, LogMaxBytes: cfg.RunLogMaxBytes,
 		ExclusiveDatabase: exclusive, WorkspacesDir: cfg.WorkspacesDir(), RunsDir: cfg.RunsDir(),
 		Observer: heartbeat.Observer{

@@ -1,0 +1,107 @@
+package sandbox_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/paperclipai/paperclipai/internal/sandbox"
+)
+
+// recorder is a fake API that records what reached it.
+type recorder struct {
+	got []*http.Request
+}
+
+func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.got = append(r.got, req)
+	w.WriteHeader(http.StatusTeapot)
+}
+
+// TestBridgeAllowlist checks the bridge's whole decision table over a real
+// unix socket: allowlisted operations on the run's own task and company are
+// forwarded with the run's credentials (whatever the client sent); setup,
+// control and anything on another task or company is refused with 403.
+func TestBridgeAllowlist(t *testing.T) {
+	const company, task, other = "c0000000-0000-0000-0000-000000000001", "t0000000-0000-0000-0000-000000000001", "t0000000-0000-0000-0000-000000000002"
+	api := &recorder{}
+	b, err := sandbox.StartBridge(api, sandbox.Grant{Token: "pcr_run", RunID: "run-1", CompanyID: company, TaskID: task}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", b.Socket())
+	}}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	cases := []struct {
+		method, path string
+		forwarded    bool
+	}{
+		{"GET", "/api/issues/" + task, true},
+		{"PATCH", "/api/issues/" + task, true},
+		{"GET", "/api/issues/" + task + "/comments", true},
+		{"POST", "/api/issues/" + task + "/comments", true},
+		{"GET", "/api/companies/" + company + "/email/inboxes", true},
+		{"GET", "/api/companies/" + company + "/email/tasks/" + task, true},
+		{"POST", "/api/companies/" + company + "/email/send", true},
+		{"GET", "/api/companies/" + company + "/email/deliveries/p1", true},
+		// Another task or company.
+		{"GET", "/api/issues/" + other, false},
+		{"POST", "/api/issues/" + other + "/comments", false},
+		{"GET", "/api/companies/other/email/inboxes", false},
+		// Setup, inspect, check-address, reconnect, control, resolve.
+		{"POST", "/api/companies/" + company + "/email/inboxes", false},
+		{"POST", "/api/companies/" + company + "/email/inspect", false},
+		{"POST", "/api/companies/" + company + "/email/connections/x/inspect", false},
+		{"POST", "/api/companies/" + company + "/email/connections/x/check-address", false},
+		{"POST", "/api/email/inboxes/x/reconnect", false},
+		{"POST", "/api/email/inboxes/x/control", false},
+		{"POST", "/api/companies/" + company + "/email/deliveries/p1/resolve", false},
+		// Everything else of the API, including the task's attachments and
+		// the agent wakeup.
+		{"DELETE", "/api/issues/" + task, false},
+		{"POST", "/api/issues/" + task + "/attachments", false},
+		{"POST", "/api/agents/a/wakeup", false},
+		{"GET", "/api/companies/" + company, false},
+		{"GET", "/api/health", false},
+		{"GET", "/metrics", false},
+	}
+	for _, c := range cases {
+		before := len(api.got)
+		req, _ := http.NewRequest(c.method, "http://sandbox"+c.path, strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer pcb_stolen_board_key")
+		req.Header.Set("X-Paperclip-Run-Id", "someone-else")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.method, c.path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !c.forwarded {
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "not available inside the sandbox") || len(api.got) != before {
+				t.Errorf("%s %s: want 403 not forwarded, got %d %s (forwarded %v)", c.method, c.path, resp.StatusCode, body, len(api.got) != before)
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusTeapot || len(api.got) != before+1 {
+			t.Errorf("%s %s: want forwarded, got %d %s", c.method, c.path, resp.StatusCode, body)
+			continue
+		}
+		got := api.got[len(api.got)-1]
+		if got.Header.Get("Authorization") != "Bearer pcr_run" || got.Header.Get("X-Paperclip-Run-Id") != "run-1" || got.RemoteAddr != "sandbox" {
+			t.Errorf("%s %s: forwarded with %q %q from %q", c.method, c.path, got.Header.Get("Authorization"),
+				got.Header.Get("X-Paperclip-Run-Id"), got.RemoteAddr)
+		}
+	}
+	sock := b.Socket()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Dial("unix", sock); err == nil {
+		t.Fatal("bridge still accepts connections after Close")
+	}
+}
