@@ -35,41 +35,51 @@ func (s *Service) ActiveEndpoint(ctx context.Context, q db.Querier, endpointID s
 	if err != nil {
 		return ep, "", err
 	}
+	key, err := s.CheckActive(ctx, q, ep)
+	return ep, key, err
+}
+
+// CheckActive runs ActiveEndpoint's checks on an endpoint row the caller
+// has already read, typically inside its transaction under a share lock,
+// and returns the runtime key. It exists so that the inbound worker's
+// per-message re-check before a wake does not read the endpoint row a
+// second time in the same transaction; the checks themselves are the same.
+func (s *Service) CheckActive(ctx context.Context, q db.Querier, ep domain.EmailEndpoint) (string, error) {
 	if ep.Status != domain.EndpointActive {
-		return ep, "", ErrInboxNotActive
+		return "", ErrInboxNotActive
 	}
 	key, err := s.resolveBound(ctx, q, TargetEndpoint, ep.ID, PathAPIKey)
 	if errors.Is(err, errNoSecret) {
-		return ep, "", ErrCredentialUnavailable
+		return "", ErrCredentialUnavailable
 	}
 	if err != nil {
-		return ep, "", err
+		return "", err
 	}
 	if ep.CredentialConnectionID != "" {
 		c, err := s.Store.GetEmailConnection(ctx, q, ep.CredentialConnectionID)
 		if err != nil || c.Status != "active" {
-			return ep, "", ErrCredentialUnavailable
+			return "", ErrCredentialUnavailable
 		}
 		grants, err := s.Store.ListEmailGrants(ctx, q, c.ID)
 		if err != nil {
-			return ep, "", err
+			return "", err
 		}
 		granted := false
 		for _, g := range grants {
 			granted = granted || g.Status == "active"
 		}
 		if !granted {
-			return ep, "", ErrCredentialUnavailable
+			return "", ErrCredentialUnavailable
 		}
 		ok, err := s.AgentHasAccess(ctx, q, c, ep.AssignedAgentID)
 		if err != nil {
-			return ep, "", err
+			return "", err
 		}
 		if !ok {
-			return ep, "", ErrAgentAccessRevoked
+			return "", ErrAgentAccessRevoked
 		}
 	}
-	return ep, key, nil
+	return key, nil
 }
 
 // LoadForManager reads an endpoint and checks the actor manages its company.

@@ -14,9 +14,11 @@
 // due deliveries by provider thread, and processes each thread in admission
 // order under the lease "email-thread:<threadId>", checking the lease token
 // in the same transaction as every side effect (fencing). Phase A retains
-// the mail and records the task and the wake decision in one transaction;
-// phase B wakes the agent with the idempotency key "email:<deliveryId>" in a
-// second one, so a failed wake is retried alone with identical arguments.
+// the mail, records the task and the wake decision and, when the message
+// wakes the agent, records the wake (idempotency key "email:<deliveryId>")
+// in the same transaction, under a savepoint. If the wake fails, only the
+// wake is rolled back: the mail commits with the wake pending and phase B
+// retries the wake alone, in its own transaction, with identical arguments.
 //
 // # Scheduling
 //
@@ -85,6 +87,18 @@ type Timing struct {
 	// Concurrency is the number of message prefetches and of independent
 	// threads processed at once per inbox.
 	Concurrency int
+	// TxConcurrency is the number of processing transactions (retention
+	// and wake) run at once per inbox, at most Concurrency. It is lower
+	// than Concurrency because every wake of the inbox's agent takes the
+	// agent's row lock: beyond a few, concurrent transactions only wait
+	// on it and compete for the CPU with the holder, while provider I/O
+	// still benefits from Concurrency.
+	TxConcurrency int
+	// ReopenLimit is how many times inbound replies may reopen one done
+	// task within ReopenWindow (field-lessons §2 item 20); later replies
+	// in the window are retained and the task stays done.
+	ReopenLimit  int
+	ReopenWindow time.Duration
 }
 
 // DefaultTiming is the production timing (reference §5.1, §5.4, §10).
@@ -99,6 +113,9 @@ var DefaultTiming = Timing{
 	ReconnectMax:     60 * time.Second,
 	BatchSize:        100,
 	Concurrency:      8,
+	TxConcurrency:    4,
+	ReopenLimit:      5,
+	ReopenWindow:     time.Hour,
 }
 
 func (t Timing) withDefaults() Timing {
@@ -116,12 +133,20 @@ func (t Timing) withDefaults() Timing {
 	set(&t.SubscribeTimeout, d.SubscribeTimeout)
 	set(&t.ReconnectMin, d.ReconnectMin)
 	set(&t.ReconnectMax, d.ReconnectMax)
+	set(&t.ReopenWindow, d.ReopenWindow)
+	if t.ReopenLimit <= 0 {
+		t.ReopenLimit = d.ReopenLimit
+	}
 	if t.BatchSize <= 0 {
 		t.BatchSize = d.BatchSize
 	}
 	if t.Concurrency <= 0 {
 		t.Concurrency = d.Concurrency
 	}
+	if t.TxConcurrency <= 0 {
+		t.TxConcurrency = d.TxConcurrency
+	}
+	t.TxConcurrency = min(t.TxConcurrency, t.Concurrency)
 	return t
 }
 

@@ -43,6 +43,26 @@ type item struct {
 	ev       deliveryEvent
 	msg      *agentmail.Message
 	fetchErr error
+	// gate bounds the inbox's concurrent processing transactions (see
+	// Timing.TxConcurrency); shared by every item of a batch.
+	gate txGate
+}
+
+// txGate bounds how many processing transactions of one inbox run at once.
+type txGate chan struct{}
+
+// tx runs fn in a transaction once the gate admits it (a nil gate admits
+// at once).
+func (g txGate) tx(ctx context.Context, w *Worker, fn func(tx *sql.Tx) error) error {
+	if g != nil {
+		select {
+		case g <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-g }()
+	}
+	return w.tx(ctx, fn)
 }
 
 func (it *item) needsPhaseA() bool { return it.ev.IssueID == "" }
@@ -65,8 +85,9 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 	}
 	client := w.o.Client.WithAPIKey(key)
 	items := make([]*item, len(batch))
+	gate := make(txGate, w.t.TxConcurrency)
 	for i, d := range batch {
-		it := &item{d: d}
+		it := &item{d: d, gate: gate}
 		if err := json.Unmarshal(d.NormalizedEvent, &it.ev); err != nil {
 			it.fetchErr = fmt.Errorf("decode email delivery: %w", err)
 		}
@@ -100,21 +121,50 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 		groups[gk] = append(groups[gk], it)
 	}
 
+	// The batch's thread leases are taken in one statement and released in
+	// one, under one token, instead of two statements per thread. Why:
+	// per-thread lease round trips were a measurable share of the
+	// per-email cost. A thread's lease is thus held until the batch ends
+	// rather than until its own group ends; the fence before every side
+	// effect is unchanged.
+	keys := make([]string, len(order))
+	for i, gk := range order {
+		keys[i] = email.ThreadLeaseKey(gk)
+	}
+	token := w.o.Holder + ":" + store.NewID()
+	held, err := w.st.AcquireLeases(ctx, w.q, ep.CompanyID, ep.ID, keys, token, w.o.Holder, w.t.ThreadLeaseTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("inbound: acquire thread leases", "endpoint", ep.ID, "err", err)
+		}
+		return now.Add(time.Second)
+	}
+	if len(held) > 0 {
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := w.st.ReleaseLeasesOf(rctx, w.q, ep.ID, token); err != nil {
+				w.log.Warn("inbound: release thread leases", "endpoint", ep.ID, "err", err)
+			}
+		}()
+	}
+
 	var progress, skipped atomic.Bool
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.t.Concurrency)
-	for _, gk := range order {
+	for i, gk := range order {
+		if !held[keys[i]] {
+			// Another replica holds the thread: skip it this tick.
+			skipped.Store(true)
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			p, s := w.processGroup(ctx, ep, client, gk, groups[gk])
-			if p {
+			if w.processGroup(ctx, ep, client, lease{key: keys[i], token: token}, groups[gk]) {
 				progress.Store(true)
-			}
-			if s {
-				skipped.Store(true)
 			}
 		}()
 	}
@@ -185,29 +235,12 @@ func (w *Worker) prefetch(ctx context.Context, ep domain.EmailEndpoint, client *
 }
 
 // processGroup runs one provider thread's deliveries in order under the
-// thread lease. It stops at the first failure (recording a retry) so no
-// later message of the thread overtakes it.
-func (w *Worker) processGroup(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, thread string, items []*item) (progress, skipped bool) {
-	leaseKey := email.ThreadLeaseKey(thread)
-	token := w.o.Holder + ":" + store.NewID()
-	ok, err := w.st.AcquireLease(ctx, w.q, ep.CompanyID, ep.ID, leaseKey, token, w.o.Holder, w.t.ThreadLeaseTTL)
-	if err != nil || !ok {
-		if err != nil && ctx.Err() == nil {
-			w.log.Warn("inbound: acquire thread lease", "endpoint", ep.ID, "err", err)
-		}
-		return false, true
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := w.st.ReleaseLease(rctx, w.q, ep.ID, leaseKey, token); err != nil {
-			w.log.Warn("inbound: release thread lease", "endpoint", ep.ID, "err", err)
-		}
-	}()
-	l := lease{key: leaseKey, token: token}
+// thread lease l, which the caller holds. It stops at the first failure
+// (recording a retry) so no later message of the thread overtakes it.
+func (w *Worker) processGroup(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l lease, items []*item) (progress bool) {
 	for _, it := range items {
 		if w.stopping.Load() || ctx.Err() != nil {
-			return progress, false
+			return progress
 		}
 		err := w.processOne(ctx, ep, client, l, it)
 		if err == nil {
@@ -217,15 +250,15 @@ func (w *Worker) processGroup(ctx context.Context, ep domain.EmailEndpoint, clie
 		if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
 			// Someone else owns the thread now, or we are stopping: the
 			// delivery is theirs (or the next tick's) to finish.
-			return progress, false
+			return progress
 		}
 		if !errors.Is(err, errInboxStopped) {
 			w.log.Warn("inbound: process delivery", "endpoint", ep.ID, "delivery", it.d.ID, "err", redact(err))
 		}
 		w.retryDelivery(ctx, it.d.ID, err)
-		return true, false
+		return true
 	}
-	return progress, false
+	return progress
 }
 
 // lease is a held thread lease: the fence every side effect checks.
@@ -240,6 +273,22 @@ func (w *Worker) fence(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint,
 		return errLeaseLost
 	}
 	ok, err := w.st.RenewLease(ctx, tx, ep.ID, l.key, l.token, w.t.ThreadLeaseTTL)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errLeaseLost
+	}
+	return nil
+}
+
+// fenceLocked is the advisory lock on lockKey followed by fence, in one
+// statement where the database allows it (Store.RenewLeaseLocked).
+func (w *Worker) fenceLocked(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, l lease, lockKey string) error {
+	if w.stopping.Load() {
+		return errLeaseLost
+	}
+	ok, err := w.st.RenewLeaseLocked(ctx, tx, ep.ID, l.key, l.token, w.t.ThreadLeaseTTL, lockKey)
 	if err != nil {
 		return err
 	}
@@ -297,8 +346,10 @@ func (w *Worker) finishWithout(ctx context.Context, ep domain.EmailEndpoint, l l
 // phaseA classifies the message and, in one transaction, retains it (with
 // earlier thread messages as context), creates the thread's task when the
 // thread is new, applies the reopen rule and records the wake decision
-// together with the task and comment ids. done reports that the delivery
-// is finished (filtered, receipt, or already handled).
+// together with the task and comment ids. When the message wakes the agent,
+// the same transaction also records the wake (see retainTx). done reports
+// that the delivery is finished (filtered, receipt, woken, or already
+// handled).
 func (w *Worker) phaseA(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l lease, it *item) (done bool, err error) {
 	msg := it.msg
 	if msg == nil {
@@ -309,8 +360,7 @@ func (w *Worker) phaseA(ctx context.Context, ep domain.EmailEndpoint, client *ag
 	if !strings.EqualFold(msg.InboxID, ep.Address) {
 		return false, errInboxMismatch
 	}
-	kind := it.ev.Kind
-	received := kind == agentmail.EventMessageReceived
+	received := it.ev.Kind == agentmail.EventMessageReceived
 	if providerFiltered(msg) || ep.ActivationAt == nil || (received && beforeCutoff(receiptTime(msg), *ep.ActivationAt)) {
 		return true, w.finishWithout(ctx, ep, l, it.d.ID, store.DeliveryFiltered)
 	}
@@ -318,20 +368,66 @@ func (w *Worker) phaseA(ctx context.Context, ep domain.EmailEndpoint, client *ag
 	if err != nil {
 		return false, err
 	}
-	ids := make([]string, len(threadMsgs))
-	for i, m := range threadMsgs {
-		ids[i] = m.MessageID
-	}
-	known, err := w.st.RetainedMessageIDs(ctx, w.q, ep.ID, ids)
+	prep, err := w.prepareThread(ctx, client, ep, msg, threadMsgs, received)
 	if err != nil {
 		return false, err
 	}
-	// Attachments are downloaded before the transaction (no provider I/O
-	// while holding locks) and only for mail not yet retained, so a
-	// duplicate delivery never downloads again.
+	in := retainInput{ep: ep, l: l, it: it, msg: msg, threadMsgs: threadMsgs, prep: prep, received: received}
+	res, err := w.retainTx(ctx, in)
+	if err != nil {
+		return false, err
+	}
+	it.ev = res.ev
+	switch res.final {
+	case "handled":
+		return it.ev.WakePending == nil || !*it.ev.WakePending, nil
+	case store.DeliveryFiltered, store.DeliveryProcessed:
+		w.m.Deliveries.WithLabelValues(res.final).Inc()
+		w.m.Processing.Observe(time.Since(it.d.ReceivedAt).Seconds())
+		if res.woke {
+			w.m.Wake.Observe(res.a2w.Seconds())
+			if res.queued && w.o.Heartbeat != nil {
+				w.o.Heartbeat.Notify()
+			}
+		}
+		return true, nil
+	}
+	w.m.Processing.Observe(time.Since(it.d.ReceivedAt).Seconds())
+	if res.wakeErr != nil {
+		// The mail is retained with the wake pending; the delivery goes to
+		// retry, which runs only the wake (phase B), with identical
+		// arguments and no re-import (reference §5.5).
+		return false, res.wakeErr
+	}
+	return !res.wake, nil
+}
+
+// prepareThread downloads, before any transaction (no provider I/O while
+// holding locks), the attachments of the thread's messages that the
+// transaction may retain: those not retained yet, and for a receipt only
+// its own message.
+func (w *Worker) prepareThread(ctx context.Context, client *agentmail.Client, ep domain.EmailEndpoint, msg *agentmail.Message,
+	threadMsgs []*agentmail.Message, received bool) (map[string]*prepared, error) {
 	prep := map[string]*prepared{}
+	var ids []string
 	for _, m := range threadMsgs {
-		if known[m.MessageID] || providerFiltered(m) {
+		if len(m.Attachments) > 0 {
+			ids = append(ids, m.MessageID)
+		}
+	}
+	// Why the check is conditional: the lookup only spares downloading
+	// attachments of mail already retained, so a thread without
+	// attachments (the common case) skips a round trip; every message
+	// without attachments gets no entry, exactly as before.
+	if len(ids) == 0 {
+		return prep, nil
+	}
+	known, err := w.st.RetainedMessageIDs(ctx, w.q, ep.ID, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range threadMsgs {
+		if len(m.Attachments) == 0 || known[m.MessageID] || providerFiltered(m) {
 			continue
 		}
 		if !received && m.MessageID != msg.MessageID {
@@ -339,46 +435,85 @@ func (w *Worker) phaseA(ctx context.Context, ep domain.EmailEndpoint, client *ag
 		}
 		p, err := w.prepareAttachments(ctx, client, ep, m)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		prep[m.MessageID] = p
 	}
+	return prep, nil
+}
+
+// retainInput is what phase A's transaction works on.
+type retainInput struct {
+	ep         domain.EmailEndpoint
+	l          lease
+	it         *item
+	msg        *agentmail.Message
+	threadMsgs []*agentmail.Message
+	prep       map[string]*prepared
+	received   bool
+}
+
+// retainResult is the committed outcome of phase A's transaction.
+type retainResult struct {
+	ev     deliveryEvent
+	final  string // "handled", a final delivery state, or "" (wake pending)
+	wake   bool   // the message is to wake the agent
+	woke   bool   // the wake was recorded in the same transaction
+	queued bool
+	a2w    time.Duration
+	// wakeErr is the failure of the merged wake; the mail was committed
+	// with the wake pending.
+	wakeErr error
+}
+
+// retainTx is phase A's transaction. A message that wakes the agent is
+// also woken here, right before commit (reference §5.5 phase B: re-check
+// active(), wake, record admissionToWakeMs, audit email.received, mark
+// processed). Why: a separate wake transaction per email (its begin and
+// commit, a second fence, a second read and write of the delivery and of
+// the endpoint) was most of the per-email cost on PostgreSQL. Exactly-once
+// is unchanged: retention, the wake (idempotency key email:<deliveryId>)
+// and the delivery's final state commit together or not at all; and if
+// the wake fails, only the wake is rolled back (to a savepoint), the mail
+// is committed with the wake pending, and phase B retries the wake alone.
+func (w *Worker) retainTx(ctx context.Context, in retainInput) (retainResult, error) {
+	ep, it, msg := in.ep, in.it, in.msg
 	receiptHook, sentHook := w.hooks()
-	var wake bool
-	var finalState string
-	err = w.tx(ctx, func(tx *sql.Tx) error {
-		wake, finalState = false, ""
+	wakeFn := w.wakeFunc()
+	var r retainResult
+	err := it.gate.tx(ctx, w, func(tx *sql.Tx) error {
+		r = retainResult{}
 		// The advisory lock serializes this thread's transactions across
 		// replicas even if two workers ever disagreed about the lease
-		// (belt and braces to the fence below).
-		if err := w.db.AdvisoryXactLock(ctx, tx, "email:"+ep.ID+":"+msg.ThreadID); err != nil {
+		// (belt and braces to the fence). Why one statement: the lock and
+		// the fence are taken in the same order as before, one round trip
+		// cheaper.
+		if err := w.fenceLocked(ctx, tx, ep, in.l, "email:"+ep.ID+":"+msg.ThreadID); err != nil {
 			return err
 		}
-		if err := w.fence(ctx, tx, ep, l); err != nil {
-			return err
-		}
-		st, err := w.st.EndpointStatusShared(ctx, tx, ep.ID)
+		// The whole row, under the same share lock as a status read, so the
+		// credential re-check before a merged wake needs no second read.
+		cur, err := w.st.EndpointShared(ctx, tx, ep.ID)
 		if err != nil {
 			return err
 		}
-		if st != domain.EndpointActive {
+		if cur.Status != domain.EndpointActive {
 			return errInboxStopped
 		}
 		d, err := w.st.GetDelivery(ctx, tx, it.d.ID, true)
 		if err != nil {
 			return err
 		}
-		var cur deliveryEvent
-		if err := json.Unmarshal(d.NormalizedEvent, &cur); err != nil {
+		var ev deliveryEvent
+		if err := json.Unmarshal(d.NormalizedEvent, &ev); err != nil {
 			return fmt.Errorf("decode email delivery: %w", err)
 		}
-		if d.State == store.DeliveryProcessed || d.State == store.DeliveryFiltered || cur.IssueID != "" {
-			it.ev = cur
-			finalState = "handled"
+		if d.State == store.DeliveryProcessed || d.State == store.DeliveryFiltered || ev.IssueID != "" {
+			r.ev, r.final = ev, "handled"
 			return nil
 		}
 		if sentHook != nil {
-			for _, m := range threadMsgs {
+			for _, m := range in.threadMsgs {
 				if hasLabel(m.Labels, "sent") {
 					if err := sentHook(ctx, tx, ep, m); err != nil {
 						return err
@@ -386,29 +521,32 @@ func (w *Worker) phaseA(ctx context.Context, ep domain.EmailEndpoint, client *ag
 				}
 			}
 		}
-		conv, err := w.st.ConversationByThread(ctx, tx, ep.ID, msg.ThreadID)
+		// The task's status comes with the conversation (one round trip).
+		// It is read without a lock, as the reopen rule needs (see
+		// Store.IssueStatus); the wake's own state guard re-reads it.
+		conv, status, err := w.st.ConversationByThreadWithStatus(ctx, tx, ep.ID, msg.ThreadID)
 		found := err == nil
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		now := w.st.Now()
-		if !received {
+		if !in.received {
 			// A receipt for our own sent message: outbound applies it; the
 			// message is retained as context when its thread is known. It
 			// never creates a task or wakes anyone (field-lessons §2 #18).
 			if receiptHook != nil {
-				if err := receiptHook(ctx, tx, ep, cur.Event, msg); err != nil {
+				if err := receiptHook(ctx, tx, ep, ev.Event, msg); err != nil {
 					return err
 				}
 			}
 			if found {
-				if err := w.retainAll(ctx, tx, ep, conv, []*agentmail.Message{msg}, prep); err != nil {
+				if _, err := w.retainAll(ctx, tx, ep, conv, []*agentmail.Message{msg}, in.prep, "", ""); err != nil {
 					return err
 				}
 				d.ConversationID = conv.ID
 			}
 			d.State, d.ProcessedAt, d.NextAttemptAt, d.RedactedError = store.DeliveryProcessed, &now, nil, ""
-			finalState = store.DeliveryProcessed
+			r.ev, r.final = ev, store.DeliveryProcessed
 			return w.st.UpdateDelivery(ctx, tx, &d)
 		}
 		auto, mine := automatic(msg), own(msg, ep.Address)
@@ -416,60 +554,54 @@ func (w *Worker) phaseA(ctx context.Context, ep domain.EmailEndpoint, client *ag
 			if auto || mine {
 				// Automatic mail and our own mail never create a task.
 				d.State, d.ProcessedAt, d.NextAttemptAt, d.RedactedError = store.DeliveryFiltered, &now, nil, ""
-				finalState = store.DeliveryFiltered
+				r.ev, r.final = ev, store.DeliveryFiltered
 				return w.st.UpdateDelivery(ctx, tx, &d)
 			}
 			if conv, err = w.createTask(ctx, tx, ep, msg); err != nil {
 				return err
 			}
+			if status, err = w.st.IssueStatus(ctx, tx, conv.IssueID); err != nil {
+				return err
+			}
 		}
 		// Context import: every retainable message of the thread, oldest
 		// first; only the triggering message is linked to this delivery.
-		if err := w.retainAll(ctx, tx, ep, conv, threadMsgs, prep); err != nil {
-			return err
-		}
-		link, err := w.st.MessageLink(ctx, tx, ep.ID, conv.ID, msg.MessageID)
+		commentID, err := w.retainAll(ctx, tx, ep, conv, in.threadMsgs, in.prep, msg.MessageID, d.ID)
 		if err != nil {
 			return err
 		}
 		// One wake per message: the link's delivery claim decides, so a
 		// message first retained as context by another message's delivery
-		// still wakes once when its own delivery arrives.
-		claimed, err := w.st.ClaimMessageLink(ctx, tx, link.ID, d.ID)
-		if err != nil {
-			return err
+		// still wakes once when its own delivery arrives. A link retainAll
+		// just created is already claimed by this delivery.
+		claimed := commentID != ""
+		if !claimed {
+			if commentID, claimed, err = w.st.ClaimMessageLinkFor(ctx, tx, ep.ID, conv.ID, msg.MessageID, d.ID); err != nil {
+				return err
+			}
 		}
-		status, _, err := w.st.LockIssueStatus(ctx, tx, conv.IssueID)
-		if err != nil {
-			return err
+		if !claimed {
+			// Another delivery of the same message holds the claim (or the
+			// link is missing, which is an error): no wake from this one.
+			link, err := w.st.MessageLink(ctx, tx, ep.ID, conv.ID, msg.MessageID)
+			if err != nil {
+				return err
+			}
+			commentID = link.CommentID
 		}
 		eligible := claimed && !auto && !mine
 		if eligible && status == domain.IssueDone {
-			if err := w.st.SetIssueStatus(ctx, tx, conv.IssueID, domain.IssueTodo); err != nil {
+			if status, err = w.reopen(ctx, tx, ep, conv.IssueID); err != nil {
 				return err
 			}
-			if err := w.audit(ctx, tx, ep, "issue.reopened", "issue", conv.IssueID, map[string]any{"reason": "email_received"}); err != nil {
-				return err
-			}
-			status = domain.IssueTodo
 		}
-		wake = eligible && status != domain.IssueCancelled
-		cur.IssueID, cur.CommentID, cur.WakePending = conv.IssueID, link.CommentID, &wake
-		raw, err := json.Marshal(cur)
-		if err != nil {
-			return fmt.Errorf("encode email delivery: %w", err)
-		}
-		d.NormalizedEvent, d.ConversationID, d.ProviderThreadID = raw, conv.ID, msg.ThreadID
+		// A task still done here was kept done by the reopen limiter: the
+		// mail is retained, nobody is woken.
+		wake := eligible && status != domain.IssueCancelled && status != domain.IssueDone
+		r.wake = wake
+		ev.IssueID, ev.CommentID = conv.IssueID, commentID
+		d.ConversationID, d.ProviderThreadID = conv.ID, msg.ThreadID
 		d.NextAttemptAt, d.RedactedError = nil, ""
-		if wake {
-			d.State = store.DeliveryProcessing
-		} else {
-			d.State, d.ProcessedAt = store.DeliveryProcessed, &now
-			finalState = store.DeliveryProcessed
-		}
-		if err := w.st.UpdateDelivery(ctx, tx, &d); err != nil {
-			return err
-		}
 		convState := ""
 		if wake {
 			convState = "active"
@@ -477,22 +609,166 @@ func (w *Worker) phaseA(ctx context.Context, ep domain.EmailEndpoint, client *ag
 		if err := w.st.TouchConversation(ctx, tx, conv.ID, convState); err != nil {
 			return err
 		}
-		it.ev = cur
-		return nil
+		if wake {
+			wakeErr, err := w.wakeInTx(ctx, tx, ep, cur, d, ev, wakeFn, &r)
+			if err != nil || wakeErr == nil {
+				return err
+			}
+			r.wakeErr = wakeErr
+		}
+		ev.WakePending = &wake
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode email delivery: %w", err)
+		}
+		d.NormalizedEvent = raw
+		if wake {
+			d.State = store.DeliveryProcessing
+		} else {
+			d.State, d.ProcessedAt = store.DeliveryProcessed, &now
+			r.final = store.DeliveryProcessed
+		}
+		r.ev = ev
+		return w.st.UpdateDelivery(ctx, tx, &d)
 	})
+	return r, err
+}
+
+// wakeInTx is phase B inside phase A's transaction: the active() re-check
+// (on the endpoint row read under the share lock), the delivery's final
+// state with admissionToWakeMs, the wake and its audit. The wake comes last
+// but for its audit: it locks the agent row, which every wake of the agent
+// needs, so the statements run while holding it (until commit) are kept to
+// the minimum. The steps run under a savepoint: when one fails, wakeErr is
+// that failure and the transaction is back to its state before the wake
+// (one extra round trip, the price of keeping retention and wake in one
+// commit without losing the retained mail to a failed wake). err is a
+// failure that must abort the transaction.
+func (w *Worker) wakeInTx(ctx context.Context, tx *sql.Tx, ep, cur domain.EmailEndpoint, d store.EmailDelivery,
+	ev deliveryEvent, wakeFn WakeFunc, r *retainResult) (wakeErr, err error) {
+	if wakeFn == nil {
+		return errors.New("no wake function configured"), nil
+	}
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT inbound_wake`); err != nil {
+		return nil, fmt.Errorf("wake savepoint: %w", err)
+	}
+	woke, err := w.wakeSteps(ctx, tx, ep, cur, &d, ev, wakeFn)
 	if err != nil {
-		return false, err
+		if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT inbound_wake`); rerr != nil {
+			return nil, fmt.Errorf("roll back wake: %w", rerr)
+		}
+		return err, nil
 	}
-	switch finalState {
-	case "handled":
-		return it.ev.WakePending == nil || !*it.ev.WakePending, nil
-	case store.DeliveryFiltered, store.DeliveryProcessed:
-		w.m.Deliveries.WithLabelValues(finalState).Inc()
-		w.m.Processing.Observe(time.Since(it.d.ReceivedAt).Seconds())
-		return true, nil
+	*r = woke
+	return nil, nil
+}
+
+func (w *Worker) wakeSteps(ctx context.Context, tx *sql.Tx, ep, cur domain.EmailEndpoint, d *store.EmailDelivery,
+	ev deliveryEvent, wakeFn WakeFunc) (retainResult, error) {
+	if _, err := w.o.Email.CheckActive(ctx, tx, cur); err != nil {
+		return retainResult{}, err
 	}
-	w.m.Processing.Observe(time.Since(it.d.ReceivedAt).Seconds())
-	return !wake, nil
+	f := false
+	ev.WakePending = &f
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return retainResult{}, fmt.Errorf("encode email delivery: %w", err)
+	}
+	now := w.st.Now()
+	a2w := now.Sub(d.ReceivedAt)
+	ms := a2w.Milliseconds()
+	d.NormalizedEvent, d.State, d.ProcessedAt, d.AdmissionToWakeMs = raw, store.DeliveryProcessed, &now, &ms
+	if err := w.st.UpdateDelivery(ctx, tx, d); err != nil {
+		return retainResult{}, err
+	}
+	run, _, err := wakeFn(ctx, tx, ep.AssignedAgentID, WakeRequestFor(ep, d.ID, ev.IssueID, ev.CommentID))
+	if err != nil {
+		return retainResult{}, fmt.Errorf("wake agent: %w", err)
+	}
+	if err := w.audit(ctx, tx, ep, "email.received", "issue", ev.IssueID,
+		map[string]any{"deliveryId": d.ID, "runId": run.ID, "admissionToWakeMs": ms}); err != nil {
+		return retainResult{}, err
+	}
+	return retainResult{ev: ev, final: store.DeliveryProcessed, wake: true, woke: true,
+		queued: run.Status == domain.RunQueued, a2w: a2w}, nil
+}
+
+// reopen applies the reopen rule to a done task that an eligible reply
+// arrived for, and returns the task's status afterwards: todo, or still
+// done when the reopen limiter refuses (field-lessons §2 item 20: a
+// conversation that keeps bouncing between an agent's "done" and replies,
+// such as a loop with an autoresponder our classifier does not recognise,
+// must not reopen and wake without bound). At most ReopenLimit reopens by
+// inbound mail are allowed per task within ReopenWindow; beyond that the
+// mail is still retained, the task stays done, and a system comment says
+// why, once per limited episode (until the next real reopen).
+func (w *Worker) reopen(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, issueID string) (string, error) {
+	since := w.st.Now().Add(-w.t.ReopenWindow)
+	n, err := w.st.CountIssueActivity(ctx, tx, ep.CompanyID, issueID, auditActor, actionReopened, since)
+	if err != nil {
+		return "", err
+	}
+	if n >= w.t.ReopenLimit {
+		noted, err := w.st.IssueActivitySinceLast(ctx, tx, ep.CompanyID, issueID, auditActor, actionReopenLimited, actionReopened, since)
+		if err != nil {
+			return "", err
+		}
+		if !noted {
+			c := domain.Comment{CompanyID: ep.CompanyID, IssueID: issueID, AuthorKind: "system",
+				Body: fmt.Sprintf("This task was reopened by email replies %d times within %s, the most allowed. "+
+					"Further replies are kept on the task without reopening it or waking the agent until that rate drops; "+
+					"reopen it by hand to act on them now.", n, windowText(w.t.ReopenWindow))}
+			if err := w.st.CreateComment(ctx, tx, &c); err != nil {
+				return "", err
+			}
+			if err := w.audit(ctx, tx, ep, actionReopenLimited, "issue", issueID, map[string]any{"reason": "email_received",
+				"reopens": n, "limit": w.t.ReopenLimit, "windowSeconds": int64(w.t.ReopenWindow / time.Second), "commentId": c.ID}); err != nil {
+				return "", err
+			}
+		}
+		return domain.IssueDone, nil
+	}
+	ok, err := w.st.ReopenDoneIssue(ctx, tx, issueID)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		// The task left done between the read and the update: decide on
+		// its current state under the row lock.
+		status, _, err := w.st.LockIssueStatus(ctx, tx, issueID)
+		if err != nil || status != domain.IssueDone {
+			return status, err
+		}
+		if err := w.st.SetIssueStatus(ctx, tx, issueID, domain.IssueTodo); err != nil {
+			return "", err
+		}
+	}
+	if err := w.audit(ctx, tx, ep, actionReopened, "issue", issueID, map[string]any{"reason": "email_received"}); err != nil {
+		return "", err
+	}
+	return domain.IssueTodo, nil
+}
+
+// Audit actions and actor of the reopen rule.
+const (
+	auditActor          = "agentmail"
+	actionReopened      = "issue.reopened"
+	actionReopenLimited = "issue.reopen_limited"
+)
+
+// windowText renders a reopen window for people: "1 hour", "30 minutes".
+func windowText(d time.Duration) string {
+	if d < time.Minute || (d%time.Minute != 0 && d%time.Hour != 0) {
+		return d.String()
+	}
+	unit, n := "minute", int64(d/time.Minute)
+	if d%time.Hour == 0 {
+		unit, n = "hour", int64(d/time.Hour)
+	}
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
 }
 
 // fetchThread returns the thread's messages of this inbox, oldest first,
@@ -705,6 +981,6 @@ func redact(err error) string {
 
 func (w *Worker) audit(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, action, entityType, entityID string, details map[string]any) error {
 	raw, _ := json.Marshal(details)
-	return w.st.InsertActivity(ctx, tx, &domain.Activity{CompanyID: ep.CompanyID, ActorKind: "system", ActorID: "agentmail",
+	return w.st.InsertActivity(ctx, tx, &domain.Activity{CompanyID: ep.CompanyID, ActorKind: "system", ActorID: auditActor,
 		AgentID: ep.AssignedAgentID, Action: action, EntityType: entityType, EntityID: entityID, Details: raw})
 }

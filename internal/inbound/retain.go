@@ -75,35 +75,51 @@ func (w *Worker) prepareAttachments(ctx context.Context, client *agentmail.Clien
 
 // retainAll retains, oldest first, every message of msgs that the inbox
 // does not hold yet and the provider did not filter. Links are created
-// without a delivery; the processing delivery claims its own message's link
-// afterwards (ClaimMessageLink), which is what decides its one wake.
+// without a delivery, except the link of the trigger message, which is
+// created already claimed by deliveryID (when both are set): that is the
+// same row ClaimMessageLink would produce, written by the insert itself so
+// the common case (a new message retained by its own delivery) costs no
+// separate lookup and claim. claimedComment is the trigger's comment id when
+// this call created its claimed link, "" otherwise (the message was
+// retained before, as context or by another delivery, and the caller claims
+// its existing link, which decides its one wake).
 func (w *Worker) retainAll(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
-	msgs []*agentmail.Message, prep map[string]*prepared) error {
+	msgs []*agentmail.Message, prep map[string]*prepared, trigger, deliveryID string) (claimedComment string, err error) {
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.MessageID
 	}
 	have, err := w.st.RetainedMessageIDs(ctx, tx, ep.ID, ids)
 	if err != nil {
-		return err
+		return "", err
 	}
 	for _, m := range msgs {
 		if have[m.MessageID] || providerFiltered(m) {
 			continue
 		}
-		if err := w.retain(ctx, tx, ep, conv, m, prep[m.MessageID]); err != nil {
-			return err
+		claim := ""
+		if trigger != "" && m.MessageID == trigger {
+			claim = deliveryID
+		}
+		commentID, linked, err := w.retain(ctx, tx, ep, conv, m, prep[m.MessageID], claim)
+		if err != nil {
+			return "", err
+		}
+		if claim != "" && linked {
+			claimedComment = commentID
 		}
 	}
-	return nil
+	return claimedComment, nil
 }
 
 // retain stores one email on its task: a system comment with the escaped
 // text (so remote images cannot render), the attachments, a comment naming
 // omitted attachments, the email_messages row (envelope with Bcc, extracted
-// and full text, direction, automatic flag) and the message link.
+// and full text, direction, automatic flag) and the message link, claimed
+// by deliveryID when it is set. linked reports whether this call created
+// the link.
 func (w *Worker) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
-	m *agentmail.Message, p *prepared) error {
+	m *agentmail.Message, p *prepared, deliveryID string) (commentID string, linked bool, err error) {
 	outbound := hasLabel(m.Labels, "sent")
 	direction, verb := "inbound", "Email from"
 	if outbound {
@@ -117,7 +133,7 @@ func (w *Worker) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint
 	c := domain.Comment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, AuthorKind: "system",
 		Body: "**" + verb + " " + escapeMarkdown(m.From) + "**\n\n" + body}
 	if err := w.st.CreateComment(ctx, tx, &c); err != nil {
-		return err
+		return "", false, err
 	}
 	attIDs := []string{}
 	if p != nil {
@@ -125,7 +141,7 @@ func (w *Worker) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint
 			att := domain.Attachment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, Filename: a.filename,
 				ContentType: a.contentType, SizeBytes: a.size, SHA256: a.sha}
 			if err := w.st.CreateAttachment(ctx, tx, &att); err != nil {
-				return err
+				return "", false, err
 			}
 			attIDs = append(attIDs, att.ID)
 		}
@@ -137,7 +153,7 @@ func (w *Worker) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint
 			oc := domain.Comment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, AuthorKind: "system",
 				Body: "Email attachments unavailable: " + strings.Join(names, ", ") + "."}
 			if err := w.st.CreateComment(ctx, tx, &oc); err != nil {
-				return err
+				return "", false, err
 			}
 		}
 	}
@@ -155,8 +171,9 @@ func (w *Worker) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint
 		Headers:  headers, Text: text, FullText: full, Direction: direction, Automatic: automatic(m),
 		AttachmentIDs: attIDs, CommentID: c.ID, Timestamp: m.Timestamp}
 	if _, err := w.st.InsertEmailMessage(ctx, tx, &em); err != nil {
-		return err
+		return "", false, err
 	}
-	return w.st.InsertMessageLink(ctx, tx, &store.EmailMessageLink{CompanyID: ep.CompanyID, EndpointID: ep.ID,
-		ConversationID: conv.ID, CommentID: c.ID, ProviderMessageID: m.MessageID, Direction: direction})
+	linked, err = w.st.InsertMessageLink(ctx, tx, &store.EmailMessageLink{CompanyID: ep.CompanyID, EndpointID: ep.ID,
+		ConversationID: conv.ID, DeliveryID: deliveryID, CommentID: c.ID, ProviderMessageID: m.MessageID, Direction: direction})
+	return c.ID, linked, err
 }

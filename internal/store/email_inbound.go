@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -260,6 +261,19 @@ func (s *Store) EndpointStatusShared(ctx context.Context, tx *sql.Tx, endpointID
 	return st, nil
 }
 
+// EndpointShared reads a whole endpoint row inside a transaction, holding a
+// shared row lock on PostgreSQL (FOR SHARE) exactly like
+// EndpointStatusShared. Processing reads the full row rather than only the
+// status so that the credential re-check before a wake runs on the row as
+// of this transaction, in the same round trip.
+func (s *Store) EndpointShared(ctx context.Context, tx *sql.Tx, endpointID string) (domain.EmailEndpoint, error) {
+	suffix := ""
+	if s.DB.Dialect == db.Postgres {
+		suffix = " FOR SHARE"
+	}
+	return queryOne(ctx, tx, "get email inbox", scanEndpoint, `SELECT `+endpointCols+` FROM email_endpoints WHERE id = $1`+suffix, endpointID)
+}
+
 // ForceCatchup clears last_sync_at so the next worker tick scans the inbox
 // (after a WebSocket acknowledgement or a reconnect).
 func (s *Store) ForceCatchup(ctx context.Context, q db.Querier, endpointID string) error {
@@ -298,6 +312,74 @@ func (s *Store) RenewLease(ctx context.Context, q db.Querier, endpointID, key, t
 	res, err := q.ExecContext(ctx, `UPDATE email_leases SET expires_at = $4, updated_at = $5
 		WHERE endpoint_id = $1 AND lease_key = $2 AND token = $3 AND expires_at > $5`,
 		endpointID, key, token, now.Add(ttl), now)
+	if err != nil {
+		return false, fmt.Errorf("renew lease %s: %w", key, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// AcquireLeases takes, for token, every lease of keys on the endpoint that
+// is free, expired or already token's (the rule of AcquireLease), in one
+// statement per 100 keys, and returns the keys it holds. Keys are taken in
+// sorted order, so two callers with overlapping sets cannot deadlock on
+// each other's rows.
+func (s *Store) AcquireLeases(ctx context.Context, q db.Querier, companyID, endpointID string, keys []string, token, holder string, ttl time.Duration) (map[string]bool, error) {
+	sorted := append([]string(nil), keys...)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	out := map[string]bool{}
+	now := s.Now()
+	for start := 0; start < len(sorted); start += 100 {
+		chunk := sorted[start:min(start+100, len(sorted))]
+		args := []any{endpointID, companyID, token, holder, now.Add(ttl), now}
+		rows := make([]string, len(chunk))
+		for i, k := range chunk {
+			args = append(args, k)
+			rows[i] = fmt.Sprintf("($1, $%d, $2, $3, $4, $5, $6, $6)", len(args))
+		}
+		held, err := queryAll(ctx, q, "acquire leases", func(r rowScanner) (string, error) {
+			var k string
+			return k, r.Scan(&k)
+		}, `INSERT INTO email_leases (endpoint_id, lease_key, company_id, token, holder, expires_at, created_at, updated_at)
+			VALUES `+strings.Join(rows, ", ")+`
+			ON CONFLICT (endpoint_id, lease_key) DO UPDATE SET token = excluded.token, holder = excluded.holder,
+				expires_at = excluded.expires_at, updated_at = excluded.updated_at
+			WHERE email_leases.token = excluded.token OR email_leases.expires_at <= $6
+			RETURNING lease_key`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range held {
+			out[k] = true
+		}
+	}
+	return out, nil
+}
+
+// ReleaseLeasesOf deletes every lease of the endpoint that token holds.
+func (s *Store) ReleaseLeasesOf(ctx context.Context, q db.Querier, endpointID, token string) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM email_leases WHERE endpoint_id = $1 AND token = $2`, endpointID, token); err != nil {
+		return fmt.Errorf("release leases: %w", err)
+	}
+	return nil
+}
+
+// RenewLeaseLocked is AdvisoryXactLock(lockKey) followed by RenewLease, in
+// one round trip on PostgreSQL: the lock is an uncorrelated sub-select,
+// which PostgreSQL evaluates once as a one-time filter before scanning the
+// lease row, so the order of the two locks is the same as with two
+// statements (advisory lock first). On SQLite, where the advisory lock is
+// a no-op, it is RenewLease.
+func (s *Store) RenewLeaseLocked(ctx context.Context, tx *sql.Tx, endpointID, key, token string, ttl time.Duration, lockKey string) (bool, error) {
+	if s.DB.Dialect != db.Postgres {
+		return s.RenewLease(ctx, tx, endpointID, key, token, ttl)
+	}
+	now := s.Now()
+	res, err := tx.ExecContext(ctx, `UPDATE email_leases SET expires_at = $4, updated_at = $5
+		WHERE endpoint_id = $1 AND lease_key = $2 AND token = $3 AND expires_at > $5
+		AND (SELECT COUNT(*) FROM (SELECT pg_advisory_xact_lock(hashtextextended($6, 0))) adv) = 1`,
+		endpointID, key, token, now.Add(ttl), now, lockKey)
 	if err != nil {
 		return false, fmt.Errorf("renew lease %s: %w", key, err)
 	}
@@ -346,6 +428,23 @@ func scanConversation(row rowScanner) (domain.EmailConversation, error) {
 func (s *Store) ConversationByThread(ctx context.Context, q db.Querier, endpointID, threadID string) (domain.EmailConversation, error) {
 	return queryOne(ctx, q, "get email conversation", scanConversation, `SELECT `+conversationCols+` FROM email_conversations
 		WHERE endpoint_id = $1 AND external_thread_id = $2`, endpointID, threadID)
+}
+
+// ConversationByThreadWithStatus is ConversationByThread that also returns
+// the status of the conversation's task, read without a lock (see
+// IssueStatus), in the same round trip.
+func (s *Store) ConversationByThreadWithStatus(ctx context.Context, q db.Querier, endpointID, threadID string) (domain.EmailConversation, string, error) {
+	var status string
+	c, err := queryOne(ctx, q, "get email conversation", func(r rowScanner) (domain.EmailConversation, error) {
+		var c domain.EmailConversation
+		err := r.Scan(&c.ID, &c.CompanyID, &c.EndpointID, &c.IssueID, &c.ExternalConversationID, &c.ExternalThreadID,
+			&c.Subject, &c.State, &c.LastActivityAt, &c.CreatedAt, &status)
+		c.LastActivityAt, c.CreatedAt = c.LastActivityAt.UTC(), c.CreatedAt.UTC()
+		return c, err
+	}, `SELECT c.id, c.company_id, c.endpoint_id, c.issue_id, c.external_conversation_id, c.external_thread_id, c.subject,
+		c.state, c.last_activity_at, c.created_at, i.status FROM email_conversations c JOIN issues i ON i.id = c.issue_id
+		WHERE c.endpoint_id = $1 AND c.external_thread_id = $2`, endpointID, threadID)
+	return c, status, err
 }
 
 // ConversationByIssue returns the conversation bound to a task.
@@ -499,18 +598,21 @@ type EmailMessageLink struct {
 }
 
 // InsertMessageLink stores l unless the conversation already links that
-// provider message (ON CONFLICT DO NOTHING).
-func (s *Store) InsertMessageLink(ctx context.Context, q db.Querier, l *EmailMessageLink) error {
+// provider message (ON CONFLICT DO NOTHING); inserted reports whether this
+// call created the row. A link inserted with a DeliveryID is created
+// already claimed by that delivery (see ClaimMessageLink).
+func (s *Store) InsertMessageLink(ctx context.Context, q db.Querier, l *EmailMessageLink) (inserted bool, err error) {
 	l.ID = NewID()
-	_, err := q.ExecContext(ctx, `INSERT INTO email_message_links (id, company_id, endpoint_id, conversation_id, delivery_id,
+	res, err := q.ExecContext(ctx, `INSERT INTO email_message_links (id, company_id, endpoint_id, conversation_id, delivery_id,
 		publication_id, comment_id, provider_message_id, direction, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)
 		ON CONFLICT (endpoint_id, conversation_id, provider_message_id) DO NOTHING`,
 		l.ID, l.CompanyID, l.EndpointID, l.ConversationID, nullString(l.DeliveryID), nullString(l.PublicationID),
 		nullString(l.CommentID), l.ProviderMessageID, l.Direction, s.Now())
 	if err != nil {
-		return fmt.Errorf("link email message: %w", err)
+		return false, fmt.Errorf("link email message: %w", err)
 	}
-	return nil
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }
 
 // MessageLink returns the link of a provider message in a conversation.
@@ -541,6 +643,25 @@ func (s *Store) ClaimMessageLink(ctx context.Context, q db.Querier, linkID, deli
 	return n == 1, nil
 }
 
+// ClaimMessageLinkFor is ClaimMessageLink addressed by the link's natural
+// key, returning the link's comment id when deliveryID holds the claim:
+// one round trip instead of a lookup and a claim. claimed=false (no row)
+// means the link is missing or claimed by another delivery; the caller
+// reads it with MessageLink to tell which.
+func (s *Store) ClaimMessageLinkFor(ctx context.Context, q db.Querier, endpointID, conversationID, providerMessageID, deliveryID string) (commentID string, claimed bool, err error) {
+	var c sql.NullString
+	err = q.QueryRowContext(ctx, `UPDATE email_message_links SET delivery_id = $4
+		WHERE endpoint_id = $1 AND conversation_id = $2 AND provider_message_id = $3 AND (delivery_id IS NULL OR delivery_id = $4)
+		RETURNING comment_id`, endpointID, conversationID, providerMessageID, deliveryID).Scan(&c)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("claim email message link: %w", err)
+	}
+	return c.String, true, nil
+}
+
 // LockIssueStatus returns a task's status and assignee inside a
 // transaction, holding its row lock on PostgreSQL so a reopen decision is
 // not raced by a concurrent status change.
@@ -563,4 +684,61 @@ func (s *Store) SetIssueStatus(ctx context.Context, q db.Querier, issueID, statu
 		return fmt.Errorf("update issue status: %w", err)
 	}
 	return nil
+}
+
+// IssueStatus returns a task's status without locking it. The inbound
+// worker reads the status this way and makes the one transition it
+// performs (done → todo) with ReopenDoneIssue, a conditional update, so
+// the decision is still atomic while the task row is not locked before the
+// wake locks the agent row: the scheduler locks agent then task, and taking
+// them in the opposite order could deadlock.
+func (s *Store) IssueStatus(ctx context.Context, q db.Querier, issueID string) (string, error) {
+	var status string
+	if err := q.QueryRowContext(ctx, `SELECT status FROM issues WHERE id = $1`, issueID).Scan(&status); err != nil {
+		return "", notFound("get issue", err)
+	}
+	return status, nil
+}
+
+// ReopenDoneIssue moves a task from done to todo (clearing its completion
+// and cancellation times) and reports whether it did: false means the task
+// was no longer done when the update ran.
+func (s *Store) ReopenDoneIssue(ctx context.Context, q db.Querier, issueID string) (bool, error) {
+	res, err := q.ExecContext(ctx, `UPDATE issues SET status = $2, updated_at = $3, completed_at = NULL, cancelled_at = NULL
+		WHERE id = $1 AND status = $4`, issueID, domain.IssueTodo, s.Now(), domain.IssueDone)
+	if err != nil {
+		return false, fmt.Errorf("reopen issue: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// CountIssueActivity counts the audit entries with action on a task written
+// by actorID since the given time (the email reopen limiter's window).
+func (s *Store) CountIssueActivity(ctx context.Context, q db.Querier, companyID, issueID, actorID, action string, since time.Time) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM activity_log WHERE company_id = $1 AND created_at > $2
+		AND entity_type = 'issue' AND entity_id = $3 AND actor_id = $4 AND action = $5`,
+		companyID, since.UTC(), issueID, actorID, action).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count issue activity: %w", err)
+	}
+	return n, nil
+}
+
+// IssueActivitySinceLast reports whether actorID wrote an audit entry with
+// action on a task after its latest entry with action after, looking back
+// only to since. The reopen limiter uses it to post its explanation once
+// per limited episode: an episode ends with the next real reopen.
+func (s *Store) IssueActivitySinceLast(ctx context.Context, q db.Querier, companyID, issueID, actorID, action, after string, since time.Time) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM activity_log a WHERE a.company_id = $1 AND a.created_at > $2
+		AND a.entity_type = 'issue' AND a.entity_id = $3 AND a.actor_id = $4 AND a.action = $5
+		AND a.created_at >= COALESCE((SELECT MAX(b.created_at) FROM activity_log b WHERE b.company_id = $1 AND b.created_at > $2
+			AND b.entity_type = 'issue' AND b.entity_id = $3 AND b.actor_id = $4 AND b.action = $6), a.created_at)`,
+		companyID, since.UTC(), issueID, actorID, action, after).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("check issue activity: %w", err)
+	}
+	return n > 0, nil
 }
