@@ -35,56 +35,40 @@ func (s *Service) Register(srv *api.Server, gate func(r *http.Request) error) {
 		api.WriteJSON(w, http.StatusAccepted, out)
 		return nil
 	})
-	h("GET /api/companies/{companyId}/email/tasks/{issueId}", func(w http.ResponseWriter, r *http.Request) error {
-		companyID, _, err := srv.CompanyAccess(r, false)
-		if err != nil {
-			return err
+	// idRoute serves a company route with one UUID path value: read access to
+	// the company, a valid id, then fn's result with status.
+	idRoute := func(param, badID string, status int, fn func(w http.ResponseWriter, r *http.Request, companyID, id string) (any, error)) func(http.ResponseWriter, *http.Request) error {
+		return func(w http.ResponseWriter, r *http.Request) error {
+			companyID, _, err := srv.CompanyAccess(r, false)
+			if err != nil {
+				return err
+			}
+			id := r.PathValue(param)
+			if !store.ValidID(id) {
+				return api.Errorf(http.StatusBadRequest, "%s", badID)
+			}
+			out, err := fn(w, r, companyID, id)
+			if err != nil {
+				return err
+			}
+			api.WriteJSON(w, status, out)
+			return nil
 		}
-		issueID := r.PathValue("issueId")
-		if !store.ValidID(issueID) {
-			return api.Errorf(http.StatusBadRequest, "Task ID must be a UUID")
-		}
-		out, err := s.Thread(r.Context(), api.Actor(r), companyID, issueID)
-		if err != nil {
-			return err
-		}
-		api.WriteJSON(w, http.StatusOK, out)
-		return nil
-	})
-	h("GET /api/companies/{companyId}/email/deliveries/{publicationId}", func(w http.ResponseWriter, r *http.Request) error {
-		companyID, _, err := srv.CompanyAccess(r, false)
-		if err != nil {
-			return err
-		}
-		id := r.PathValue("publicationId")
-		if !store.ValidID(id) {
-			return api.Errorf(http.StatusBadRequest, "Publication ID must be a UUID")
-		}
-		out, err := s.Delivery(r.Context(), api.Actor(r), companyID, id)
-		if err != nil {
-			return err
-		}
-		api.WriteJSON(w, http.StatusOK, out)
-		return nil
-	})
-	h("POST /api/companies/{companyId}/email/deliveries/{publicationId}/resolve", func(w http.ResponseWriter, r *http.Request) error {
-		companyID, _, err := srv.CompanyAccess(r, false)
-		if err != nil {
-			return err
-		}
-		id := r.PathValue("publicationId")
-		if !store.ValidID(id) {
-			return api.Errorf(http.StatusBadRequest, "Publication ID must be a UUID")
-		}
-		var in ResolveInput
-		if err := srv.DecodeJSON(w, r, &in); err != nil {
-			return err
-		}
-		out, err := s.Resolve(r.Context(), api.Actor(r), companyID, id, in)
-		if err != nil {
-			return err
-		}
-		api.WriteJSON(w, http.StatusOK, out)
-		return nil
-	})
+	}
+	h("GET /api/companies/{companyId}/email/tasks/{issueId}", idRoute("issueId", "Task ID must be a UUID", http.StatusOK,
+		func(_ http.ResponseWriter, r *http.Request, companyID, id string) (any, error) {
+			return s.Thread(r.Context(), api.Actor(r), companyID, id)
+		}))
+	h("GET /api/companies/{companyId}/email/deliveries/{publicationId}", idRoute("publicationId", "Publication ID must be a UUID", http.StatusOK,
+		func(_ http.ResponseWriter, r *http.Request, companyID, id string) (any, error) {
+			return s.Delivery(r.Context(), api.Actor(r), companyID, id)
+		}))
+	h("POST /api/companies/{companyId}/email/deliveries/{publicationId}/resolve", idRoute("publicationId", "Publication ID must be a UUID", http.StatusOK,
+		func(w http.ResponseWriter, r *http.Request, companyID, id string) (any, error) {
+			var in ResolveInput
+			if err := srv.DecodeJSON(w, r, &in); err != nil {
+				return nil, err
+			}
+			return s.Resolve(r.Context(), api.Actor(r), companyID, id, in)
+		}))
 }
