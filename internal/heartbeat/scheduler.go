@@ -92,6 +92,22 @@ func (s *Service) schedule(ctx context.Context) error {
 
 // tryStart claims one queued run under its agent's lock and launches it.
 func (s *Service) tryStart(ctx context.Context, cand domain.Run) error {
+	// Reserve the run's place in the wait group before claiming it, under
+	// the same lock Shutdown takes to set draining: WaitGroup.Add must never
+	// race with Shutdown's Wait, and a draining scheduler claims nothing.
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return nil
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	launched := false
+	defer func() {
+		if !launched {
+			s.wg.Done()
+		}
+	}()
 	token := store.RandomToken("pcr_")
 	var agent domain.Agent
 	var run domain.Run
@@ -150,7 +166,7 @@ func (s *Service) tryStart(ctx context.Context, cand domain.Run) error {
 	s.mu.Lock()
 	s.active[run.ID] = cancel
 	s.mu.Unlock()
-	s.wg.Add(1)
+	launched = true
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
