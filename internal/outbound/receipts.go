@@ -18,10 +18,21 @@ import (
 // the message, inside the inbound worker's transaction. Receipts touch only
 // the publication: no task, no conversation, no wake, and never a downgrade
 // of delivered or failed.
-func (s *Service) HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event) error {
+//
+// msg, when given, is the provider message the receipt refers to. A receipt
+// can overtake the send's own response (the send is still unbound); the
+// message's publication header then binds it first, so the receipt is never
+// lost.
+func (s *Service) HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event, msg *SentMessage) error {
 	pub, err := s.Store.PublicationByProviderMessage(ctx, tx, ep.ID, ev.MessageID)
+	if isNotFound(err) && msg != nil && msg.MessageID == ev.MessageID {
+		if err := s.BindSent(ctx, tx, ep, *msg); err != nil {
+			return err
+		}
+		pub, err = s.Store.PublicationByProviderMessage(ctx, tx, ep.ID, ev.MessageID)
+	}
 	if isNotFound(err) {
-		return nil // not ours, or not yet bound: the thread import binds it by header
+		return nil // not a message Paperclip sent
 	}
 	if err != nil {
 		return err

@@ -59,7 +59,7 @@ func TestReceiptsTouchOnlyThePublication(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Outbound.HandleReceipt(context.Background(), tx, ep, agentmail.Event{Kind: agentmail.EventMessageSent, MessageID: m.MessageID}); err != nil {
+		if err := e.Outbound.HandleReceipt(context.Background(), tx, ep, agentmail.Event{Kind: agentmail.EventMessageSent, MessageID: m.MessageID}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {

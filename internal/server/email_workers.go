@@ -77,8 +77,12 @@ func (s *Server) startEmailWorkers(ctx context.Context, exclusive bool) error {
 		if timing.ThreadLeaseTTL > 0 {
 			ob.LeaseTTL = timing.ThreadLeaseTTL
 		}
-		w.SetReceiptHandler(func(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event, _ *agentmail.Message) error {
-			return ob.HandleReceipt(ctx, tx, ep, ev)
+		w.SetReceiptHandler(func(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event, m *agentmail.Message) error {
+			var sent *outbound.SentMessage
+			if m != nil {
+				sent = &outbound.SentMessage{MessageID: m.MessageID, ThreadID: m.ThreadID, From: m.From, Labels: m.Labels, Headers: m.Headers}
+			}
+			return ob.HandleReceipt(ctx, tx, ep, ev, sent)
 		})
 		w.SetSentMessageHandler(func(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, m *agentmail.Message) error {
 			return ob.BindSent(ctx, tx, ep, outbound.SentMessage{MessageID: m.MessageID, ThreadID: m.ThreadID,
