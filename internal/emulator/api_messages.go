@@ -79,15 +79,7 @@ func (c *call) listMessages() (any, error) {
 		}
 		all = append(all, m)
 	}
-	page, next, err := paginate(all, msgSortKey, "messages:"+ib.id, lp)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]wireMessage, 0, len(page))
-	for _, m := range page {
-		out = append(out, messageWire(m, false))
-	}
-	return listResponse("messages", out, len(out), lp.limit, next), nil
+	return messagePage(all, "messages:"+ib.id, lp)
 }
 
 func msgSortKey(m *message) sortKey { return sortKey{m.timestamp, m.seq} }
@@ -129,15 +121,7 @@ func (c *call) searchMessages() (any, error) {
 			all = append(all, m)
 		}
 	}
-	page, next, err := paginate(all, msgSortKey, "message-search:"+ib.id+":"+q, lp)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]wireMessage, 0, len(page))
-	for _, m := range page {
-		out = append(out, messageWire(m, false))
-	}
-	return listResponse("messages", out, len(out), lp.limit, next), nil
+	return messagePage(all, "message-search:"+ib.id+":"+q, lp)
 }
 
 // messageLocked resolves inbox_id + message_id within scope and visibility.
@@ -605,4 +589,19 @@ func (c *call) getThreadAttachment() (any, error) {
 		}
 	}
 	return nil, errNotFound("Attachment")
+}
+
+// messagePage sorts and pages messages (newest first unless ascending) and
+// renders one list response; cursor names the listing the page token
+// belongs to.
+func messagePage(all []*message, cursor string, lp listParams) (any, error) {
+	page, next, err := paginate(all, msgSortKey, cursor, lp)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wireMessage, 0, len(page))
+	for _, m := range page {
+		out = append(out, messageWire(m, false))
+	}
+	return listResponse("messages", out, len(out), lp.limit, next), nil
 }
