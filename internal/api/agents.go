@@ -14,6 +14,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -28,38 +29,38 @@ func strictUnmarshal(raw []byte, v any) error {
 // normalized config JSON.
 func validateAdapter(typ string, raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, Errorf(http.StatusBadRequest, "adapterConfig is required")
+		return nil, httpx.Errorf(http.StatusBadRequest, "adapterConfig is required")
 	}
 	switch typ {
 	case "process":
 		var c domain.ProcessAdapterConfig
 		if err := strictUnmarshal(raw, &c); err != nil {
-			return nil, Errorf(http.StatusBadRequest, "invalid adapterConfig for process: %s", jsonErrorText(err))
+			return nil, httpx.Errorf(http.StatusBadRequest, "invalid adapterConfig for process: %s", httpx.JSONErrorText(err))
 		}
 		if strings.TrimSpace(c.Command) == "" {
-			return nil, Errorf(http.StatusBadRequest, "adapterConfig.command is required for the process adapter")
+			return nil, httpx.Errorf(http.StatusBadRequest, "adapterConfig.command is required for the process adapter")
 		}
 		if c.TimeoutSec < 0 || c.TimeoutSec > 86400 {
-			return nil, Errorf(http.StatusBadRequest, "adapterConfig.timeoutSec must be between 0 and 86400")
+			return nil, httpx.Errorf(http.StatusBadRequest, "adapterConfig.timeoutSec must be between 0 and 86400")
 		}
 		for k := range c.Env {
 			if strings.HasPrefix(k, "PAPERCLIP_") {
-				return nil, Errorf(http.StatusBadRequest, "adapterConfig.env may not set %s (PAPERCLIP_* variables are set per run)", k)
+				return nil, httpx.Errorf(http.StatusBadRequest, "adapterConfig.env may not set %s (PAPERCLIP_* variables are set per run)", k)
 			}
 		}
 		return json.Marshal(c)
 	case "http":
 		var c domain.HTTPAdapterConfig
 		if err := strictUnmarshal(raw, &c); err != nil {
-			return nil, Errorf(http.StatusBadRequest, "invalid adapterConfig for http: %s", jsonErrorText(err))
+			return nil, httpx.Errorf(http.StatusBadRequest, "invalid adapterConfig for http: %s", httpx.JSONErrorText(err))
 		}
 		u, err := url.Parse(c.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, Errorf(http.StatusBadRequest, "adapterConfig.url must be an http(s) URL")
+			return nil, httpx.Errorf(http.StatusBadRequest, "adapterConfig.url must be an http(s) URL")
 		}
 		return json.Marshal(c)
 	}
-	return nil, Errorf(http.StatusBadRequest, "adapterType must be process or http")
+	return nil, httpx.Errorf(http.StatusBadRequest, "adapterType must be process or http")
 }
 
 // validatePermissions checks trust settings and that boundary references
@@ -69,31 +70,31 @@ func (s *Server) validatePermissions(ctx context.Context, q db.Querier, companyI
 		p.TrustPreset = domain.TrustStandard
 	}
 	if p.TrustPreset != domain.TrustStandard && p.TrustPreset != domain.TrustLowTrustReview {
-		return Errorf(http.StatusBadRequest, "permissions.trustPreset must be standard or low_trust_review")
+		return httpx.Errorf(http.StatusBadRequest, "permissions.trustPreset must be standard or low_trust_review")
 	}
 	b := p.Boundary()
 	if b == nil {
 		return nil
 	}
 	if b.CompanyID != "" && b.CompanyID != companyID {
-		return Errorf(http.StatusBadRequest, "trustBoundary.companyId must be the agent's company")
+		return httpx.Errorf(http.StatusBadRequest, "trustBoundary.companyId must be the agent's company")
 	}
 	for _, pid := range b.ProjectIDs {
 		if !store.ValidID(pid) {
-			return Errorf(http.StatusBadRequest, "trustBoundary.projectIds: invalid id")
+			return httpx.Errorf(http.StatusBadRequest, "trustBoundary.projectIds: invalid id")
 		}
 		pr, err := s.Store.GetProject(ctx, q, pid)
 		if err != nil || pr.CompanyID != companyID {
-			return Errorf(http.StatusBadRequest, "trustBoundary.projectIds: project %s not found in this company", pid)
+			return httpx.Errorf(http.StatusBadRequest, "trustBoundary.projectIds: project %s not found in this company", pid)
 		}
 	}
 	if b.RootIssueID != "" {
 		if !store.ValidID(b.RootIssueID) {
-			return Errorf(http.StatusBadRequest, "trustBoundary.rootIssueId: invalid id")
+			return httpx.Errorf(http.StatusBadRequest, "trustBoundary.rootIssueId: invalid id")
 		}
 		is, err := s.Store.GetIssue(ctx, q, b.RootIssueID)
 		if err != nil || is.CompanyID != companyID {
-			return Errorf(http.StatusBadRequest, "trustBoundary.rootIssueId: task not found in this company")
+			return httpx.Errorf(http.StatusBadRequest, "trustBoundary.rootIssueId: task not found in this company")
 		}
 	}
 	return nil
@@ -104,11 +105,11 @@ func (s *Server) checkEnvironment(ctx context.Context, q db.Querier, companyID, 
 		return nil
 	}
 	if !store.ValidID(envID) {
-		return Errorf(http.StatusBadRequest, "invalid environmentId: must be a UUID")
+		return httpx.Errorf(http.StatusBadRequest, "invalid environmentId: must be a UUID")
 	}
 	e, err := s.Store.GetEnvironment(ctx, q, envID)
 	if err != nil || e.CompanyID != companyID {
-		return Errorf(http.StatusBadRequest, "environmentId: environment not found in this company")
+		return httpx.Errorf(http.StatusBadRequest, "environmentId: environment not found in this company")
 	}
 	return nil
 }
@@ -135,10 +136,10 @@ func (s *Server) applyAgentInput(ctx context.Context, q db.Querier, a *domain.Ag
 	}
 	if in.Status != nil {
 		if !slices.Contains([]string{domain.AgentActive, domain.AgentPaused, domain.AgentTerminated, domain.AgentPendingApproval}, *in.Status) {
-			return Errorf(http.StatusBadRequest, "status must be active, paused, terminated or pending_approval")
+			return httpx.Errorf(http.StatusBadRequest, "status must be active, paused, terminated or pending_approval")
 		}
 		if a.Status == domain.AgentTerminated && *in.Status != domain.AgentTerminated {
-			return Errorf(http.StatusConflict, "a terminated agent cannot be reactivated")
+			return httpx.Errorf(http.StatusConflict, "a terminated agent cannot be reactivated")
 		}
 		a.Status = *in.Status
 	}
@@ -165,13 +166,13 @@ func (s *Server) applyAgentInput(ctx context.Context, q db.Querier, a *domain.Ag
 	}
 	if in.BudgetMonthlyCents != nil {
 		if *in.BudgetMonthlyCents < 0 {
-			return Errorf(http.StatusBadRequest, "budgetMonthlyCents must be zero (unlimited) or positive")
+			return httpx.Errorf(http.StatusBadRequest, "budgetMonthlyCents must be zero (unlimited) or positive")
 		}
 		a.BudgetMonthlyCents = *in.BudgetMonthlyCents
 	}
 	if in.SpentMonthlyCents != nil {
 		if *in.SpentMonthlyCents < 0 {
-			return Errorf(http.StatusBadRequest, "spentMonthlyCents must not be negative")
+			return httpx.Errorf(http.StatusBadRequest, "spentMonthlyCents must not be negative")
 		}
 		a.SpentMonthlyCents = *in.SpentMonthlyCents
 		a.SpendPeriod = s.Store.Now().Format("2006-01")
@@ -193,7 +194,7 @@ func deref(p *string) string {
 }
 
 func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	if err := authz.RequireBoard(a); err != nil {
 		return err
 	}
@@ -209,7 +210,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if in.AdapterType == nil {
-		return Errorf(http.StatusBadRequest, "adapterType is required (process or http)")
+		return httpx.Errorf(http.StatusBadRequest, "adapterType is required (process or http)")
 	}
 	agent := domain.Agent{CompanyID: companyID, Status: domain.AgentActive, Permissions: domain.AgentPermissions{TrustPreset: domain.TrustStandard}}
 	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
@@ -224,13 +225,13 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, agent)
+	httpx.WriteJSON(w, http.StatusCreated, agent)
 	return nil
 }
 
 // loadAgent reads the path's agent and checks company access.
 func (s *Server) loadAgent(r *http.Request, q db.Querier, write bool) (domain.Agent, authz.Access, error) {
-	id, err := pathID(r, "agentId")
+	id, err := httpx.PathID(r, "agentId")
 	if err != nil {
 		return domain.Agent{}, authz.Access{}, err
 	}
@@ -238,7 +239,7 @@ func (s *Server) loadAgent(r *http.Request, q db.Querier, write bool) (domain.Ag
 	if err != nil {
 		return agent, authz.Access{}, err
 	}
-	acc, err := s.Authz.CompanyAccess(r.Context(), q, actor(r), agent.CompanyID, write)
+	acc, err := s.Authz.CompanyAccess(r.Context(), q, httpx.Actor(r), agent.CompanyID, write)
 	return agent, acc, err
 }
 
@@ -247,12 +248,12 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, agent)
+	httpx.WriteJSON(w, http.StatusOK, agent)
 	return nil
 }
 
 func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	if err := authz.RequireBoard(a); err != nil {
 		return err
 	}
@@ -281,12 +282,12 @@ func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, agent)
+	httpx.WriteJSON(w, http.StatusOK, agent)
 	return nil
 }
 
 func (s *Server) wakeup(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	if err := authz.RequireBoard(a); err != nil {
 		return err
 	}
@@ -304,10 +305,10 @@ func (s *Server) wakeup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(body.IdempotencyKey) > 255 {
-		return Errorf(http.StatusBadRequest, "idempotencyKey must be at most 255 characters")
+		return httpx.Errorf(http.StatusBadRequest, "idempotencyKey must be at most 255 characters")
 	}
 	if body.IssueID != "" && !store.ValidID(body.IssueID) {
-		return Errorf(http.StatusBadRequest, "invalid issueId: must be a UUID")
+		return httpx.Errorf(http.StatusBadRequest, "invalid issueId: must be a UUID")
 	}
 	agent, _, err := s.loadAgent(r, s.Store.DB, true)
 	if err != nil {
@@ -316,7 +317,7 @@ func (s *Server) wakeup(w http.ResponseWriter, r *http.Request) error {
 	if body.IssueID != "" {
 		is, err := s.Store.GetIssue(r.Context(), s.Store.DB, body.IssueID)
 		if err != nil || is.CompanyID != agent.CompanyID {
-			return Errorf(http.StatusBadRequest, "issueId: task not found in the agent's company")
+			return httpx.Errorf(http.StatusBadRequest, "issueId: task not found in the agent's company")
 		}
 	}
 	run, _, err := s.Heartbeat.Wakeup(r.Context(), agent.ID, heartbeat.WakeRequest{Source: "api", Reason: reason,
@@ -325,12 +326,12 @@ func (s *Server) wakeup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, run)
+	httpx.WriteJSON(w, http.StatusAccepted, run)
 	return nil
 }
 
 func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	if err := authz.RequireBoard(a); err != nil {
 		return err
 	}
@@ -353,10 +354,10 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
 		switch ws.Strategy {
 		case "git_worktree", "local_path":
 		default:
-			return Errorf(http.StatusBadRequest, "workspace.strategy must be git_worktree or local_path")
+			return httpx.Errorf(http.StatusBadRequest, "workspace.strategy must be git_worktree or local_path")
 		}
 		if ws.Strategy == "local_path" && !strings.HasPrefix(ws.Path, "/") {
-			return Errorf(http.StatusBadRequest, "workspace.path must be an absolute path for local_path")
+			return httpx.Errorf(http.StatusBadRequest, "workspace.path must be an absolute path for local_path")
 		}
 	}
 	p := domain.Project{CompanyID: companyID, Name: name, Workspace: body.Workspace}
@@ -369,12 +370,12 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, p)
+	httpx.WriteJSON(w, http.StatusCreated, p)
 	return nil
 }
 
 func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	if err := authz.RequireBoard(a); err != nil {
 		return err
 	}
@@ -396,16 +397,16 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if body.Driver != "local" && body.Driver != "sandbox" {
-		return Errorf(http.StatusBadRequest, "driver must be local or sandbox")
+		return httpx.Errorf(http.StatusBadRequest, "driver must be local or sandbox")
 	}
 	if body.Driver == "sandbox" && body.Provider == "" {
 		body.Provider = "bubblewrap"
 	}
 	if body.Provider != "" && body.Provider != "bubblewrap" {
-		return Errorf(http.StatusBadRequest, "provider must be bubblewrap")
+		return httpx.Errorf(http.StatusBadRequest, "provider must be bubblewrap")
 	}
 	if body.Status != "" && !slices.Contains([]string{"active", "inactive", "error"}, body.Status) {
-		return Errorf(http.StatusBadRequest, "status must be active, inactive or error")
+		return httpx.Errorf(http.StatusBadRequest, "status must be active, inactive or error")
 	}
 	e := domain.Environment{CompanyID: companyID, Name: name, Driver: body.Driver, Provider: body.Provider, Status: body.Status}
 	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
@@ -417,6 +418,6 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, e)
+	httpx.WriteJSON(w, http.StatusCreated, e)
 	return nil
 }

@@ -12,12 +12,15 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/buildinfo"
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/metrics"
 	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/store"
@@ -26,14 +29,16 @@ import (
 
 // Deps are the services the API calls.
 type Deps struct {
-	Config    config.Config
-	Store     *store.Store
-	Authz     *authz.Service
-	Policy    *policy.Service
-	Heartbeat *heartbeat.Service
-	Vault     *vault.Vault
-	Metrics   *metrics.Metrics
-	Logger    *slog.Logger
+	Config config.Config
+	Store  *store.Store
+	// Attachments is the content-addressed attachment store.
+	Attachments attachment.Store
+	Authz       *authz.Service
+	Policy      *policy.Service
+	Heartbeat   *heartbeat.Service
+	Vault       *vault.Vault
+	Metrics     *metrics.Metrics
+	Logger      *slog.Logger
 }
 
 // Server serves the API.
@@ -42,11 +47,14 @@ type Server struct {
 	cfg config.Config
 	log *slog.Logger
 	mux *http.ServeMux
+
+	publicMu sync.RWMutex
+	public   map[string]bool // patterns registered with HandlePublic
 }
 
 // New builds the API server and its routes.
 func New(d Deps) *Server {
-	s := &Server{Deps: d, cfg: d.Config, log: d.Logger, mux: http.NewServeMux()}
+	s := &Server{Deps: d, cfg: d.Config, log: d.Logger, mux: http.NewServeMux(), public: map[string]bool{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -54,18 +62,33 @@ func New(d Deps) *Server {
 	return s
 }
 
-// Handle registers an extra authenticated route (used by later packages
-// such as the email channel) on the API mux.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+var _ httpx.Router = (*Server)(nil)
 
-// HandleFunc registers an authenticated handler that returns an error,
-// which is written with the API's error mapping.
-func (s *Server) HandleFunc(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
+// Handle registers an authenticated route; the handler's error is written
+// with the API's error mapping.
+func (s *Server) Handle(pattern string, h httpx.HandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// HandlePublic registers a route that is served without an actor: health,
+// and provider webhooks, which authenticate by a signature over the body.
+func (s *Server) HandlePublic(pattern string, h httpx.HandlerFunc) {
+	s.publicMu.Lock()
+	s.public[pattern] = true
+	s.publicMu.Unlock()
+	s.Handle(pattern, h)
+}
+
+// isPublic reports whether r is routed to a HandlePublic route.
+func (s *Server) isPublic(r *http.Request) bool {
+	_, pattern := s.mux.Handler(r)
+	s.publicMu.RLock()
+	defer s.publicMu.RUnlock()
+	return s.public[pattern]
 }
 
 // Handler returns the full HTTP handler with middleware.
@@ -119,9 +142,9 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			s.log.Log(r.Context(), logLevel(rec.status), "http request", "requestId", rid, "method", r.Method,
 				"route", route, "status", rec.status, "durationMs", d.Milliseconds())
 		}()
-		// Health and provider webhooks authenticate differently (none, and a
-		// Svix signature over the raw body), so they get no actor.
-		if strings.HasPrefix(r.URL.Path, "/api/") && r.URL.Path != "/api/health" && !strings.HasPrefix(r.URL.Path, "/api/chat-webhooks/") {
+		// Public routes (health, signed provider webhooks) authenticate
+		// differently or not at all, so they get no actor.
+		if strings.HasPrefix(r.URL.Path, "/api/") && !s.isPublic(r) {
 			actor, err := s.authenticate(r)
 			if err != nil {
 				s.writeError(rec, r, err)
@@ -189,19 +212,13 @@ func isLoopbackRemote(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// actor returns the authenticated actor of the request.
-func actor(r *http.Request) authz.Actor {
-	a, _ := authz.FromContext(r.Context())
-	return a
-}
-
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.Store.DB.PingContext(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": string(s.Store.DB.Dialect), "version": buildinfo.Version})
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": string(s.Store.DB.Dialect), "version": buildinfo.Version})
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "database": string(s.Store.DB.Dialect), "version": buildinfo.Version})
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "database": string(s.Store.DB.Dialect), "version": buildinfo.Version})
 	return nil
 }

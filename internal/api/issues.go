@@ -2,23 +2,20 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"unicode"
 
+	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -48,30 +45,30 @@ func (s *Server) applyIssueInput(ctx context.Context, q db.Querier, i *domain.Is
 	}
 	if in.Description != nil {
 		if len(*in.Description) > 100_000 {
-			return Errorf(http.StatusBadRequest, "description must be at most 100000 bytes")
+			return httpx.Errorf(http.StatusBadRequest, "description must be at most 100000 bytes")
 		}
 		i.Description = *in.Description
 	}
 	if in.Status != nil {
 		if !slices.Contains(issueStatuses, *in.Status) {
-			return Errorf(http.StatusBadRequest, "status must be one of %s", strings.Join(issueStatuses, ", "))
+			return httpx.Errorf(http.StatusBadRequest, "status must be one of %s", strings.Join(issueStatuses, ", "))
 		}
 		i.Status = *in.Status
 	}
 	if in.Priority != nil {
 		if !slices.Contains(issuePriorities, *in.Priority) {
-			return Errorf(http.StatusBadRequest, "priority must be one of %s", strings.Join(issuePriorities, ", "))
+			return httpx.Errorf(http.StatusBadRequest, "priority must be one of %s", strings.Join(issuePriorities, ", "))
 		}
 		i.Priority = *in.Priority
 	}
 	if in.AssigneeAgentID != nil {
 		if v := *in.AssigneeAgentID; v != "" {
 			if !store.ValidID(v) {
-				return Errorf(http.StatusBadRequest, "invalid assigneeAgentId: must be a UUID")
+				return httpx.Errorf(http.StatusBadRequest, "invalid assigneeAgentId: must be a UUID")
 			}
 			ag, err := s.Store.GetAgent(ctx, q, v)
 			if err != nil || ag.CompanyID != i.CompanyID {
-				return Errorf(http.StatusBadRequest, "assigneeAgentId: agent not found in this company")
+				return httpx.Errorf(http.StatusBadRequest, "assigneeAgentId: agent not found in this company")
 			}
 		}
 		i.AssigneeAgentID = *in.AssigneeAgentID
@@ -79,11 +76,11 @@ func (s *Server) applyIssueInput(ctx context.Context, q db.Querier, i *domain.Is
 	if in.ProjectID != nil {
 		if v := *in.ProjectID; v != "" {
 			if !store.ValidID(v) {
-				return Errorf(http.StatusBadRequest, "invalid projectId: must be a UUID")
+				return httpx.Errorf(http.StatusBadRequest, "invalid projectId: must be a UUID")
 			}
 			p, err := s.Store.GetProject(ctx, q, v)
 			if err != nil || p.CompanyID != i.CompanyID {
-				return Errorf(http.StatusBadRequest, "projectId: project not found in this company")
+				return httpx.Errorf(http.StatusBadRequest, "projectId: project not found in this company")
 			}
 		}
 		i.ProjectID = *in.ProjectID
@@ -91,14 +88,14 @@ func (s *Server) applyIssueInput(ctx context.Context, q db.Querier, i *domain.Is
 	if in.ParentID != nil {
 		if v := *in.ParentID; v != "" {
 			if !store.ValidID(v) {
-				return Errorf(http.StatusBadRequest, "invalid parentId: must be a UUID")
+				return httpx.Errorf(http.StatusBadRequest, "invalid parentId: must be a UUID")
 			}
 			if v == i.ID {
-				return Errorf(http.StatusBadRequest, "parentId: a task cannot be its own parent")
+				return httpx.Errorf(http.StatusBadRequest, "parentId: a task cannot be its own parent")
 			}
 			p, err := s.Store.GetIssue(ctx, q, v)
 			if err != nil || p.CompanyID != i.CompanyID {
-				return Errorf(http.StatusBadRequest, "parentId: task not found in this company")
+				return httpx.Errorf(http.StatusBadRequest, "parentId: task not found in this company")
 			}
 			if i.ID != "" {
 				anc, err := s.Store.IssueAncestors(ctx, q, v)
@@ -106,7 +103,7 @@ func (s *Server) applyIssueInput(ctx context.Context, q db.Querier, i *domain.Is
 					return err
 				}
 				if slices.Contains(anc, i.ID) {
-					return Errorf(http.StatusBadRequest, "parentId: would create a cycle")
+					return httpx.Errorf(http.StatusBadRequest, "parentId: would create a cycle")
 				}
 			}
 		}
@@ -116,7 +113,7 @@ func (s *Server) applyIssueInput(ctx context.Context, q db.Querier, i *domain.Is
 }
 
 func (s *Server) createIssue(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	companyID, _, err := s.companyAccess(r, true)
 	if err != nil {
 		return err
@@ -138,7 +135,7 @@ func (s *Server) createIssue(w http.ResponseWriter, r *http.Request) error {
 		if a.Kind == authz.KindAgent {
 			// Agents create only subtasks of a task they own.
 			if issue.ParentID == "" {
-				return Errorf(http.StatusForbidden, "agents may only create subtasks (parentId) of their assigned task")
+				return httpx.Errorf(http.StatusForbidden, "agents may only create subtasks (parentId) of their assigned task")
 			}
 			parent, err := s.Store.GetIssue(r.Context(), tx, issue.ParentID)
 			if err != nil {
@@ -156,12 +153,12 @@ func (s *Server) createIssue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, issue)
+	httpx.WriteJSON(w, http.StatusCreated, issue)
 	return nil
 }
 
 func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	companyID, _, err := s.companyAccess(r, false)
 	if err != nil {
 		return err
@@ -175,7 +172,7 @@ func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if f.Status != "" && !slices.Contains(issueStatuses, f.Status) {
-		return Errorf(http.StatusBadRequest, "status must be one of %s", strings.Join(issueStatuses, ", "))
+		return httpx.Errorf(http.StatusBadRequest, "status must be one of %s", strings.Join(issueStatuses, ", "))
 	}
 	out, err := s.Store.ListIssues(r.Context(), s.Store.DB, companyID, f)
 	if err != nil {
@@ -190,13 +187,13 @@ func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
 		}
 		out = visible
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // loadIssue reads the path's task and checks read or write authority.
 func (s *Server) loadIssue(r *http.Request, q db.Querier, write bool) (domain.Issue, error) {
-	id, err := pathID(r, "issueId")
+	id, err := httpx.PathID(r, "issueId")
 	if err != nil {
 		return domain.Issue{}, err
 	}
@@ -205,9 +202,9 @@ func (s *Server) loadIssue(r *http.Request, q db.Querier, write bool) (domain.Is
 		return issue, err
 	}
 	if write {
-		return issue, s.Authz.CanWriteIssue(r.Context(), q, actor(r), issue)
+		return issue, s.Authz.CanWriteIssue(r.Context(), q, httpx.Actor(r), issue)
 	}
-	return issue, s.Authz.CanReadIssue(r.Context(), q, actor(r), issue)
+	return issue, s.Authz.CanReadIssue(r.Context(), q, httpx.Actor(r), issue)
 }
 
 func (s *Server) getIssue(w http.ResponseWriter, r *http.Request) error {
@@ -215,18 +212,18 @@ func (s *Server) getIssue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, issue)
+	httpx.WriteJSON(w, http.StatusOK, issue)
 	return nil
 }
 
 func (s *Server) patchIssue(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	var in issueInput
 	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
 	if a.Kind == authz.KindAgent && (in.AssigneeAgentID != nil || in.ProjectID != nil || in.ParentID != nil) {
-		return Errorf(http.StatusForbidden, "agents may not reassign or move tasks")
+		return httpx.Errorf(http.StatusForbidden, "agents may not reassign or move tasks")
 	}
 	var issue domain.Issue
 	err := s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
@@ -247,7 +244,7 @@ func (s *Server) patchIssue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, issue)
+	httpx.WriteJSON(w, http.StatusOK, issue)
 	return nil
 }
 
@@ -260,12 +257,12 @@ func (s *Server) listComments(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	var body struct {
 		Body string `json:"body"`
 	}
@@ -273,10 +270,10 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if strings.TrimSpace(body.Body) == "" {
-		return Errorf(http.StatusBadRequest, "body is required")
+		return httpx.Errorf(http.StatusBadRequest, "body is required")
 	}
 	if len(body.Body) > 100_000 {
-		return Errorf(http.StatusBadRequest, "body must be at most 100000 bytes")
+		return httpx.Errorf(http.StatusBadRequest, "body must be at most 100000 bytes")
 	}
 	var c domain.Comment
 	err := s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
@@ -298,7 +295,7 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, c)
+	httpx.WriteJSON(w, http.StatusCreated, c)
 	return nil
 }
 
@@ -311,76 +308,20 @@ func (s *Server) listAttachments(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
-// sanitizeFilename keeps a safe base name: no path separators, control
-// characters or leading dots, at most 200 bytes.
-func sanitizeFilename(name string) string {
-	name = filepath.Base(strings.ReplaceAll(name, "\\", "/"))
-	name = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '/' || r == '"' {
-			return -1
-		}
-		return r
-	}, name)
-	name = strings.TrimLeft(strings.TrimSpace(name), ".")
-	if len(name) > 200 {
-		name = name[:200]
-	}
-	if name == "" {
-		name = "attachment"
-	}
-	return name
-}
-
-// AttachmentPath is where content with the given sha256 lives on disk.
-func AttachmentPath(dir, sha string) string { return filepath.Join(dir, sha[:2], sha) }
-
-// StoreAttachmentBytes streams r into the content-addressed store, enforcing
-// max, and returns the sha256 and size. Identical content is stored once.
-func StoreAttachmentBytes(dir string, r io.Reader, max int64) (sha string, size int64, err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", 0, fmt.Errorf("store attachment: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".upload-*")
-	if err != nil {
-		return "", 0, fmt.Errorf("store attachment: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, max+1))
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", 0, fmt.Errorf("store attachment: %w", err)
-	}
-	if n > max {
-		return "", n, Errorf(http.StatusRequestEntityTooLarge, "attachment exceeds %d bytes", max)
-	}
-	sha = hex.EncodeToString(h.Sum(nil))
-	final := AttachmentPath(dir, sha)
-	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
-		return "", 0, fmt.Errorf("store attachment: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		return "", 0, fmt.Errorf("store attachment: %w", err)
-	}
-	return sha, n, nil
-}
-
 func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	issue, err := s.loadIssue(r, s.Store.DB, true)
 	if err != nil {
 		return err
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.AttachmentMaxBytes+64<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, s.Attachments.MaxBytes+64<<10)
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return Errorf(http.StatusBadRequest, "attachments are uploaded as multipart/form-data with a \"file\" part")
+		return httpx.Errorf(http.StatusBadRequest, "attachments are uploaded as multipart/form-data with a \"file\" part")
 	}
 	var part interface {
 		io.Reader
@@ -395,29 +336,26 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request) error 
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return Errorf(http.StatusRequestEntityTooLarge, "attachment exceeds %d bytes", s.cfg.AttachmentMaxBytes)
+				return httpx.Errorf(http.StatusRequestEntityTooLarge, "attachment exceeds %d bytes", s.Attachments.MaxBytes)
 			}
-			return Errorf(http.StatusBadRequest, "malformed multipart body")
+			return httpx.Errorf(http.StatusBadRequest, "malformed multipart body")
 		}
 		if p.FormName() == "file" {
 			part = p
-			ct, _, _ := mime.ParseMediaType(p.Header.Get("Content-Type"))
-			if ct == "" {
-				ct = "application/octet-stream"
+			ct := attachment.MediaType(p.Header.Get("Content-Type"))
+			if !s.Attachments.Allows(ct) {
+				return httpx.Errorf(http.StatusUnsupportedMediaType, "content type %q is not allowed for attachments", ct)
 			}
-			if !slices.Contains(s.cfg.AllowedAttachments, strings.ToLower(ct)) {
-				return Errorf(http.StatusUnsupportedMediaType, "content type %q is not allowed for attachments", ct)
-			}
-			sha, size, err := StoreAttachmentBytes(s.cfg.AttachmentsDir(), part, s.cfg.AttachmentMaxBytes)
+			sha, size, err := s.Attachments.Put(part)
 			if err != nil {
 				var mbe *http.MaxBytesError
-				if errors.As(err, &mbe) {
-					return Errorf(http.StatusRequestEntityTooLarge, "attachment exceeds %d bytes", s.cfg.AttachmentMaxBytes)
+				if errors.As(err, &mbe) || errors.Is(err, attachment.ErrTooLarge) {
+					return httpx.Errorf(http.StatusRequestEntityTooLarge, "attachment exceeds %d bytes", s.Attachments.MaxBytes)
 				}
 				return err
 			}
-			att := domain.Attachment{CompanyID: issue.CompanyID, IssueID: issue.ID, Filename: sanitizeFilename(part.FileName()),
-				ContentType: strings.ToLower(ct), SizeBytes: size, SHA256: sha}
+			att := domain.Attachment{CompanyID: issue.CompanyID, IssueID: issue.ID, Filename: attachment.SanitizeFilename(part.FileName()),
+				ContentType: ct, SizeBytes: size, SHA256: sha}
 			if a.Kind == authz.KindAgent {
 				att.CreatedByAgentID = a.AgentID()
 			} else {
@@ -433,15 +371,15 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request) error 
 			if err != nil {
 				return err
 			}
-			writeJSON(w, http.StatusCreated, att)
+			httpx.WriteJSON(w, http.StatusCreated, att)
 			return nil
 		}
 	}
-	return Errorf(http.StatusBadRequest, "multipart body has no \"file\" part")
+	return httpx.Errorf(http.StatusBadRequest, "multipart body has no \"file\" part")
 }
 
 func (s *Server) downloadAttachment(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "attachmentId")
+	id, err := httpx.PathID(r, "attachmentId")
 	if err != nil {
 		return err
 	}
@@ -453,12 +391,12 @@ func (s *Server) downloadAttachment(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	if err := s.Authz.CanReadIssue(r.Context(), s.Store.DB, actor(r), issue); err != nil {
+	if err := s.Authz.CanReadIssue(r.Context(), s.Store.DB, httpx.Actor(r), issue); err != nil {
 		return err
 	}
-	f, err := os.Open(AttachmentPath(s.cfg.AttachmentsDir(), att.SHA256))
+	f, err := s.Attachments.Open(att.SHA256)
 	if err != nil {
-		return fmt.Errorf("open attachment: %w", err)
+		return err
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", att.ContentType)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -17,7 +18,7 @@ func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, v)
+	httpx.WriteJSON(w, http.StatusOK, v)
 	return nil
 }
 
@@ -29,7 +30,7 @@ type settingsPatch struct {
 }
 
 func (s *Server) patchSettings(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	if err := authz.RequireInstanceAdmin(a); err != nil {
 		return err
 	}
@@ -60,28 +61,28 @@ func (s *Server) patchSettings(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 func validName(field, v string, max int) (string, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
-		return "", Errorf(http.StatusBadRequest, "%s is required", field)
+		return "", httpx.Errorf(http.StatusBadRequest, "%s is required", field)
 	}
 	if len(v) > max {
-		return "", Errorf(http.StatusBadRequest, "%s must be at most %d characters", field, max)
+		return "", httpx.Errorf(http.StatusBadRequest, "%s must be at most %d characters", field, max)
 	}
 	return v, nil
 }
 
 func (s *Server) createCompany(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	if err := authz.RequireBoard(a); err != nil {
 		return err
 	}
 	if a.KeyCompanyID != "" {
-		return Errorf(http.StatusForbidden, "a company-scoped board key cannot create companies")
+		return httpx.Errorf(http.StatusForbidden, "a company-scoped board key cannot create companies")
 	}
 	var body struct {
 		Name string `json:"name"`
@@ -104,12 +105,12 @@ func (s *Server) createCompany(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, c)
+	httpx.WriteJSON(w, http.StatusCreated, c)
 	return nil
 }
 
 func (s *Server) listCompanies(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	var out []domain.Company
 	var err error
 	switch {
@@ -129,7 +130,7 @@ func (s *Server) listCompanies(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -142,14 +143,14 @@ func (s *Server) getCompany(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, c)
+	httpx.WriteJSON(w, http.StatusOK, c)
 	return nil
 }
 
 var knownPermissions = []string{domain.PermManageConnections}
 
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	if err := authz.RequireBoard(a); err != nil {
 		return err
 	}
@@ -171,26 +172,26 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !slices.Contains([]string{domain.RoleOwner, domain.RoleAdmin, domain.RoleMember, domain.RoleViewer}, body.Role) {
-		return Errorf(http.StatusBadRequest, "role must be one of owner, admin, member, viewer")
+		return httpx.Errorf(http.StatusBadRequest, "role must be one of owner, admin, member, viewer")
 	}
 	if body.Role == domain.RoleOwner && acc.Role != domain.RoleOwner {
-		return Errorf(http.StatusForbidden, "only owners can add owners")
+		return httpx.Errorf(http.StatusForbidden, "only owners can add owners")
 	}
 	for _, p := range body.Permissions {
 		if !slices.Contains(knownPermissions, p) {
-			return Errorf(http.StatusBadRequest, "unknown permission %q", p)
+			return httpx.Errorf(http.StatusBadRequest, "unknown permission %q", p)
 		}
 	}
 	if (body.UserID == "") == (body.Email == "") {
-		return Errorf(http.StatusBadRequest, "give exactly one of userId or email")
+		return httpx.Errorf(http.StatusBadRequest, "give exactly one of userId or email")
 	}
 	if body.UserID != "" && !store.ValidID(body.UserID) {
-		return Errorf(http.StatusBadRequest, "invalid userId: must be a UUID")
+		return httpx.Errorf(http.StatusBadRequest, "invalid userId: must be a UUID")
 	}
 	if body.Email != "" {
 		addr, err := mail.ParseAddress(body.Email)
 		if err != nil || addr.Address != strings.TrimSpace(body.Email) {
-			return Errorf(http.StatusBadRequest, "email is not a valid address")
+			return httpx.Errorf(http.StatusBadRequest, "email is not a valid address")
 		}
 	}
 	var m domain.Membership
@@ -215,12 +216,12 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, m)
+	httpx.WriteJSON(w, http.StatusCreated, m)
 	return nil
 }
 
 func (s *Server) listMembers(w http.ResponseWriter, r *http.Request) error {
-	if err := authz.RequireBoard(actor(r)); err != nil {
+	if err := authz.RequireBoard(httpx.Actor(r)); err != nil {
 		return err
 	}
 	companyID, _, err := s.companyAccess(r, false)
@@ -231,12 +232,12 @@ func (s *Server) listMembers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ms)
+	httpx.WriteJSON(w, http.StatusOK, ms)
 	return nil
 }
 
 func (s *Server) createBoardKey(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	if err := authz.RequireBoard(a); err != nil {
 		return err
 	}
@@ -256,14 +257,14 @@ func (s *Server) createBoardKey(w http.ResponseWriter, r *http.Request) error {
 	userID := a.UserID
 	if body.UserID != "" && body.UserID != a.UserID {
 		if !store.ValidID(body.UserID) {
-			return Errorf(http.StatusBadRequest, "invalid userId: must be a UUID")
+			return httpx.Errorf(http.StatusBadRequest, "invalid userId: must be a UUID")
 		}
 		// Minting a key for someone else is an administrative act.
 		if err := authz.RequireRole(acc, domain.RoleOwner, domain.RoleAdmin); err != nil {
 			return err
 		}
 		if _, err := s.Store.GetMembership(r.Context(), s.Store.DB, companyID, body.UserID); err != nil {
-			return Errorf(http.StatusBadRequest, "userId is not a member of this company")
+			return httpx.Errorf(http.StatusBadRequest, "userId is not a member of this company")
 		}
 		userID = body.UserID
 	}
@@ -279,7 +280,7 @@ func (s *Server) createBoardKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, struct {
+	httpx.WriteJSON(w, http.StatusCreated, struct {
 		domain.BoardAPIKey
 		Token string `json:"token"`
 	}{key, token})

@@ -9,60 +9,61 @@ import (
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
 func (s *Server) routes() {
-	s.HandleFunc("GET /api/health", s.health)
-	s.HandleFunc("GET /api/instance/settings", s.getSettings)
-	s.HandleFunc("PATCH /api/instance/settings", s.patchSettings)
+	s.HandlePublic("GET /api/health", s.health)
+	s.Handle("GET /api/instance/settings", s.getSettings)
+	s.Handle("PATCH /api/instance/settings", s.patchSettings)
 
-	s.HandleFunc("POST /api/companies", s.createCompany)
-	s.HandleFunc("GET /api/companies", s.listCompanies)
-	s.HandleFunc("GET /api/companies/{companyId}", s.getCompany)
-	s.HandleFunc("POST /api/companies/{companyId}/members", s.addMember)
-	s.HandleFunc("GET /api/companies/{companyId}/members", s.listMembers)
-	s.HandleFunc("POST /api/companies/{companyId}/board-keys", s.createBoardKey)
+	s.Handle("POST /api/companies", s.createCompany)
+	s.Handle("GET /api/companies", s.listCompanies)
+	s.Handle("GET /api/companies/{companyId}", s.getCompany)
+	s.Handle("POST /api/companies/{companyId}/members", s.addMember)
+	s.Handle("GET /api/companies/{companyId}/members", s.listMembers)
+	s.Handle("POST /api/companies/{companyId}/board-keys", s.createBoardKey)
 
-	s.HandleFunc("POST /api/companies/{companyId}/agents", s.createAgent)
-	s.HandleFunc("GET /api/companies/{companyId}/agents", companyList(s, s.Store.ListAgents))
-	s.HandleFunc("GET /api/agents/{agentId}", s.getAgent)
-	s.HandleFunc("PATCH /api/agents/{agentId}", s.patchAgent)
-	s.HandleFunc("POST /api/agents/{agentId}/wakeup", s.wakeup)
+	s.Handle("POST /api/companies/{companyId}/agents", s.createAgent)
+	s.Handle("GET /api/companies/{companyId}/agents", companyList(s, s.Store.ListAgents))
+	s.Handle("GET /api/agents/{agentId}", s.getAgent)
+	s.Handle("PATCH /api/agents/{agentId}", s.patchAgent)
+	s.Handle("POST /api/agents/{agentId}/wakeup", s.wakeup)
 
-	s.HandleFunc("POST /api/companies/{companyId}/projects", s.createProject)
-	s.HandleFunc("GET /api/companies/{companyId}/projects", companyList(s, s.Store.ListProjects))
-	s.HandleFunc("POST /api/companies/{companyId}/environments", s.createEnvironment)
-	s.HandleFunc("GET /api/companies/{companyId}/environments", companyList(s, s.Store.ListEnvironments))
+	s.Handle("POST /api/companies/{companyId}/projects", s.createProject)
+	s.Handle("GET /api/companies/{companyId}/projects", companyList(s, s.Store.ListProjects))
+	s.Handle("POST /api/companies/{companyId}/environments", s.createEnvironment)
+	s.Handle("GET /api/companies/{companyId}/environments", companyList(s, s.Store.ListEnvironments))
 
-	s.HandleFunc("POST /api/companies/{companyId}/issues", s.createIssue)
-	s.HandleFunc("GET /api/companies/{companyId}/issues", s.listIssues)
-	s.HandleFunc("GET /api/issues/{issueId}", s.getIssue)
-	s.HandleFunc("PATCH /api/issues/{issueId}", s.patchIssue)
-	s.HandleFunc("GET /api/issues/{issueId}/comments", s.listComments)
-	s.HandleFunc("POST /api/issues/{issueId}/comments", s.createComment)
-	s.HandleFunc("GET /api/issues/{issueId}/attachments", s.listAttachments)
-	s.HandleFunc("POST /api/issues/{issueId}/attachments", s.uploadAttachment)
-	s.HandleFunc("GET /api/attachments/{attachmentId}/content", s.downloadAttachment)
+	s.Handle("POST /api/companies/{companyId}/issues", s.createIssue)
+	s.Handle("GET /api/companies/{companyId}/issues", s.listIssues)
+	s.Handle("GET /api/issues/{issueId}", s.getIssue)
+	s.Handle("PATCH /api/issues/{issueId}", s.patchIssue)
+	s.Handle("GET /api/issues/{issueId}/comments", s.listComments)
+	s.Handle("POST /api/issues/{issueId}/comments", s.createComment)
+	s.Handle("GET /api/issues/{issueId}/attachments", s.listAttachments)
+	s.Handle("POST /api/issues/{issueId}/attachments", s.uploadAttachment)
+	s.Handle("GET /api/attachments/{attachmentId}/content", s.downloadAttachment)
 
-	s.HandleFunc("GET /api/companies/{companyId}/heartbeat-runs", s.listRuns)
-	s.HandleFunc("GET /api/heartbeat-runs/{runId}", s.getRun)
-	s.HandleFunc("GET /api/heartbeat-runs/{runId}/log", s.getRunLog)
-	s.HandleFunc("GET /api/companies/{companyId}/activity", s.listActivity)
+	s.Handle("GET /api/companies/{companyId}/heartbeat-runs", s.listRuns)
+	s.Handle("GET /api/heartbeat-runs/{runId}", s.getRun)
+	s.Handle("GET /api/heartbeat-runs/{runId}/log", s.getRunLog)
+	s.Handle("GET /api/companies/{companyId}/activity", s.listActivity)
 
-	s.HandleFunc("POST /api/companies/{companyId}/secrets", s.createSecret)
-	s.HandleFunc("GET /api/companies/{companyId}/secrets", s.listSecrets)
-	s.HandleFunc("POST /api/secrets/{secretId}/versions", s.rotateSecret)
-	s.HandleFunc("DELETE /api/secrets/{secretId}", s.deleteSecret)
+	s.Handle("POST /api/companies/{companyId}/secrets", s.createSecret)
+	s.Handle("GET /api/companies/{companyId}/secrets", s.listSecrets)
+	s.Handle("POST /api/secrets/{secretId}/versions", s.rotateSecret)
+	s.Handle("DELETE /api/secrets/{secretId}", s.deleteSecret)
 
-	s.HandleFunc("POST /api/companies/{companyId}/action-policies", s.createPolicy)
-	s.HandleFunc("GET /api/companies/{companyId}/action-policies", companyList(s,
+	s.Handle("POST /api/companies/{companyId}/action-policies", s.createPolicy)
+	s.Handle("GET /api/companies/{companyId}/action-policies", companyList(s,
 		func(ctx context.Context, q db.Querier, companyID string) ([]domain.ActionPolicy, error) {
 			return s.Store.ListPolicies(ctx, q, companyID, "")
 		}))
-	s.HandleFunc("DELETE /api/companies/{companyId}/action-policies/{policyId}", s.deletePolicy)
+	s.Handle("DELETE /api/companies/{companyId}/action-policies/{policyId}", s.deletePolicy)
 
-	s.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) error {
-		return Errorf(http.StatusNotFound, "no such API route: %s %s", r.Method, r.URL.Path)
+	s.Handle("/api/", func(w http.ResponseWriter, r *http.Request) error {
+		return httpx.Errorf(http.StatusNotFound, "no such API route: %s %s", r.Method, r.URL.Path)
 	})
 }
 
@@ -83,33 +84,17 @@ func (s *Server) Audit(ctx context.Context, tx *sql.Tx, a authz.Actor, companyID
 
 // companyAccess checks the request actor's access to the path's company.
 func (s *Server) companyAccess(r *http.Request, write bool) (string, authz.Access, error) {
-	companyID, err := pathID(r, "companyId")
+	companyID, err := httpx.PathID(r, "companyId")
 	if err != nil {
 		return "", authz.Access{}, err
 	}
-	acc, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, actor(r), companyID, write)
+	acc, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, httpx.Actor(r), companyID, write)
 	return companyID, acc, err
 }
 
-// CompanyAccess is companyAccess for handlers registered by other packages.
-func (s *Server) CompanyAccess(r *http.Request, write bool) (string, authz.Access, error) {
-	return s.companyAccess(r, write)
-}
-
-// DecodeJSON is the API's strict JSON decoder for other packages' handlers.
-func (s *Server) DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	return s.decodeJSON(w, r, v)
-}
-
-// WriteJSON writes a JSON response.
-func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
-
-// Actor returns the request's authenticated actor.
-func Actor(r *http.Request) authz.Actor { return actor(r) }
-
 // companyList serves a GET route listing one company's rows to anyone with
 // read access to the company.
-func companyList[T any](s *Server, list func(ctx context.Context, q db.Querier, companyID string) ([]T, error)) func(http.ResponseWriter, *http.Request) error {
+func companyList[T any](s *Server, list func(ctx context.Context, q db.Querier, companyID string) ([]T, error)) httpx.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		companyID, _, err := s.companyAccess(r, false)
 		if err != nil {
@@ -119,7 +104,7 @@ func companyList[T any](s *Server, list func(ctx context.Context, q db.Querier, 
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, out)
+		httpx.WriteJSON(w, http.StatusOK, out)
 		return nil
 	}
 }

@@ -8,11 +8,12 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
-	a := actor(r)
+	a := httpx.Actor(r)
 	companyID, _, err := s.companyAccess(r, false)
 	if err != nil {
 		return err
@@ -33,13 +34,13 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // loadRun reads the path's run; agents may read only their own runs.
 func (s *Server) loadRun(r *http.Request) (domain.Run, error) {
-	id, err := pathID(r, "runId")
+	id, err := httpx.PathID(r, "runId")
 	if err != nil {
 		return domain.Run{}, err
 	}
@@ -47,12 +48,12 @@ func (s *Server) loadRun(r *http.Request) (domain.Run, error) {
 	if err != nil {
 		return run, err
 	}
-	a := actor(r)
+	a := httpx.Actor(r)
 	if _, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, run.CompanyID, false); err != nil {
 		return run, err
 	}
 	if a.Kind == authz.KindAgent && run.AgentID != a.AgentID() {
-		return run, Errorf(http.StatusForbidden, "agents may read only their own runs")
+		return run, httpx.Errorf(http.StatusForbidden, "agents may read only their own runs")
 	}
 	return run, nil
 }
@@ -62,7 +63,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, run)
+	httpx.WriteJSON(w, http.StatusOK, run)
 	return nil
 }
 
@@ -75,13 +76,13 @@ func (s *Server) getRunLog(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "status": run.Status, "content": content,
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "status": run.Status, "content": content,
 		"sizeBytes": size, "truncated": truncated})
 	return nil
 }
 
 func (s *Server) listActivity(w http.ResponseWriter, r *http.Request) error {
-	if err := authz.RequireBoard(actor(r)); err != nil {
+	if err := authz.RequireBoard(httpx.Actor(r)); err != nil {
 		return err
 	}
 	companyID, _, err := s.companyAccess(r, false)
@@ -93,14 +94,14 @@ func (s *Server) listActivity(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // requireAdmin gates company administration (secrets, policies) to owners,
 // admins and instance administrators.
 func (s *Server) requireAdmin(r *http.Request) (string, error) {
-	if err := authz.RequireBoard(actor(r)); err != nil {
+	if err := authz.RequireBoard(httpx.Actor(r)); err != nil {
 		return "", err
 	}
 	companyID, acc, err := s.companyAccess(r, true)
@@ -127,23 +128,23 @@ func (s *Server) createSecret(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if body.Value == "" || len(body.Value) > 64<<10 {
-		return Errorf(http.StatusBadRequest, "value is required and must be at most 65536 bytes")
+		return httpx.Errorf(http.StatusBadRequest, "value is required and must be at most 65536 bytes")
 	}
 	var sec domain.Secret
 	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
 		var err error
 		if sec, err = s.Vault.CreateSecret(r.Context(), tx, companyID, name, []byte(body.Value)); err != nil {
 			if errors.Is(err, store.ErrConflict) {
-				return Errorf(http.StatusConflict, "a secret named %q already exists", name)
+				return httpx.Errorf(http.StatusConflict, "a secret named %q already exists", name)
 			}
 			return err
 		}
-		return s.Audit(r.Context(), tx, actor(r), companyID, "secret.created", "secret", sec.ID, map[string]string{"name": name})
+		return s.Audit(r.Context(), tx, httpx.Actor(r), companyID, "secret.created", "secret", sec.ID, map[string]string{"name": name})
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, sec)
+	httpx.WriteJSON(w, http.StatusCreated, sec)
 	return nil
 }
 
@@ -156,17 +157,17 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // loadSecretAsAdmin reads the path's secret and requires admin access to its company.
 func (s *Server) loadSecretAsAdmin(r *http.Request) (domain.Secret, error) {
-	a := actor(r)
+	a := httpx.Actor(r)
 	if err := authz.RequireBoard(a); err != nil {
 		return domain.Secret{}, err
 	}
-	id, err := pathID(r, "secretId")
+	id, err := httpx.PathID(r, "secretId")
 	if err != nil {
 		return domain.Secret{}, err
 	}
@@ -193,7 +194,7 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if body.Value == "" || len(body.Value) > 64<<10 {
-		return Errorf(http.StatusBadRequest, "value is required and must be at most 65536 bytes")
+		return httpx.Errorf(http.StatusBadRequest, "value is required and must be at most 65536 bytes")
 	}
 	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
 		v, err := s.Vault.RotateSecret(r.Context(), tx, sec.ID, []byte(body.Value))
@@ -201,12 +202,12 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		sec.LatestVersion = v
-		return s.Audit(r.Context(), tx, actor(r), sec.CompanyID, "secret.rotated", "secret", sec.ID, map[string]int{"version": v})
+		return s.Audit(r.Context(), tx, httpx.Actor(r), sec.CompanyID, "secret.rotated", "secret", sec.ID, map[string]int{"version": v})
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, sec)
+	httpx.WriteJSON(w, http.StatusOK, sec)
 	return nil
 }
 
@@ -221,12 +222,12 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if n > 0 {
-			return Errorf(http.StatusConflict, "secret is still bound to %d object(s); disconnect them first", n)
+			return httpx.Errorf(http.StatusConflict, "secret is still bound to %d object(s); disconnect them first", n)
 		}
 		if err := s.Store.DeleteSecret(r.Context(), tx, sec.ID); err != nil {
 			return err
 		}
-		return s.Audit(r.Context(), tx, actor(r), sec.CompanyID, "secret.deleted", "secret", sec.ID, nil)
+		return s.Audit(r.Context(), tx, httpx.Actor(r), sec.CompanyID, "secret.deleted", "secret", sec.ID, nil)
 	})
 	if err != nil {
 		return err
@@ -257,22 +258,22 @@ func (s *Server) createPolicy(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if body.Effect != "allow" && body.Effect != "deny" {
-		return Errorf(http.StatusBadRequest, "effect must be allow or deny")
+		return httpx.Errorf(http.StatusBadRequest, "effect must be allow or deny")
 	}
 	if body.ActorKind == "" {
 		body.ActorKind = "*"
 	}
 	if body.ActorKind != "*" && body.ActorKind != "user" && body.ActorKind != "agent" {
-		return Errorf(http.StatusBadRequest, "actorKind must be *, user or agent")
+		return httpx.Errorf(http.StatusBadRequest, "actorKind must be *, user or agent")
 	}
 	if body.ActorID != "" && body.ActorID != "*" && !store.ValidID(body.ActorID) {
-		return Errorf(http.StatusBadRequest, "actorId must be * or a UUID")
+		return httpx.Errorf(http.StatusBadRequest, "actorId must be * or a UUID")
 	}
 	if (body.RateLimitCount > 0) != (body.RateLimitWindowSeconds > 0) || body.RateLimitCount < 0 || body.RateLimitWindowSeconds < 0 {
-		return Errorf(http.StatusBadRequest, "rateLimitCount and rateLimitWindowSeconds go together and must be positive")
+		return httpx.Errorf(http.StatusBadRequest, "rateLimitCount and rateLimitWindowSeconds go together and must be positive")
 	}
 	if body.Effect == "deny" && body.RateLimitCount > 0 {
-		return Errorf(http.StatusBadRequest, "rate limits apply to allow policies only")
+		return httpx.Errorf(http.StatusBadRequest, "rate limits apply to allow policies only")
 	}
 	p := domain.ActionPolicy{CompanyID: companyID, Action: action, ActorKind: body.ActorKind, ActorID: body.ActorID,
 		Effect: body.Effect, RateLimitCount: body.RateLimitCount, RateLimitWindowSeconds: body.RateLimitWindowSeconds, Reason: body.Reason}
@@ -280,12 +281,12 @@ func (s *Server) createPolicy(w http.ResponseWriter, r *http.Request) error {
 		if err := s.Store.CreatePolicy(r.Context(), tx, &p); err != nil {
 			return err
 		}
-		return s.Audit(r.Context(), tx, actor(r), companyID, "action_policy.created", "action_policy", p.ID, p)
+		return s.Audit(r.Context(), tx, httpx.Actor(r), companyID, "action_policy.created", "action_policy", p.ID, p)
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, p)
+	httpx.WriteJSON(w, http.StatusCreated, p)
 	return nil
 }
 
@@ -294,7 +295,7 @@ func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	id, err := pathID(r, "policyId")
+	id, err := httpx.PathID(r, "policyId")
 	if err != nil {
 		return err
 	}
@@ -302,7 +303,7 @@ func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request) error {
 		if err := s.Store.DeletePolicy(r.Context(), tx, companyID, id); err != nil {
 			return err
 		}
-		return s.Audit(r.Context(), tx, actor(r), companyID, "action_policy.deleted", "action_policy", id, nil)
+		return s.Audit(r.Context(), tx, httpx.Actor(r), companyID, "action_policy.deleted", "action_policy", id, nil)
 	})
 	if err != nil {
 		return err

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -31,27 +31,27 @@ type ConnectInput struct {
 
 func (in *ConnectInput) validate() error {
 	if in.APIKey == "" || len(in.APIKey) > 4096 {
-		return api.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
+		return httpx.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
 	}
 	if in.GrantKind == "" {
 		in.GrantKind = "user"
 	}
 	if in.GrantKind != "user" && in.GrantKind != "organization" {
-		return api.Errorf(http.StatusBadRequest, "grantKind must be user or organization")
+		return httpx.Errorf(http.StatusBadRequest, "grantKind must be user or organization")
 	}
 	if len(in.AgentIDs) > 500 {
-		return api.Errorf(http.StatusBadRequest, "agentIds may list at most 500 agents")
+		return httpx.Errorf(http.StatusBadRequest, "agentIds may list at most 500 agents")
 	}
 	for _, id := range in.AgentIDs {
 		if !store.ValidID(id) {
-			return api.Errorf(http.StatusBadRequest, "agentIds must be UUIDs")
+			return httpx.Errorf(http.StatusBadRequest, "agentIds must be UUIDs")
 		}
 	}
 	if !store.ValidID(in.IdempotencyKey) {
-		return api.Errorf(http.StatusBadRequest, "idempotencyKey must be a UUID")
+		return httpx.Errorf(http.StatusBadRequest, "idempotencyKey must be a UUID")
 	}
 	if len(in.Name) > 200 {
-		return api.Errorf(http.StatusBadRequest, "name must be at most 200 characters")
+		return httpx.Errorf(http.StatusBadRequest, "name must be at most 200 characters")
 	}
 	return nil
 }
@@ -84,7 +84,7 @@ func (s *Service) Connect(ctx context.Context, a authz.Actor, companyID string, 
 		for _, id := range in.AgentIDs {
 			ag, err := s.Store.GetAgent(ctx, tx, id)
 			if err != nil || ag.CompanyID != companyID || ag.Status == domain.AgentTerminated {
-				return api.Errorf(http.StatusBadRequest, "Select an available company agent")
+				return httpx.Errorf(http.StatusBadRequest, "Select an available company agent")
 			}
 		}
 		name := strings.TrimSpace(in.Name)
@@ -176,11 +176,11 @@ func (s *Service) presentConnection(ctx context.Context, q db.Querier, id string
 // its vaulted key (reference §8.1 access check).
 func (s *Service) credentialAccess(ctx context.Context, q db.Querier, a authz.Actor, c domain.EmailConnection) (string, error) {
 	if c.Status != "active" {
-		return "", api.Errorf(http.StatusNotFound, "Active AgentMail connection not found")
+		return "", httpx.Errorf(http.StatusNotFound, "Active AgentMail connection not found")
 	}
 	key, err := s.resolveBound(ctx, q, TargetConnection, c.ID, PathControlKey)
 	if errors.Is(err, errNoSecret) {
-		return "", api.Errorf(http.StatusForbidden, "AgentMail credential is unavailable")
+		return "", httpx.Errorf(http.StatusForbidden, "AgentMail credential is unavailable")
 	}
 	if err != nil {
 		return "", err
@@ -201,10 +201,10 @@ func (s *Service) credentialAccess(ctx context.Context, q db.Querier, a authz.Ac
 		}
 	}
 	if active == 0 {
-		return "", api.Errorf(http.StatusForbidden, "AgentMail credential access has been revoked")
+		return "", httpx.Errorf(http.StatusForbidden, "AgentMail credential access has been revoked")
 	}
 	if !allowed {
-		return "", api.Errorf(http.StatusForbidden, "You do not have access to this AgentMail credential")
+		return "", httpx.Errorf(http.StatusForbidden, "You do not have access to this AgentMail credential")
 	}
 	return key, nil
 }
@@ -213,7 +213,7 @@ func (s *Service) credentialAccess(ctx context.Context, q db.Querier, a authz.Ac
 func (s *Service) loadConnection(ctx context.Context, q db.Querier, companyID, id string) (domain.EmailConnection, error) {
 	c, err := s.Store.GetEmailConnection(ctx, q, id)
 	if err != nil || c.CompanyID != companyID {
-		return c, api.Errorf(http.StatusNotFound, "Active AgentMail connection not found")
+		return c, httpx.Errorf(http.StatusNotFound, "Active AgentMail connection not found")
 	}
 	return c, nil
 }
@@ -333,7 +333,7 @@ func (s *Service) ListCredentials(ctx context.Context, a authz.Actor, companyID 
 	for _, c := range conns {
 		key, err := s.credentialAccess(ctx, s.Store.DB, a, c)
 		if err != nil {
-			var ae *api.Error
+			var ae *httpx.Error
 			if errors.As(err, &ae) {
 				continue
 			}

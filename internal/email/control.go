@@ -8,20 +8,20 @@ import (
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
 // Errors of the active-endpoint check, shared by intake and sending.
 var (
 	// ErrInboxNotActive: the endpoint is not active.
-	ErrInboxNotActive = &api.Error{Status: http.StatusConflict, Message: "This email inbox is not active"}
+	ErrInboxNotActive = &httpx.Error{Status: http.StatusConflict, Message: "This email inbox is not active"}
 	// ErrCredentialUnavailable: the runtime credential or saved credential is gone.
-	ErrCredentialUnavailable = &api.Error{Status: http.StatusConflict, Message: "This email inbox credential is unavailable"}
+	ErrCredentialUnavailable = &httpx.Error{Status: http.StatusConflict, Message: "This email inbox credential is unavailable"}
 	// ErrAgentAccessRevoked: the assigned agent lost access to the saved credential.
-	ErrAgentAccessRevoked = &api.Error{Status: http.StatusForbidden, Message: "This agent no longer has access to the AgentMail connection"}
+	ErrAgentAccessRevoked = &httpx.Error{Status: http.StatusForbidden, Message: "This agent no longer has access to the AgentMail connection"}
 )
 
 const cleanupFailedMsg = "Disconnected locally. Provider registrations could not be removed; remove Paperclip's webhook and runtime key in AgentMail."
@@ -86,7 +86,7 @@ func (s *Service) CheckActive(ctx context.Context, q db.Querier, ep domain.Email
 func (s *Service) LoadForManager(ctx context.Context, a authz.Actor, endpointID string) (domain.EmailEndpoint, error) {
 	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
 	if err != nil {
-		return ep, api.Errorf(http.StatusNotFound, "Email inbox not found")
+		return ep, httpx.Errorf(http.StatusNotFound, "Email inbox not found")
 	}
 	return ep, s.requireManager(ctx, s.Store.DB, a, ep.CompanyID, "Email inbox not found")
 }
@@ -99,7 +99,7 @@ func (s *Service) stopEndpoint(ctx context.Context, tx *sql.Tx, ep *domain.Email
 		return err
 	}
 	if busy {
-		return api.Errorf(http.StatusConflict, "An email operation is running; retry shortly")
+		return httpx.Errorf(http.StatusConflict, "An email operation is running; retry shortly")
 	}
 	ep.Status = domain.EndpointPaused
 	return s.Store.UpdateEndpoint(ctx, tx, ep)
@@ -115,7 +115,7 @@ func (s *Service) stopped(id string) {
 func (s *Service) Control(ctx context.Context, a authz.Actor, endpointID, action string) (domain.EmailEndpointSummary, error) {
 	var zero domain.EmailEndpointSummary
 	if action != "pause" && action != "resume" && action != "remove" {
-		return zero, api.Errorf(http.StatusBadRequest, "action must be pause, resume or remove")
+		return zero, httpx.Errorf(http.StatusBadRequest, "action must be pause, resume or remove")
 	}
 	ep, err := s.LoadForManager(ctx, a, endpointID)
 	if err != nil {
@@ -127,7 +127,7 @@ func (s *Service) Control(ctx context.Context, a authz.Actor, endpointID, action
 			return err
 		}
 		if ep.Status == domain.EndpointArchived {
-			return api.Errorf(http.StatusConflict, "This inbox is disconnected")
+			return httpx.Errorf(http.StatusConflict, "This inbox is disconnected")
 		}
 		switch action {
 		case "pause":
@@ -156,7 +156,7 @@ func (s *Service) Control(ctx context.Context, a authz.Actor, endpointID, action
 
 func (s *Service) resume(ctx context.Context, a authz.Actor, ep *domain.EmailEndpoint) error {
 	if ep.ActivationAt == nil || ep.Address == "" {
-		return api.Errorf(http.StatusConflict, "Complete inbox setup before resuming")
+		return httpx.Errorf(http.StatusConflict, "Complete inbox setup before resuming")
 	}
 	key, err := s.resolveBound(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathAPIKey)
 	if errors.Is(err, errNoSecret) {
@@ -262,17 +262,17 @@ type ReconnectInput struct {
 func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID string, in ReconnectInput) (domain.EmailEndpointSummary, error) {
 	var zero domain.EmailEndpointSummary
 	if in.APIKey == "" || len(in.APIKey) > 4096 {
-		return zero, api.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
+		return zero, httpx.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
 	}
 	if in.ReceiveMode != domain.ReceiveWebSocket && in.ReceiveMode != domain.ReceiveWebhook {
-		return zero, api.Errorf(http.StatusBadRequest, "receiveMode must be websocket or webhook")
+		return zero, httpx.Errorf(http.StatusBadRequest, "receiveMode must be websocket or webhook")
 	}
 	ep, err := s.LoadForManager(ctx, a, endpointID)
 	if err != nil {
 		return zero, err
 	}
 	if ep.Status == domain.EndpointArchived || ep.Address == "" {
-		return zero, api.Errorf(http.StatusConflict, "Create a new inbox connection")
+		return zero, httpx.Errorf(http.StatusConflict, "Create a new inbox connection")
 	}
 	fresh := s.keyed(in.APIKey)
 	ident, err := fresh.InspectKey(ctx)
@@ -280,7 +280,7 @@ func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID strin
 		return zero, providerError(err)
 	}
 	if ident.ScopeType == agentmail.ScopeInbox && !strings.EqualFold(ident.InboxID, ep.Address) {
-		return zero, api.Errorf(http.StatusForbidden, "API key belongs to a different inbox")
+		return zero, httpx.Errorf(http.StatusForbidden, "API key belongs to a different inbox")
 	}
 	if _, err := fresh.GetInbox(ctx, ep.Address); err != nil {
 		return zero, providerError(err)

@@ -4,21 +4,17 @@ import (
 	"database/sql"
 	"net/http"
 
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-// Register mounts the email routes on the API server.
-func (s *Service) Register(srv *api.Server) {
-	h := func(pattern string, fn func(srv *api.Server, w http.ResponseWriter, r *http.Request) error) {
-		srv.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) error {
-			if err := s.requireEnabled(r.Context()); err != nil {
-				return err
-			}
-			return fn(srv, w, r)
-		})
+// Routes mounts the email connection and inbox routes, each behind the
+// experimental-flag gate.
+func (s *Service) Routes(rt httpx.Router) {
+	h := func(pattern string, fn httpx.HandlerFunc) {
+		rt.Handle(pattern, s.Gate(fn))
 	}
 	h("GET /api/companies/{companyId}/email/connections", s.listConnections)
 	h("POST /api/companies/{companyId}/email/connections", s.createConnection)
@@ -37,12 +33,28 @@ func (s *Service) Register(srv *api.Server) {
 	h("POST /api/email/inboxes/{endpointId}/reconnect", s.reconnect)
 }
 
+// Gate serves h only while email connections are enabled (the
+// experimental flag); routes of other packages use it too.
+func (s *Service) Gate(h httpx.HandlerFunc) httpx.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.requireEnabled(r.Context()); err != nil {
+			return err
+		}
+		return h(w, r)
+	}
+}
+
+// decodeJSON strictly decodes a request body within the configured limit.
+func (s *Service) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	return httpx.DecodeJSON(w, r, s.Config.RequestBodyMaxBytes, v)
+}
+
 func noStore(w http.ResponseWriter) { w.Header().Set("Cache-Control", "no-store") }
 
 func pathUUID(r *http.Request, name, msg string) (string, error) {
 	v := r.PathValue(name)
 	if !store.ValidID(v) {
-		return "", api.Errorf(http.StatusBadRequest, "%s", msg)
+		return "", httpx.Errorf(http.StatusBadRequest, "%s", msg)
 	}
 	return v, nil
 }
@@ -53,38 +65,38 @@ func (s *Service) managerCompany(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return companyID, s.requireManager(r.Context(), s.Store.DB, api.Actor(r), companyID, "")
+	return companyID, s.requireManager(r.Context(), s.Store.DB, httpx.Actor(r), companyID, "")
 }
 
-func (s *Service) listConnections(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) listConnections(w http.ResponseWriter, r *http.Request) error {
 	companyID, err := s.managerCompany(r)
 	if err != nil {
 		return err
 	}
-	out, err := s.ListCredentials(r.Context(), api.Actor(r), companyID)
+	out, err := s.ListCredentials(r.Context(), httpx.Actor(r), companyID)
 	if err != nil {
 		return err
 	}
 	noStore(w)
-	api.WriteJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
-func (s *Service) createConnection(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) createConnection(w http.ResponseWriter, r *http.Request) error {
 	companyID, err := s.managerCompany(r)
 	if err != nil {
 		return err
 	}
 	var in ConnectInput
-	if err := srv.DecodeJSON(w, r, &in); err != nil {
+	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	c, _, err := s.Connect(r.Context(), api.Actor(r), companyID, in)
+	c, _, err := s.Connect(r.Context(), httpx.Actor(r), companyID, in)
 	if err != nil {
 		return err
 	}
 	noStore(w)
-	api.WriteJSON(w, http.StatusCreated, c)
+	httpx.WriteJSON(w, http.StatusCreated, c)
 	return nil
 }
 
@@ -98,10 +110,10 @@ func (s *Service) managedConnection(r *http.Request) (domain.EmailConnection, st
 	if err != nil {
 		return domain.EmailConnection{}, "", err
 	}
-	return s.ConnectionKey(r.Context(), api.Actor(r), companyID, id)
+	return s.ConnectionKey(r.Context(), httpx.Actor(r), companyID, id)
 }
 
-func (s *Service) getConnection(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getConnection(w http.ResponseWriter, r *http.Request) error {
 	c, _, err := s.managedConnection(r)
 	if err != nil {
 		return err
@@ -111,11 +123,11 @@ func (s *Service) getConnection(_ *api.Server, w http.ResponseWriter, r *http.Re
 		return err
 	}
 	noStore(w)
-	api.WriteJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
-func (s *Service) inspectConnection(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) inspectConnection(w http.ResponseWriter, r *http.Request) error {
 	_, key, err := s.managedConnection(r)
 	if err != nil {
 		return err
@@ -125,11 +137,11 @@ func (s *Service) inspectConnection(_ *api.Server, w http.ResponseWriter, r *htt
 		return err
 	}
 	noStore(w)
-	api.WriteJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
-func (s *Service) checkAddress(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) checkAddress(w http.ResponseWriter, r *http.Request) error {
 	_, key, err := s.managedConnection(r)
 	if err != nil {
 		return err
@@ -138,28 +150,28 @@ func (s *Service) checkAddress(srv *api.Server, w http.ResponseWriter, r *http.R
 		Username string `json:"username"`
 		Domain   string `json:"domain"`
 	}
-	if err := srv.DecodeJSON(w, r, &in); err != nil {
+	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
 	if in.Username == "" || len(in.Username) > 64 || !usernameRE.MatchString(in.Username) {
-		return api.Errorf(http.StatusBadRequest, "username may contain letters, digits, dot, underscore and hyphen (at most 64)")
+		return httpx.Errorf(http.StatusBadRequest, "username may contain letters, digits, dot, underscore and hyphen (at most 64)")
 	}
 	if in.Domain == "" {
 		in.Domain = DefaultDomain
 	}
 	if len(in.Domain) > 253 {
-		return api.Errorf(http.StatusBadRequest, "domain is not a valid domain name")
+		return httpx.Errorf(http.StatusBadRequest, "domain is not a valid domain name")
 	}
 	out, err := s.CheckAddress(r.Context(), key, in.Username, in.Domain)
 	if err != nil {
 		return err
 	}
 	noStore(w)
-	api.WriteJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
-func (s *Service) addInstall(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) addInstall(w http.ResponseWriter, r *http.Request) error {
 	c, _, err := s.managedConnection(r)
 	if err != nil {
 		return err
@@ -168,7 +180,7 @@ func (s *Service) addInstall(srv *api.Server, w http.ResponseWriter, r *http.Req
 		TargetType string `json:"targetType"`
 		TargetID   string `json:"targetId"`
 	}
-	if err := srv.DecodeJSON(w, r, &in); err != nil {
+	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
 	switch in.TargetType {
@@ -177,17 +189,17 @@ func (s *Service) addInstall(srv *api.Server, w http.ResponseWriter, r *http.Req
 	case "agent":
 		ag, err := s.Store.GetAgent(r.Context(), s.Store.DB, in.TargetID)
 		if !store.ValidID(in.TargetID) || err != nil || ag.CompanyID != c.CompanyID || ag.Status == domain.AgentTerminated {
-			return api.Errorf(http.StatusBadRequest, "Select an available company agent")
+			return httpx.Errorf(http.StatusBadRequest, "Select an available company agent")
 		}
 	default:
-		return api.Errorf(http.StatusBadRequest, "targetType must be company or agent")
+		return httpx.Errorf(http.StatusBadRequest, "targetType must be company or agent")
 	}
 	inst := domain.EmailInstall{ConnectionID: c.ID, TargetType: in.TargetType, TargetID: in.TargetID}
 	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
 		if err := s.Store.AddEmailInstall(r.Context(), tx, c.CompanyID, &inst); err != nil {
 			return err
 		}
-		return s.audit(r.Context(), tx, api.Actor(r), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
+		return s.audit(r.Context(), tx, httpx.Actor(r), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
 			map[string]any{"added": in.TargetType + ":" + in.TargetID})
 	})
 	if err != nil {
@@ -197,11 +209,11 @@ func (s *Service) addInstall(srv *api.Server, w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusCreated, out)
+	httpx.WriteJSON(w, http.StatusCreated, out)
 	return nil
 }
 
-func (s *Service) deleteInstall(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) deleteInstall(w http.ResponseWriter, r *http.Request) error {
 	c, _, err := s.managedConnection(r)
 	if err != nil {
 		return err
@@ -214,7 +226,7 @@ func (s *Service) deleteInstall(_ *api.Server, w http.ResponseWriter, r *http.Re
 		if err := s.Store.DeleteEmailInstall(r.Context(), tx, c.ID, id); err != nil {
 			return err
 		}
-		return s.audit(r.Context(), tx, api.Actor(r), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
+		return s.audit(r.Context(), tx, httpx.Actor(r), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
 			map[string]any{"removedInstall": id})
 	})
 	if err != nil {
@@ -224,7 +236,7 @@ func (s *Service) deleteInstall(_ *api.Server, w http.ResponseWriter, r *http.Re
 	return nil
 }
 
-func (s *Service) addGrant(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) addGrant(w http.ResponseWriter, r *http.Request) error {
 	c, _, err := s.managedConnection(r)
 	if err != nil {
 		return err
@@ -233,7 +245,7 @@ func (s *Service) addGrant(srv *api.Server, w http.ResponseWriter, r *http.Reque
 		Kind   string `json:"kind"`
 		UserID string `json:"userId"`
 	}
-	if err := srv.DecodeJSON(w, r, &in); err != nil {
+	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
 	g := domain.EmailGrant{ConnectionID: c.ID, Kind: in.Kind}
@@ -241,30 +253,30 @@ func (s *Service) addGrant(srv *api.Server, w http.ResponseWriter, r *http.Reque
 	case "organization":
 	case "user":
 		if !store.ValidID(in.UserID) {
-			return api.Errorf(http.StatusBadRequest, "userId must be a UUID")
+			return httpx.Errorf(http.StatusBadRequest, "userId must be a UUID")
 		}
 		if _, err := s.Store.GetMembership(r.Context(), s.Store.DB, c.CompanyID, in.UserID); err != nil {
-			return api.Errorf(http.StatusBadRequest, "userId is not a member of this company")
+			return httpx.Errorf(http.StatusBadRequest, "userId is not a member of this company")
 		}
 		g.SubjectUserID = in.UserID
 	default:
-		return api.Errorf(http.StatusBadRequest, "kind must be user or organization")
+		return httpx.Errorf(http.StatusBadRequest, "kind must be user or organization")
 	}
 	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
 		if err := s.Store.AddEmailGrant(r.Context(), tx, c.CompanyID, &g); err != nil {
 			return err
 		}
-		return s.audit(r.Context(), tx, api.Actor(r), c.CompanyID, "email.connection.grant_added", "email_connection", c.ID,
+		return s.audit(r.Context(), tx, httpx.Actor(r), c.CompanyID, "email.connection.grant_added", "email_connection", c.ID,
 			map[string]any{"kind": g.Kind, "userId": g.SubjectUserID})
 	})
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusCreated, g)
+	httpx.WriteJSON(w, http.StatusCreated, g)
 	return nil
 }
 
-func (s *Service) revokeGrant(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) revokeGrant(w http.ResponseWriter, r *http.Request) error {
 	c, _, err := s.managedConnection(r)
 	if err != nil {
 		return err
@@ -277,7 +289,7 @@ func (s *Service) revokeGrant(_ *api.Server, w http.ResponseWriter, r *http.Requ
 		if err := s.Store.RevokeEmailGrant(r.Context(), tx, c.ID, id); err != nil {
 			return err
 		}
-		return s.audit(r.Context(), tx, api.Actor(r), c.CompanyID, "email.connection.grant_revoked", "email_connection", c.ID,
+		return s.audit(r.Context(), tx, httpx.Actor(r), c.CompanyID, "email.connection.grant_revoked", "email_connection", c.ID,
 			map[string]any{"grantId": id})
 	})
 	if err != nil {
@@ -287,79 +299,79 @@ func (s *Service) revokeGrant(_ *api.Server, w http.ResponseWriter, r *http.Requ
 	return nil
 }
 
-func (s *Service) listInboxes(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) listInboxes(w http.ResponseWriter, r *http.Request) error {
 	companyID, err := pathUUID(r, "companyId", "invalid companyId: must be a UUID")
 	if err != nil {
 		return err
 	}
-	out, err := s.ListInboxes(r.Context(), api.Actor(r), companyID)
+	out, err := s.ListInboxes(r.Context(), httpx.Actor(r), companyID)
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
-func (s *Service) inspectKey(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) inspectKey(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.managerCompany(r); err != nil {
 		return err
 	}
 	var in struct {
 		APIKey string `json:"apiKey"`
 	}
-	if err := srv.DecodeJSON(w, r, &in); err != nil {
+	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
 	if in.APIKey == "" || len(in.APIKey) > 4096 {
-		return api.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
+		return httpx.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
 	}
 	out, err := s.Inspect(r.Context(), in.APIKey)
 	if err != nil {
 		return err
 	}
 	noStore(w)
-	api.WriteJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
-func (s *Service) setup(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) setup(w http.ResponseWriter, r *http.Request) error {
 	companyID, err := s.managerCompany(r)
 	if err != nil {
 		return err
 	}
 	var in SetupInput
-	if err := srv.DecodeJSON(w, r, &in); err != nil {
+	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	out, err := s.Setup(r.Context(), api.Actor(r), companyID, in)
+	out, err := s.Setup(r.Context(), httpx.Actor(r), companyID, in)
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusCreated, out)
+	httpx.WriteJSON(w, http.StatusCreated, out)
 	return nil
 }
 
-func (s *Service) getInbox(_ *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getInbox(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "endpointId", "invalid endpointId: must be a UUID")
 	if err != nil {
 		return err
 	}
 	ep, err := s.Store.GetEndpoint(r.Context(), s.Store.DB, id)
 	if err != nil {
-		return api.Errorf(http.StatusNotFound, "Email inbox not found")
+		return httpx.Errorf(http.StatusNotFound, "Email inbox not found")
 	}
-	a := api.Actor(r)
+	a := httpx.Actor(r)
 	if _, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, ep.CompanyID, false); err != nil {
-		return api.Errorf(http.StatusNotFound, "Email inbox not found")
+		return httpx.Errorf(http.StatusNotFound, "Email inbox not found")
 	}
 	if a.Kind == authz.KindAgent && ep.AssignedAgentID != a.AgentID() {
-		return api.Errorf(http.StatusNotFound, "Email inbox not found")
+		return httpx.Errorf(http.StatusNotFound, "Email inbox not found")
 	}
-	api.WriteJSON(w, http.StatusOK, s.Summary(r.Context(), ep))
+	httpx.WriteJSON(w, http.StatusOK, s.Summary(r.Context(), ep))
 	return nil
 }
 
-func (s *Service) control(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) control(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "endpointId", "invalid endpointId: must be a UUID")
 	if err != nil {
 		return err
@@ -367,30 +379,30 @@ func (s *Service) control(srv *api.Server, w http.ResponseWriter, r *http.Reques
 	var in struct {
 		Action string `json:"action"`
 	}
-	if err := srv.DecodeJSON(w, r, &in); err != nil {
+	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	out, err := s.Control(r.Context(), api.Actor(r), id, in.Action)
+	out, err := s.Control(r.Context(), httpx.Actor(r), id, in.Action)
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
-func (s *Service) reconnect(srv *api.Server, w http.ResponseWriter, r *http.Request) error {
+func (s *Service) reconnect(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "endpointId", "invalid endpointId: must be a UUID")
 	if err != nil {
 		return err
 	}
 	var in ReconnectInput
-	if err := srv.DecodeJSON(w, r, &in); err != nil {
+	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	out, err := s.Reconnect(r.Context(), api.Actor(r), id, in)
+	out, err := s.Reconnect(r.Context(), httpx.Actor(r), id, in)
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusOK, out)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/vault"
 )
@@ -83,16 +83,16 @@ func providerError(err error) error {
 		if p.Details.Field != "" {
 			details["field"] = p.Details.Field
 		}
-		return &api.Error{Status: p.Status, Message: p.Message, Code: p.Code, Details: details,
+		return &httpx.Error{Status: p.Status, Message: p.Message, Code: p.Code, Details: details,
 			RetryAfter: time.Duration(p.RetryAfterSeconds) * time.Second}
 	}
 	var ne *agentmail.NetworkError
 	if errors.As(err, &ne) {
-		return &api.Error{Status: http.StatusBadGateway, Message: "AgentMail could not be reached. Try again in a moment.", Code: agentmail.ProblemRequestFailed}
+		return &httpx.Error{Status: http.StatusBadGateway, Message: "AgentMail could not be reached. Try again in a moment.", Code: agentmail.ProblemRequestFailed}
 	}
 	var re *agentmail.ResponseError
 	if errors.As(err, &re) {
-		return &api.Error{Status: http.StatusBadGateway, Message: "AgentMail returned an unexpected response. Try again in a moment.", Code: agentmail.ProblemRequestFailed}
+		return &httpx.Error{Status: http.StatusBadGateway, Message: "AgentMail returned an unexpected response. Try again in a moment.", Code: agentmail.ProblemRequestFailed}
 	}
 	return err
 }
@@ -113,7 +113,7 @@ func (s *Service) requireEnabled(ctx context.Context) error {
 		return err
 	}
 	if !st.Experimental.EnableChatConnectors {
-		return &api.Error{Status: http.StatusForbidden, Code: "email_connections_disabled",
+		return &httpx.Error{Status: http.StatusForbidden, Code: "email_connections_disabled",
 			Message: `Email connections are experimental and turned off. An instance administrator can enable them with PATCH /api/instance/settings {"experimental":{"enableChatConnectors":true}}.`}
 	}
 	return nil
@@ -129,17 +129,17 @@ func (s *Service) requireManager(ctx context.Context, q db.Querier, a authz.Acto
 	acc, err := s.Authz.CompanyAccess(ctx, q, a, companyID, false)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) && notFoundMsg != "" {
-			return &api.Error{Status: http.StatusNotFound, Message: notFoundMsg}
+			return &httpx.Error{Status: http.StatusNotFound, Message: notFoundMsg}
 		}
 		return err
 	}
 	if a.LocalBoard || a.IsInstanceAdmin || authz.HasPermission(acc, domain.PermManageConnections) {
 		if acc.Role == domain.RoleViewer {
-			return &api.Error{Status: http.StatusForbidden, Message: "Missing permission: " + domain.PermManageConnections}
+			return &httpx.Error{Status: http.StatusForbidden, Message: "Missing permission: " + domain.PermManageConnections}
 		}
 		return nil
 	}
-	return &api.Error{Status: http.StatusForbidden, Message: "Missing permission: " + domain.PermManageConnections}
+	return &httpx.Error{Status: http.StatusForbidden, Message: "Missing permission: " + domain.PermManageConnections}
 }
 
 // bindSecret binds secretID to a target's config path.
@@ -232,7 +232,3 @@ func actorKind(a authz.Actor) string {
 func (s *Service) WebhookSecret(ctx context.Context, q db.Querier, endpointID string) (string, error) {
 	return s.resolveBound(ctx, q, TargetEndpoint, endpointID, PathWebhookSecret)
 }
-
-// RequireEnabled reports the experimental-flag refusal when email
-// connections are off (for routes mounted by other packages).
-func (s *Service) RequireEnabled(ctx context.Context) error { return s.requireEnabled(ctx) }

@@ -10,10 +10,10 @@ import (
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -41,42 +41,42 @@ type SetupInput struct {
 
 func (in *SetupInput) validate() error {
 	if !store.ValidID(in.AssignedAgentID) {
-		return api.Errorf(http.StatusBadRequest, "assignedAgentId must be a UUID")
+		return httpx.Errorf(http.StatusBadRequest, "assignedAgentId must be a UUID")
 	}
 	if in.ApplicationID != "" && !store.ValidID(in.ApplicationID) {
-		return api.Errorf(http.StatusBadRequest, "applicationId must be a UUID")
+		return httpx.Errorf(http.StatusBadRequest, "applicationId must be a UUID")
 	}
 	if (in.APIKey == "") == (in.CredentialConnectionID == "") {
-		return api.Errorf(http.StatusBadRequest, "AgentMail API key required: give exactly one of apiKey or credentialConnectionId")
+		return httpx.Errorf(http.StatusBadRequest, "AgentMail API key required: give exactly one of apiKey or credentialConnectionId")
 	}
 	if len(in.APIKey) > 4096 {
-		return api.Errorf(http.StatusBadRequest, "apiKey must be at most 4096 characters")
+		return httpx.Errorf(http.StatusBadRequest, "apiKey must be at most 4096 characters")
 	}
 	if in.CredentialConnectionID != "" && !store.ValidID(in.CredentialConnectionID) {
-		return api.Errorf(http.StatusBadRequest, "credentialConnectionId must be a UUID")
+		return httpx.Errorf(http.StatusBadRequest, "credentialConnectionId must be a UUID")
 	}
 	if in.InboxID != "" {
 		a, err := mail.ParseAddress(in.InboxID)
 		if err != nil || a.Address != in.InboxID {
-			return api.Errorf(http.StatusBadRequest, "inboxId must be an email address")
+			return httpx.Errorf(http.StatusBadRequest, "inboxId must be an email address")
 		}
 		in.InboxID = strings.ToLower(in.InboxID)
 	}
 	if in.Username != "" && (len(in.Username) > 64 || !usernameRE.MatchString(in.Username)) {
-		return api.Errorf(http.StatusBadRequest, "username may contain letters, digits, dot, underscore and hyphen (at most 64)")
+		return httpx.Errorf(http.StatusBadRequest, "username may contain letters, digits, dot, underscore and hyphen (at most 64)")
 	}
 	if len(in.Domain) > 253 || strings.ContainsAny(in.Domain, " @/") {
-		return api.Errorf(http.StatusBadRequest, "domain is not a valid domain name")
+		return httpx.Errorf(http.StatusBadRequest, "domain is not a valid domain name")
 	}
 	in.Domain = strings.ToLower(in.Domain)
 	if in.ReceiveMode == "" {
 		in.ReceiveMode = domain.ReceiveWebSocket
 	}
 	if in.ReceiveMode != domain.ReceiveWebSocket && in.ReceiveMode != domain.ReceiveWebhook {
-		return api.Errorf(http.StatusBadRequest, "receiveMode must be websocket or webhook")
+		return httpx.Errorf(http.StatusBadRequest, "receiveMode must be websocket or webhook")
 	}
 	if !store.ValidID(in.IdempotencyKey) {
-		return api.Errorf(http.StatusBadRequest, "idempotencyKey must be a UUID")
+		return httpx.Errorf(http.StatusBadRequest, "idempotencyKey must be a UUID")
 	}
 	return nil
 }
@@ -85,7 +85,7 @@ func (in *SetupInput) validate() error {
 func (s *Service) checkAgent(ctx context.Context, q db.Querier, companyID, agentID string) (domain.Agent, error) {
 	ag, err := s.Store.GetAgent(ctx, q, agentID)
 	if err != nil || ag.CompanyID != companyID || ag.Status == domain.AgentTerminated || ag.Status == domain.AgentPendingApproval {
-		return ag, api.Errorf(http.StatusBadRequest, "Select an available company agent")
+		return ag, httpx.Errorf(http.StatusBadRequest, "Select an available company agent")
 	}
 	if ag.Permissions.TrustPreset != domain.TrustLowTrustReview {
 		return ag, nil
@@ -98,9 +98,9 @@ func (s *Service) checkAgent(ctx context.Context, q db.Querier, companyID, agent
 		return ag, err
 	}
 	if !settings.Experimental.EnableIsolatedWorkspaces {
-		return ag, api.Errorf(http.StatusBadRequest, "Low-trust email agents require isolated workspaces and a sandbox environment. Complete runtime setup before connecting this inbox.")
+		return ag, httpx.Errorf(http.StatusBadRequest, "Low-trust email agents require isolated workspaces and a sandbox environment. Complete runtime setup before connecting this inbox.")
 	}
-	sandboxErr := api.Errorf(http.StatusBadRequest, "Select an active sandbox environment for this low-trust email agent before connecting its inbox.")
+	sandboxErr := httpx.Errorf(http.StatusBadRequest, "Select an active sandbox environment for this low-trust email agent before connecting its inbox.")
 	if ag.EnvironmentID == "" {
 		return ag, sandboxErr
 	}
@@ -123,7 +123,7 @@ type Placement struct {
 func (s *Service) LowTrustPlacement(ctx context.Context, q db.Querier, ag domain.Agent) (Placement, error) {
 	b := ag.Permissions.Boundary()
 	if b != nil && b.CompanyID != "" && b.CompanyID != ag.CompanyID {
-		return Placement{}, api.Errorf(http.StatusForbidden, "The agent's trust boundary belongs to another company")
+		return Placement{}, httpx.Errorf(http.StatusForbidden, "The agent's trust boundary belongs to another company")
 	}
 	if b != nil && b.RootIssueID != "" {
 		if root, err := s.Store.GetIssue(ctx, q, b.RootIssueID); err == nil && root.CompanyID == ag.CompanyID {
@@ -135,7 +135,7 @@ func (s *Service) LowTrustPlacement(ctx context.Context, q db.Querier, ag domain
 			return Placement{ProjectID: p.ID}, nil
 		}
 	}
-	return Placement{}, api.Errorf(http.StatusBadRequest, "Configure a project or root task boundary for this low-trust email agent")
+	return Placement{}, httpx.Errorf(http.StatusBadRequest, "Configure a project or root task boundary for this low-trust email agent")
 }
 
 // Summary returns an endpoint's API shape with the standard-agent warning.
@@ -165,9 +165,9 @@ func (s *Service) Setup(ctx context.Context, a authz.Actor, companyID string, in
 	}
 	switch {
 	case ep.Status == domain.EndpointArchived:
-		return domain.EmailEndpointSummary{}, api.Errorf(http.StatusConflict, "This inbox was disconnected; create a new connection")
+		return domain.EmailEndpointSummary{}, httpx.Errorf(http.StatusConflict, "This inbox was disconnected; create a new connection")
 	case in.InboxID != "" && ep.Address != "" && !strings.EqualFold(in.InboxID, ep.Address):
-		return domain.EmailEndpointSummary{}, api.Errorf(http.StatusConflict, "Reconnect cannot change the inbox identity")
+		return domain.EmailEndpointSummary{}, httpx.Errorf(http.StatusConflict, "Reconnect cannot change the inbox identity")
 	case ep.Status == domain.EndpointActive:
 		return s.Summary(ctx, ep), nil
 	}
@@ -187,7 +187,7 @@ func (s *Service) ensureDraft(ctx context.Context, a authz.Actor, companyID stri
 		existing, err := s.Store.GetEndpoint(ctx, tx, in.IdempotencyKey)
 		if err == nil {
 			if existing.CompanyID != companyID || existing.AssignedAgentID != ag.ID {
-				return api.Errorf(http.StatusConflict, "Setup request already belongs to another inbox")
+				return httpx.Errorf(http.StatusConflict, "Setup request already belongs to another inbox")
 			}
 			ep = existing
 			return nil
@@ -202,7 +202,7 @@ func (s *Service) ensureDraft(ctx context.Context, a authz.Actor, companyID stri
 			return err
 		}
 		if !created {
-			return api.Errorf(http.StatusConflict, "Setup request already belongs to another inbox")
+			return httpx.Errorf(http.StatusConflict, "Setup request already belongs to another inbox")
 		}
 		return s.audit(ctx, tx, a, companyID, "email_endpoint.draft_created", "email_endpoint", ep.ID, map[string]any{"agentId": ag.ID})
 	})
@@ -217,7 +217,7 @@ func (s *Service) withWorkLease(ctx context.Context, ep domain.EmailEndpoint, bu
 		return err
 	}
 	if !ok {
-		return api.Errorf(http.StatusConflict, "%s", busyMsg)
+		return httpx.Errorf(http.StatusConflict, "%s", busyMsg)
 	}
 	defer func() {
 		_ = s.Store.ReleaseLease(context.WithoutCancel(ctx), s.Store.DB, ep.ID, LeaseWork, token)
@@ -317,7 +317,7 @@ func (s *Service) runSetup(ctx context.Context, a authz.Actor, endpointID string
 		target = strings.ToLower(ident.InboxID)
 	}
 	if inboxScoped && target != "" && !strings.EqualFold(target, ident.InboxID) {
-		return zero, api.Errorf(http.StatusForbidden, "API key belongs to a different inbox")
+		return zero, httpx.Errorf(http.StatusForbidden, "API key belongs to a different inbox")
 	}
 	var inbox *agentmail.Inbox
 	if target != "" {
@@ -346,7 +346,7 @@ func (s *Service) runSetup(ctx context.Context, a authz.Actor, endpointID string
 		ep.Address, ep.ProviderAccountID, ep.DisplayName = address, ident.OrganizationID, ag.Name
 		if err := s.Store.UpdateEndpoint(ctx, s.Store.DB, &ep); err != nil {
 			if errors.Is(err, store.ErrConflict) {
-				return zero, api.Errorf(http.StatusConflict, "This AgentMail inbox already has a Paperclip owner")
+				return zero, httpx.Errorf(http.StatusConflict, "This AgentMail inbox already has a Paperclip owner")
 			}
 			return zero, err
 		}
@@ -363,7 +363,7 @@ func (s *Service) runSetup(ctx context.Context, a authz.Actor, endpointID string
 		return zero, providerError(err)
 	}
 	if rident.ScopeType != agentmail.ScopeInbox || !strings.EqualFold(rident.InboxID, ep.Address) {
-		return zero, api.Errorf(http.StatusForbidden, "Runtime credential must be scoped to this inbox")
+		return zero, httpx.Errorf(http.StatusForbidden, "Runtime credential must be scoped to this inbox")
 	}
 	if in.ReceiveMode == domain.ReceiveWebhook && ep.WebhookID == "" {
 		if err := s.registerWebhook(ctx, control, &ep); err != nil {
@@ -394,7 +394,7 @@ func (s *Service) requireVerifiedDomain(ctx context.Context, c *agentmail.Client
 			break
 		}
 	}
-	return api.Errorf(http.StatusBadRequest, "Verify this custom domain in AgentMail before creating an inbox")
+	return httpx.Errorf(http.StatusBadRequest, "Verify this custom domain in AgentMail before creating an inbox")
 }
 
 // ensureRuntimeKey makes sure the endpoint has an inbox-scoped runtime key:
@@ -448,13 +448,13 @@ func (s *Service) ensureRuntimeKey(ctx context.Context, control *agentmail.Clien
 func (s *Service) registerWebhook(ctx context.Context, control *agentmail.Client, ep *domain.EmailEndpoint) error {
 	base := s.Config.PublicURL
 	if !strings.HasPrefix(base, "https://") {
-		return api.Errorf(http.StatusBadRequest, "Webhook receiving requires a public HTTPS URL; use WebSocket for local setup")
+		return httpx.Errorf(http.StatusBadRequest, "Webhook receiving requires a public HTTPS URL; use WebSocket for local setup")
 	}
 	wh, err := control.CreateInboxWebhook(ctx, ep.Address, agentmail.CreateWebhookRequest{
 		URL: base + "/api/chat-webhooks/agentmail/" + ep.PublicID, EventTypes: webhookEvents, ClientID: "paperclip-" + ep.ID})
 	if err != nil {
 		if pe, ok := agentmail.ProblemFor(err); ok && pe.Details.ProviderStatus == http.StatusForbidden {
-			return &api.Error{Status: http.StatusUnprocessableEntity, Code: agentmail.ProblemRequestFailed,
+			return &httpx.Error{Status: http.StatusUnprocessableEntity, Code: agentmail.ProblemRequestFailed,
 				Message: "AgentMail did not allow Paperclip to register a webhook. Enable webhook create/read/delete permissions for this API key, or use WebSocket receiving.",
 				Details: map[string]any{"code": pe.Details.Code, "providerStatus": pe.Details.ProviderStatus, "operation": pe.Details.Operation}}
 		}

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -31,10 +31,10 @@ const notifyChannel = "paperclip_email_work"
 
 // ErrWrongInbox rejects an event that names another inbox than the
 // endpoint it arrived for (a correctly signed webhook of another inbox).
-var ErrWrongInbox = &api.Error{Status: http.StatusForbidden, Message: "Email event belongs to a different inbox"}
+var ErrWrongInbox = &httpx.Error{Status: http.StatusForbidden, Message: "Email event belongs to a different inbox"}
 
 // ErrInvalidEvent rejects a channel event that cannot be admitted.
-var ErrInvalidEvent = &api.Error{Status: http.StatusBadRequest, Message: "Invalid AgentMail event"}
+var ErrInvalidEvent = &httpx.Error{Status: http.StatusBadRequest, Message: "Invalid AgentMail event"}
 
 // deliveryEvent is a delivery's normalized_event: the normalized provider
 // event plus the worker's progress, persisted with the retained mail so a

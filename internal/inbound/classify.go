@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
@@ -163,44 +162,4 @@ func escapeMarkdown(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-var dotsRE = regexp.MustCompile(`\.{2,}`)
-
-// sanitizeFilename makes a provider filename safe to store and show:
-// path separators and control characters become "_", runs of dots become
-// "_", leading underscores go, and an empty result is "attachment"; so
-// "../context.txt" becomes "context.txt".
-func sanitizeFilename(name string) string {
-	s := strings.Map(func(r rune) rune {
-		if r == '/' || r == '\\' || unicode.IsControl(r) {
-			return '_'
-		}
-		return r
-	}, name)
-	s = dotsRE.ReplaceAllString(s, "_")
-	s = strings.TrimLeft(s, "_")
-	s = truncateRunes(strings.TrimSpace(s), 200)
-	if s == "" {
-		return "attachment"
-	}
-	return s
-}
-
-// contentTypeAllowed reports whether ct (missing = octet-stream) is on the
-// allowlist, comparing media types without parameters.
-func contentTypeAllowed(ct string, allowed []string) bool {
-	mt := strings.ToLower(strings.TrimSpace(ct))
-	if parsed, _, err := mime.ParseMediaType(ct); err == nil {
-		mt = parsed
-	}
-	if mt == "" {
-		mt = "application/octet-stream"
-	}
-	for _, a := range allowed {
-		if strings.EqualFold(strings.TrimSpace(a), mt) {
-			return true
-		}
-	}
-	return false
 }

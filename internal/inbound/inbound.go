@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
@@ -160,13 +161,10 @@ type Options struct {
 	Client *agentmail.Client
 	// WebSocketURL is the provider WebSocket URL.
 	WebSocketURL string
-	// AttachmentsDir is the content-addressed attachment store.
-	AttachmentsDir string
-	// AttachmentMaxBytes bounds one imported attachment.
-	AttachmentMaxBytes int64
-	// AllowedAttachmentTypes are the importable content types.
-	AllowedAttachmentTypes []string
-	Logger                 *slog.Logger
+	// Attachments is the content-addressed attachment store, with the
+	// size bound and the importable media types.
+	Attachments attachment.Store
+	Logger      *slog.Logger
 	// Metrics receives the stage histograms; nil creates unregistered ones.
 	Metrics *Metrics
 	// Holder names this process in lease rows.

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -967,7 +967,7 @@ func redact(err error) string {
 	var re *agentmail.ResponseError
 	var se *agentmail.StreamError
 	var arg *agentmail.ArgumentError
-	var apiErr *api.Error
+	var apiErr *httpx.Error
 	switch {
 	case errors.As(err, &ae), errors.As(err, &ne), errors.As(err, &re), errors.As(err, &se), errors.As(err, &arg):
 		return agentmail.Describe(err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -36,15 +36,14 @@ type storedAttachment struct {
 // the configured provider base itself is loopback, i.e. the emulator).
 func (w *Worker) prepareAttachments(ctx context.Context, client *agentmail.Client, ep domain.EmailEndpoint, m *agentmail.Message) (*prepared, error) {
 	p := &prepared{}
-	max := w.o.AttachmentMaxBytes
+	max := w.o.Attachments.MaxBytes
 	for i, a := range m.Attachments {
-		name := sanitizeFilename(a.Filename)
+		name := attachment.SanitizeFilename(a.Filename)
 		ct := strings.TrimSpace(a.ContentType)
 		if ct == "" {
 			ct = "application/octet-stream"
 		}
-		if i >= maxAttachmentsPerMessage || w.o.AttachmentsDir == "" || max <= 0 || a.Size > max ||
-			!contentTypeAllowed(ct, w.o.AllowedAttachmentTypes) {
+		if i >= maxAttachmentsPerMessage || w.o.Attachments.Dir == "" || max <= 0 || a.Size > max || !w.o.Attachments.Allows(ct) {
 			p.omitted = append(p.omitted, name)
 			continue
 		}
@@ -64,7 +63,7 @@ func (w *Worker) prepareAttachments(ctx context.Context, client *agentmail.Clien
 		if err != nil {
 			return nil, err
 		}
-		sha, size, err := api.StoreAttachmentBytes(w.o.AttachmentsDir, bytes.NewReader(dl.Data), max)
+		sha, size, err := w.o.Attachments.Put(bytes.NewReader(dl.Data))
 		if err != nil {
 			return nil, err
 		}

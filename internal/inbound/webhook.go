@@ -6,12 +6,12 @@ import (
 	"net/http"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
-// WebhookPath is the route of the AgentMail webhook receiver; it is exempt
-// from actor authentication (the Svix signature authenticates it).
+// WebhookPath is the route of the AgentMail webhook receiver. It is public
+// (no actor): the Svix signature over the body authenticates it.
 const WebhookPath = "POST /api/chat-webhooks/agentmail/{publicId}"
 
 // maxWebhookBody bounds a webhook body. AgentMail drops message bodies from
@@ -20,11 +20,14 @@ const maxWebhookBody = 4 << 20
 
 // Webhook errors (reference §5.2).
 var (
-	errWebhookNotFound   = &api.Error{Status: http.StatusNotFound, Message: "Email inbox not found"}
-	errWebhookDisabled   = &api.Error{Status: http.StatusForbidden, Message: "Webhook receiving is not enabled"}
-	errWebhookSignature  = &api.Error{Status: http.StatusForbidden, Message: "Invalid AgentMail webhook signature"}
-	errWebhookBodyTooBig = &api.Error{Status: http.StatusRequestEntityTooLarge, Message: "Webhook body too large"}
+	errWebhookNotFound   = &httpx.Error{Status: http.StatusNotFound, Message: "Email inbox not found"}
+	errWebhookDisabled   = &httpx.Error{Status: http.StatusForbidden, Message: "Webhook receiving is not enabled"}
+	errWebhookSignature  = &httpx.Error{Status: http.StatusForbidden, Message: "Invalid AgentMail webhook signature"}
+	errWebhookBodyTooBig = &httpx.Error{Status: http.StatusRequestEntityTooLarge, Message: "Webhook body too large"}
 )
+
+// Routes mounts the webhook receiver as a public route.
+func (w *Worker) Routes(rt httpx.Router) { rt.HandlePublic(WebhookPath, w.ServeWebhook) }
 
 // ServeWebhook receives one AgentMail webhook delivery: it reads the raw
 // body, verifies the Svix signature over exactly those bytes with the
@@ -39,7 +42,7 @@ func (w *Worker) ServeWebhook(rw http.ResponseWriter, r *http.Request) error {
 		if errors.As(err, &mbe) {
 			return errWebhookBodyTooBig
 		}
-		return api.Errorf(http.StatusBadRequest, "Could not read the webhook body")
+		return httpx.Errorf(http.StatusBadRequest, "Could not read the webhook body")
 	}
 	ep, err := w.st.EndpointByPublicID(ctx, w.q, r.PathValue("publicId"))
 	if err != nil {

@@ -24,12 +24,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/buildinfo"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -175,11 +175,7 @@ func result(v any) (*mcp.CallToolResult, any, error) {
 
 // toolError reports a refusal as a tool error result the agent can read.
 func toolError(err error) (*mcp.CallToolResult, any, error) {
-	msg := err.Error()
-	var ae *api.Error
-	if errors.As(err, &ae) {
-		msg = ae.Message
-	}
+	msg := httpx.PublicMessage(err, err.Error())
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil, nil
 }
 

@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -49,7 +49,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	a := ActorFrom(actor)
 	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, req.EndpointID)
 	if err != nil || ep.CompanyID != companyID {
-		return zero, &api.Error{Status: http.StatusNotFound, Message: "Email inbox not found"}
+		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email inbox not found"}
 	}
 	if _, _, err := s.Email.ActiveEndpoint(ctx, s.Store.DB, ep.ID); err != nil {
 		return zero, err
@@ -59,14 +59,14 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	if req.IsReply() {
 		conv, err = s.Store.GetConversation(ctx, s.Store.DB, req.ConversationID)
 		if err != nil || conv.EndpointID != ep.ID {
-			return zero, &api.Error{Status: http.StatusNotFound, Message: "Email conversation not found"}
+			return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email conversation not found"}
 		}
 		source, err = s.Store.GetIssue(ctx, s.Store.DB, conv.IssueID)
 	} else {
 		source, err = s.Store.GetIssue(ctx, s.Store.DB, req.ParentIssueID)
 	}
 	if err != nil {
-		return zero, &api.Error{Status: http.StatusNotFound, Message: "Task not found"}
+		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Task not found"}
 	}
 	if err := s.authorize(ctx, s.Store.DB, a, ep, source, true); err != nil {
 		return zero, err
@@ -177,7 +177,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 
 func (s *Service) replay(existing store.EmailPublication, companyID, dig string) (PublicationSummary, error) {
 	if existing.CompanyID != companyID || existing.Digest != dig {
-		return PublicationSummary{}, &api.Error{Status: http.StatusConflict, Message: "Email idempotency key was reused with different content"}
+		return PublicationSummary{}, &httpx.Error{Status: http.StatusConflict, Message: "Email idempotency key was reused with different content"}
 	}
 	return Summary(existing), nil
 }
@@ -233,10 +233,10 @@ func refusal(d policyDecision) error {
 		return nil
 	}
 	if d.RateLimited {
-		return &api.Error{Status: http.StatusTooManyRequests, Code: "email_rate_limited", RetryAfter: d.RetryAfter,
+		return &httpx.Error{Status: http.StatusTooManyRequests, Code: "email_rate_limited", RetryAfter: d.RetryAfter,
 			Message: "Email send limit reached: " + d.Reason + ". Try again later."}
 	}
-	return &api.Error{Status: http.StatusForbidden, Code: "action_policy_denied", Message: "Action policy denied this email: " + d.Reason}
+	return &httpx.Error{Status: http.StatusForbidden, Code: "action_policy_denied", Message: "Action policy denied this email: " + d.Reason}
 }
 
 // selectAttachments checks every attachment belongs to the company and the
@@ -248,7 +248,7 @@ func (s *Service) selectAttachments(ctx context.Context, companyID, sourceIssueI
 		if err != nil || att.CompanyID != companyID || att.IssueID != sourceIssueID {
 			return nil, forbidden("Email attachments must belong to the source task")
 		}
-		if att.SizeBytes > s.Config.AttachmentMaxBytes {
+		if att.SizeBytes > s.Attachments.MaxBytes {
 			return nil, badRequest("attachment %s exceeds the size bound", att.Filename)
 		}
 		out = append(out, AttachmentRef{ID: att.ID, Filename: att.Filename, ContentType: att.ContentType, SizeBytes: att.SizeBytes, SHA256: att.SHA256})

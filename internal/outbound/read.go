@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
 // ThreadMessage is one retained email in a thread summary (Bcc included,
@@ -51,7 +51,7 @@ func nonNil(s []string) []string {
 // no email conversation. Agents must be able to read the task and own the
 // inbox.
 func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID string) (*ThreadSummary, error) {
-	notFound := &api.Error{Status: http.StatusNotFound, Message: "Email task not found"}
+	notFound := &httpx.Error{Status: http.StatusNotFound, Message: "Email task not found"}
 	task, err := s.Store.GetIssue(ctx, s.Store.DB, issueID)
 	if err != nil || task.CompanyID != companyID {
 		return nil, notFound
@@ -107,7 +107,7 @@ func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID 
 // Delivery returns a send's summary. Agents must be able to read its task
 // and own the inbox.
 func (s *Service) Delivery(ctx context.Context, a authz.Actor, companyID, pubID string) (PublicationSummary, error) {
-	notFound := &api.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
+	notFound := &httpx.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
 	pub, err := s.Store.GetPublication(ctx, s.Store.DB, pubID)
 	if err != nil || pub.CompanyID != companyID {
 		return PublicationSummary{}, notFound

@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -123,7 +123,7 @@ func (s *Service) BindSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpo
 	}
 	if pub.ProviderMessageID != "" {
 		if pub.ProviderMessageID != m.MessageID {
-			return &api.Error{Status: http.StatusConflict, Message: "AgentMail returned a different message for this send"}
+			return &httpx.Error{Status: http.StatusConflict, Message: "AgentMail returned a different message for this send"}
 		}
 		if pub.State == "published" {
 			return nil
@@ -168,13 +168,13 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 	}
 	pub, err := s.Store.GetPublication(ctx, s.Store.DB, pubID)
 	if err != nil || pub.CompanyID != companyID {
-		return zero, &api.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
+		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
 	}
 	if _, err := s.Email.LoadForManager(ctx, a, pub.EndpointID); err != nil {
 		return zero, err
 	}
 	if pub.Outcome != OutcomeUncertain {
-		return zero, &api.Error{Status: http.StatusConflict, Message: "This send is not uncertain"}
+		return zero, &httpx.Error{Status: http.StatusConflict, Message: "This send is not uncertain"}
 	}
 	conv, err := s.Store.GetConversation(ctx, s.Store.DB, pub.ConversationID)
 	if err != nil {
@@ -187,7 +187,7 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 		return zero, err
 	}
 	if !ok {
-		return zero, &api.Error{Status: http.StatusConflict, Message: "An email operation is running; retry shortly"}
+		return zero, &httpx.Error{Status: http.StatusConflict, Message: "An email operation is running; retry shortly"}
 	}
 	defer func() {
 		_ = s.Store.ReleaseLease(context.WithoutCancel(ctx), s.Store.DB, pub.EndpointID, leaseKey, token)
@@ -218,7 +218,7 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 			return err
 		}
 		if cur.Outcome != OutcomeUncertain {
-			return &api.Error{Status: http.StatusConflict, Message: "Delivery was already resolved"}
+			return &httpx.Error{Status: http.StatusConflict, Message: "Delivery was already resolved"}
 		}
 		if in.Outcome == OutcomeFailed {
 			if err := s.Store.SetPublicationState(ctx, tx, pub.ID, "failed",

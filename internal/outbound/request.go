@@ -11,7 +11,7 @@ import (
 	"net/mail"
 	"strings"
 
-	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -47,7 +47,7 @@ type SendRequest struct {
 func (r SendRequest) IsReply() bool { return r.ConversationID != "" }
 
 func badRequest(format string, args ...any) error {
-	return api.Errorf(http.StatusBadRequest, format, args...)
+	return httpx.Errorf(http.StatusBadRequest, format, args...)
 }
 
 // normalizeAddresses trims and validates a recipient list.

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -63,6 +64,9 @@ type Service struct {
 	Log    *slog.Logger
 	Client *agentmail.Client
 	Holder string
+	// Attachments is the content-addressed store the selected attachments
+	// are read from.
+	Attachments attachment.Store
 	// Admit, when set, admits the synthetic message.sent after a send.
 	Admit Admitter
 	// LeaseTTL is the per-thread lease time. It is not renewed: one attempt
@@ -83,7 +87,8 @@ func New(st *store.Store, em *email.Service, az *authz.Service, pol *policy.Serv
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{Store: st, Email: em, Authz: az, Policy: pol, Config: cfg, Log: log, Client: client, Holder: holder,
-		LeaseTTL: 90 * time.Second, Concurrency: 4, signal: make(chan struct{}, 1), now: time.Now}
+		Attachments: attachment.Store{Dir: cfg.AttachmentsDir(), MaxBytes: cfg.AttachmentMaxBytes, Allowed: cfg.AllowedAttachments},
+		LeaseTTL:    90 * time.Second, Concurrency: 4, signal: make(chan struct{}, 1), now: time.Now}
 }
 
 // Notify wakes the worker (call after committing new send work).
@@ -122,14 +127,14 @@ func (s *Service) authzActor(ctx context.Context, q db.Querier, a Actor) authz.A
 	return authz.Actor{Kind: authz.KindBoard, UserID: a.UserID, LocalBoard: a.LocalImplicit}
 }
 
-func forbidden(msg string) error { return &api.Error{Status: http.StatusForbidden, Message: msg} }
+func forbidden(msg string) error { return &httpx.Error{Status: http.StatusForbidden, Message: msg} }
 
 // authorize applies the authority chain of reference §6.3 step 3 for the
 // source task. accepting=true additionally requires the agent's run to be
 // running and bound to the task.
 func (s *Service) authorize(ctx context.Context, q db.Querier, a Actor, ep domain.EmailEndpoint, task domain.Issue, accepting bool) error {
 	if task.CompanyID != ep.CompanyID {
-		return &api.Error{Status: http.StatusNotFound, Message: "Task not found"}
+		return &httpx.Error{Status: http.StatusNotFound, Message: "Task not found"}
 	}
 	switch {
 	case a.UserID != "":

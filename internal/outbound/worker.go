@@ -11,15 +11,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
+	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -274,7 +273,7 @@ func (s *Service) prepare(ctx context.Context, pub store.EmailPublication, req S
 		if ep.Status == domain.EndpointPaused {
 			return ep, "", in, errPaused
 		}
-		return ep, "", in, final(safeMessage(err, "This email inbox is not available"))
+		return ep, "", in, final(httpx.PublicMessage(err, "This email inbox is not available"))
 	}
 	task, err := s.Store.GetIssue(ctx, s.Store.DB, pub.IssueID)
 	if err != nil || task.Status == domain.IssueCancelled || (actor.AgentID != "" && task.AssigneeAgentID != actor.AgentID) {
@@ -287,7 +286,7 @@ func (s *Service) prepare(ctx context.Context, pub store.EmailPublication, req S
 		}
 	}
 	if err := s.authorize(ctx, s.Store.DB, actor, ep, source, false); err != nil {
-		return ep, "", in, final(safeMessage(err, "Email send is no longer authorized"))
+		return ep, "", in, final(httpx.PublicMessage(err, "Email send is no longer authorized"))
 	}
 	action := "email.send"
 	if req.IsReply() {
@@ -333,15 +332,6 @@ func (s *Service) prepare(ctx context.Context, pub store.EmailPublication, req S
 	return ep, key, in, nil
 }
 
-// safeMessage returns the API message of a Paperclip error, or fallback.
-func safeMessage(err error, fallback string) string {
-	var ae *api.Error
-	if errors.As(err, &ae) {
-		return ae.Message
-	}
-	return fallback
-}
-
 // loadAttachments reads each selected attachment and checks its bytes still
 // match what was recorded at acceptance.
 func (s *Service) loadAttachments(ctx context.Context, pub store.EmailPublication, sourceIssueID string) ([]agentmail.SendAttachment, *sendFailure) {
@@ -357,11 +347,11 @@ func (s *Service) loadAttachments(ctx context.Context, pub store.EmailPublicatio
 		if err != nil || att.CompanyID != pub.CompanyID || att.IssueID != sourceIssueID {
 			return nil, &sendFailure{msg: "Email attachments must belong to the source task"}
 		}
-		f, err := os.Open(api.AttachmentPath(s.Config.AttachmentsDir(), att.SHA256))
+		f, err := s.Attachments.Open(att.SHA256)
 		if err != nil {
 			return nil, &sendFailure{msg: "Email attachment changed after selection"}
 		}
-		data, err := io.ReadAll(io.LimitReader(f, s.Config.AttachmentMaxBytes+1))
+		data, err := io.ReadAll(io.LimitReader(f, s.Attachments.MaxBytes+1))
 		f.Close()
 		sum := sha256.Sum256(data)
 		if err != nil || int64(len(data)) != ref.SizeBytes || hex.EncodeToString(sum[:]) != ref.SHA256 {

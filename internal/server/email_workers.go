@@ -67,8 +67,7 @@ func (s *Server) startEmailWorkers(ctx context.Context, exclusive bool) error {
 	amClient := s.Email.Client
 	w := inbound.New(inbound.Options{
 		Store: s.Store, Email: s.Email, Heartbeat: s.Heartbeat, Client: amClient,
-		WebSocketURL: cfg.AgentMailWSURL, AttachmentsDir: cfg.AttachmentsDir(),
-		AttachmentMaxBytes: cfg.AttachmentMaxBytes, AllowedAttachmentTypes: cfg.AllowedAttachments,
+		WebSocketURL: cfg.AgentMailWSURL, Attachments: s.attachments,
 		Logger: s.Logger.With("component", "inbound"), Metrics: inbound.NewMetrics(s.Metrics.Registry),
 		Holder: s.Heartbeat.RunnerID(), ExclusiveDatabase: exclusive, Timing: timing,
 	})
@@ -106,7 +105,7 @@ func (s *Server) startEmailWorkers(ctx context.Context, exclusive bool) error {
 		}
 	}
 	s.Email.OnStopped = w.EndpointStopped
-	s.API.HandleFunc(inbound.WebhookPath, w.ServeWebhook)
+	w.Routes(s.API)
 	return w.Start(ctx)
 }
 

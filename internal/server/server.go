@@ -20,6 +20,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -53,12 +54,13 @@ type Server struct {
 	Redactor  *logging.Redactor
 	Mux       *http.ServeMux
 
-	httpSrv   *http.Server
-	workers   sync.WaitGroup
-	listener  net.Listener
-	lock      *os.File
-	cancel    context.CancelFunc
-	serveDone chan error
+	attachments attachment.Store
+	httpSrv     *http.Server
+	workers     sync.WaitGroup
+	listener    net.Listener
+	lock        *os.File
+	cancel      context.CancelFunc
+	serveDone   chan error
 }
 
 // Options tune a server beyond its Config.
@@ -144,7 +146,8 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		},
 	})
 	az := &authz.Service{Store: s.Store}
-	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Authz: az, Policy: &policy.Service{Store: s.Store},
+	s.attachments = attachment.Store{Dir: cfg.AttachmentsDir(), MaxBytes: cfg.AttachmentMaxBytes, Allowed: cfg.AllowedAttachments}
+	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Attachments: s.attachments, Authz: az, Policy: &policy.Service{Store: s.Store},
 		Heartbeat: s.Heartbeat, Vault: s.Vault, Metrics: s.Metrics, Logger: logger.With("component", "api")})
 
 	amClient, err := agentmail.New(agentmail.Options{BaseURL: cfg.AgentMailAPIURL, Timeout: cfg.AgentMailTimeout})
@@ -152,10 +155,10 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		return nil, fmt.Errorf("agentmail client: %w", err)
 	}
 	s.Email = email.New(s.Store, s.Vault, az, cfg, amClient, logger.With("component", "email"), s.Heartbeat.RunnerID())
-	s.Email.Register(s.API)
+	s.Email.Routes(s.API)
 	s.Outbound = outbound.New(s.Store, s.Email, az, &policy.Service{Store: s.Store}, cfg, amClient,
 		logger.With("component", "outbound"), s.Heartbeat.RunnerID())
-	s.Outbound.Register(s.API, func(r *http.Request) error { return s.Email.RequireEnabled(r.Context()) })
+	s.Outbound.Routes(s.API)
 
 	s.Heartbeat.SetPrepare(func(ctx context.Context, spec *heartbeat.RunSpec) error {
 		return s.Email.WriteSkill(ctx, spec.Agent, spec.SkillsDir)

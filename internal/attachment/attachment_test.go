@@ -1,0 +1,77 @@
+package attachment_test
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/paperclipai/paperclipai/internal/attachment"
+)
+
+func TestSanitizeFilename(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"report.pdf", "report.pdf"},
+		{"../context.txt", "context.txt"},
+		{`..\..\windows\evil.exe`, "evil.exe"},
+		{"dir/sub/name.txt", "name.txt"},
+		{".hidden", "hidden"},
+		{"a..b.txt", "a_b.txt"},
+		{"quote\"d\x00name\n.txt", "quotedname.txt"},
+		{"  spaced  ", "spaced"},
+		{"", "attachment"},
+		{"..", "attachment"},
+		{"/", "attachment"},
+		{strings.Repeat("é", 150), strings.Repeat("é", 100)},
+	} {
+		if got := attachment.SanitizeFilename(tc.in); got != tc.want {
+			t.Errorf("SanitizeFilename(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestAllows(t *testing.T) {
+	s := attachment.Store{Allowed: []string{"text/plain", " Application/PDF ", "application/octet-stream"}}
+	for _, tc := range []struct {
+		ct   string
+		want bool
+	}{
+		{"text/plain", true},
+		{"text/plain; charset=utf-8", true},
+		{"TEXT/PLAIN", true},
+		{"application/pdf", true},
+		{"", true}, // missing means application/octet-stream
+		{"application/x-msdownload", false},
+		{"text/html", false},
+	} {
+		if got := s.Allows(tc.ct); got != tc.want {
+			t.Errorf("Allows(%q) = %v, want %v", tc.ct, got, tc.want)
+		}
+	}
+	if got := attachment.MediaType("Text/Plain; charset=utf-8"); got != "text/plain" {
+		t.Errorf("MediaType = %q", got)
+	}
+}
+
+func TestPutOpen(t *testing.T) {
+	s := attachment.Store{Dir: t.TempDir(), MaxBytes: 5}
+	sha, n, err := s.Put(strings.NewReader("hello"))
+	if err != nil || n != 5 || len(sha) != 64 {
+		t.Fatalf("Put = %q, %d, %v", sha, n, err)
+	}
+	again, _, err := s.Put(strings.NewReader("hello"))
+	if err != nil || again != sha {
+		t.Fatalf("identical content stored as %q (%v), want %q", again, err, sha)
+	}
+	f, err := s.Open(sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if b, _ := io.ReadAll(f); string(b) != "hello" {
+		t.Fatalf("read %q", b)
+	}
+	if _, _, err := s.Put(strings.NewReader("hello!")); !errors.Is(err, attachment.ErrTooLarge) {
+		t.Fatalf("oversized Put: %v, want ErrTooLarge", err)
+	}
+}
