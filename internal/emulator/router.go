@@ -156,6 +156,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, table []*route
 		op = rt.op
 	}
 	upgrade := len(segs) == 0 && r.Method == http.MethodGet
+	if upgrade && isWebSocketUpgrade(r) {
+		op = "websocket"
+	}
 
 	rec := newRecorder()
 	idem, hasIdem := r.Header["Idempotency-Key"]
