@@ -17,9 +17,11 @@ import (
 // orders by the sender's Date header, so new mail can appear on any page)
 // and admits each eligible message it has not admitted yet. It never
 // imports mailbox history: anything received before activation is skipped.
-func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key string) {
+// It reports whether a scan ran to completion (or had nothing to do): false
+// when another replica holds the lease or the scan failed.
+func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key string) bool {
 	if ep.ActivationAt == nil {
-		return
+		return true
 	}
 	token := w.o.Holder + ":" + store.NewID()
 	ok, err := w.st.AcquireLease(ctx, w.q, ep.CompanyID, ep.ID, email.LeaseCatchup, token, w.o.Holder, w.t.SocketLeaseTTL)
@@ -27,7 +29,7 @@ func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key strin
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("inbound: acquire catch-up lease", "endpoint", ep.ID, "err", err)
 		}
-		return
+		return false
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -43,39 +45,45 @@ func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key strin
 	}
 	scanStarted := w.st.Now()
 	client := w.o.Client.WithAPIKey(key)
-	if err := w.scan(ctx, ep, client, activation, after, token); err != nil {
+	admitted, err := w.scan(ctx, ep, client, activation, after, token)
+	if err != nil {
 		if ctx.Err() == nil && !w.stopping.Load() {
 			w.log.Warn("inbound: catch-up scan", "endpoint", ep.ID, "err", redact(err))
 			_ = w.st.SetEndpointHealth(ctx, w.q, ep.ID, genericFailure, redact(err))
 		}
-		return
+		return false
 	}
 	if w.stopping.Load() || ctx.Err() != nil {
-		return
+		return false
 	}
 	if err := w.st.FinishCatchup(ctx, w.q, ep.ID, scanStarted); err != nil {
 		w.log.Warn("inbound: record catch-up", "endpoint", ep.ID, "err", err)
-		return
+		return false
 	}
+	w.log.Debug("inbound: catch-up scan finished", "endpoint", ep.ID, "admitted", admitted)
 	retrying, err := w.st.CountDeliveriesInState(ctx, w.q, ep.ID, store.DeliveryRetry)
 	if err != nil {
-		return
+		return true
 	}
 	healthy := ep.ReceiveMode == domain.ReceiveWebhook || w.SocketConnected(ep.ID)
 	if retrying == 0 && healthy {
 		_ = w.st.SetEndpointHealth(ctx, w.q, ep.ID, healthConnected, "")
 	}
+	return true
 }
 
-func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, activation, after time.Time, token string) error {
+// scan reads every page after the cutoff and admits what no transport
+// admitted yet; it returns how many events it admitted.
+func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, activation, after time.Time, token string) (int, error) {
+	admitted := 0
 	pageToken := ""
 	for range 10_000 {
 		page, err := client.ListMessages(ctx, ep.Address, agentmail.ListMessagesParams{Limit: 100, Ascending: true, PageToken: pageToken})
 		if err != nil {
-			return err
+			return admitted, err
 		}
 		var cands []agentmail.MessageItem
-		var keys []string
+		var kinds, keys []string
 		for _, it := range page.Messages {
 			if !it.CreatedAt.IsZero() && beforeCutoff(it.CreatedAt, after) {
 				continue
@@ -83,13 +91,16 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 			if labelsFiltered(it.Labels) {
 				continue
 			}
-			cands = append(cands, it)
-			keys = append(keys, catchupKind(it.Labels)+":"+it.MessageID)
+			for _, kind := range catchupKinds(it.Labels) {
+				cands = append(cands, it)
+				kinds = append(kinds, kind)
+				keys = append(keys, kind+":"+it.MessageID)
+			}
 		}
 		if len(cands) > 0 {
 			seen, err := w.st.ExistingDeduplicationKeys(ctx, w.q, ep.ID, keys)
 			if err != nil {
-				return err
+				return admitted, err
 			}
 			for i, it := range cands {
 				if seen[keys[i]] {
@@ -101,7 +112,7 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 					// decides (its created_at, else its Date).
 					m, err := client.GetMessage(ctx, ep.Address, it.MessageID)
 					if err != nil {
-						return err
+						return admitted, err
 					}
 					if providerFiltered(m) {
 						continue
@@ -111,11 +122,14 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 				if beforeCutoff(receipt, activation) {
 					continue
 				}
-				kind := catchupKind(it.Labels)
-				ev := agentmail.Event{Kind: kind, InboxID: ep.Address, MessageID: it.MessageID, ThreadID: it.ThreadID,
+				ev := agentmail.Event{Kind: kinds[i], InboxID: ep.Address, MessageID: it.MessageID, ThreadID: it.ThreadID,
 					Labels: it.Labels, Timestamp: it.Timestamp, CreatedAt: it.CreatedAt}
-				if _, err := w.AdmitEvent(ctx, ep, ev, SourceCatchup); err != nil {
-					return err
+				ok, err := w.AdmitEvent(ctx, ep, ev, SourceCatchup)
+				if err != nil {
+					return admitted, err
+				}
+				if ok {
+					admitted++
 				}
 			}
 		}
@@ -123,24 +137,48 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 		// another replica scans now, so stop without recording progress.
 		held, err := w.st.RenewLease(ctx, w.q, ep.ID, email.LeaseCatchup, token, w.t.SocketLeaseTTL)
 		if err != nil {
-			return err
+			return admitted, err
 		}
 		if !held {
-			return errLeaseLost
+			return admitted, errLeaseLost
 		}
 		if page.NextPageToken == "" || w.stopping.Load() {
-			return nil
+			return admitted, nil
 		}
 		pageToken = page.NextPageToken
 	}
-	return nil
+	return admitted, nil
 }
 
-// catchupKind is the synthetic event kind of a scanned message: our own
-// sent mail is a message.sent receipt, everything else message.received.
-func catchupKind(labels []string) string {
-	if hasLabel(labels, "sent") {
-		return agentmail.EventMessageSent
+// receiptLabels maps the system labels the provider adds to a sent message
+// as its delivery receipts arrive to the receipt event kinds.
+var receiptLabels = []struct{ label, kind string }{
+	{"delivered", agentmail.EventMessageDelivered},
+	{"bounced", agentmail.EventMessageBounced},
+	{"complained", agentmail.EventMessageComplained},
+	{"rejected", agentmail.EventMessageRejected},
+}
+
+// catchupKinds are the synthetic events of a scanned message: for our own
+// sent mail a message.sent receipt plus one receipt per receipt label,
+// for everything else message.received.
+//
+// Why the labels: AgentMail does not replay events a live connection
+// missed, and a receipt is an event about a message the scan has usually
+// admitted already, so without them a receipt emitted while the socket was
+// down (between a drop and the reconnect, or before the first subscription)
+// would never be applied and the send would stay "sent" for ever. A receipt
+// rebuilt this way has no bounce type or recipients: it settles the send's
+// outcome but suppresses no recipient.
+func catchupKinds(labels []string) []string {
+	if !hasLabel(labels, "sent") {
+		return []string{agentmail.EventMessageReceived}
 	}
-	return agentmail.EventMessageReceived
+	kinds := []string{agentmail.EventMessageSent}
+	for _, r := range receiptLabels {
+		if hasLabel(labels, r.label) {
+			kinds = append(kinds, r.kind)
+		}
+	}
+	return kinds
 }

@@ -415,8 +415,15 @@ func (w *Worker) tickEndpoint(ctx context.Context, ep domain.EmailEndpoint) time
 	}
 	next = earliest(next, w.processDeliveries(ctx, ep, key))
 	interval := w.t.CatchupInterval
-	if ep.LastSyncAt == nil || !now.Before(ep.LastSyncAt.Add(interval)) {
-		w.catchup(ctx, ep, key)
+	requested := w.takeCatchupRequest(ep.ID)
+	if requested || ep.LastSyncAt == nil || !now.Before(ep.LastSyncAt.Add(interval)) {
+		if !w.catchup(ctx, ep, key) && requested && ctx.Err() == nil {
+			// Another replica's scan (which may predate the request) holds
+			// the lease, or the scan failed: ask again shortly rather than
+			// at the next periodic scan.
+			w.requestCatchup(ep.ID)
+			next = earliest(next, time.Now().Add(w.t.ReconnectMin))
+		}
 		next = earliest(next, time.Now().Add(interval))
 	} else {
 		next = earliest(next, ep.LastSyncAt.Add(interval))

@@ -30,6 +30,9 @@ type socketState struct {
 	cancel      context.CancelFunc
 	reconnectAt time.Time
 	backoff     time.Duration
+	// catchupDue asks the next tick for a catch-up scan that starts after
+	// the request (see requestCatchup).
+	catchupDue bool
 }
 
 // maintainSocket keeps exactly one live socket per inbox across replicas
@@ -123,7 +126,7 @@ func (w *Worker) runSocket(ctx context.Context, ep domain.EmailEndpoint, key, to
 	stream, err := agentmail.Dial(ctx, w.o.WebSocketURL, key, []string{ep.Address},
 		&agentmail.StreamOptions{SubscribeTimeout: w.t.SubscribeTimeout})
 	if err == nil {
-		w.socketSubscribed(ctx, ep, token)
+		w.socketSubscribed(ep, token)
 		err = w.readSocket(ctx, ep, stream)
 		stream.Close()
 	}
@@ -131,19 +134,47 @@ func (w *Worker) runSocket(ctx context.Context, ep domain.EmailEndpoint, key, to
 }
 
 // socketSubscribed runs on the subscription acknowledgement: the backoff
-// resets, and a catch-up is forced because AgentMail does not replay events
-// missed while no socket was subscribed.
-func (w *Worker) socketSubscribed(ctx context.Context, ep domain.EmailEndpoint, token string) {
+// resets, and a catch-up is requested because AgentMail does not replay
+// events missed while no socket was subscribed.
+func (w *Worker) socketSubscribed(ep domain.EmailEndpoint, token string) {
 	w.mu.Lock()
 	if s := w.sockets[ep.ID]; s != nil && s.token == token {
 		s.connected = true
 		s.backoff = 0
 	}
 	w.mu.Unlock()
-	if err := w.st.ForceCatchup(ctx, w.q, ep.ID); err != nil && ctx.Err() == nil {
-		w.log.Warn("inbound: force catch-up after subscribe", "endpoint", ep.ID, "err", err)
-	}
+	w.log.Info("inbound: live connection subscribed", "endpoint", ep.ID)
+	w.requestCatchup(ep.ID)
 	w.Notify()
+}
+
+// requestCatchup marks the inbox for a catch-up scan at the next tick.
+//
+// Why in memory and not by clearing last_sync_at: the mark must survive a
+// scan that is already running. That scan may have listed the inbox before
+// the mail the socket missed arrived, and when it finishes it records
+// last_sync_at, which overwrote a cleared column and so lost the request
+// until the periodic scan, a minute later. The mark is taken only when a
+// scan starts (takeCatchupRequest), so a request made during a scan always
+// leads to one more scan, whose listing starts after the request.
+func (w *Worker) requestCatchup(endpointID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.sockets[endpointID]; s != nil {
+		s.catchupDue = true
+	}
+}
+
+// takeCatchupRequest clears and returns the inbox's catch-up mark.
+func (w *Worker) takeCatchupRequest(endpointID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.sockets[endpointID]
+	if s == nil || !s.catchupDue {
+		return false
+	}
+	s.catchupDue = false
+	return true
 }
 
 // readSocket admits the stream's frames. A reader goroutine feeds a
