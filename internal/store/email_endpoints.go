@@ -118,53 +118,100 @@ func (s *Store) LockEndpoint(ctx context.Context, tx *sql.Tx, id string) error {
 	return nil
 }
 
-// AcquireLease takes or renews the (endpoint, key) lease for token until
-// expiresAt. It succeeds when the lease is free, expired or already held by
-// token, in one statement, so two replicas can never both hold it.
-func (s *Store) AcquireLease(ctx context.Context, q db.Querier, companyID, endpointID, key, token, holder string, ttl time.Duration) (bool, error) {
+// TouchEndpointEvent records that an event arrived for the endpoint. It
+// writes at most once per second per endpoint: every admission touching the
+// endpoint row would serialize concurrent admissions of one busy inbox on
+// that row's lock in PostgreSQL.
+func (s *Store) TouchEndpointEvent(ctx context.Context, q db.Querier, endpointID string) error {
 	now := s.Now()
-	res, err := q.ExecContext(ctx, `INSERT INTO email_leases (endpoint_id, lease_key, company_id, token, holder, expires_at, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
-		ON CONFLICT (endpoint_id, lease_key) DO UPDATE SET token = excluded.token, holder = excluded.holder,
-			expires_at = excluded.expires_at, updated_at = excluded.updated_at
-		WHERE email_leases.token = excluded.token OR email_leases.expires_at <= $7`,
-		endpointID, key, companyID, token, holder, now.Add(ttl), now)
+	_, err := q.ExecContext(ctx, `UPDATE email_endpoints SET last_event_at = $2 WHERE id = $1
+		AND (last_event_at IS NULL OR last_event_at < $3)`, endpointID, now, now.Add(-time.Second))
 	if err != nil {
-		return false, fmt.Errorf("acquire lease %s: %w", key, err)
-	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
-}
-
-// LeaseHeld reports whether token still holds an unexpired (endpoint, key)
-// lease: the fence checked right before a provider side effect.
-func (s *Store) LeaseHeld(ctx context.Context, q db.Querier, endpointID, key, token string) (bool, error) {
-	var n int
-	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_leases WHERE endpoint_id = $1 AND lease_key = $2 AND token = $3 AND expires_at > $4`,
-		endpointID, key, token, s.Now()).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("check lease %s: %w", key, err)
-	}
-	return n == 1, nil
-}
-
-// ReleaseLease drops the lease if token holds it.
-func (s *Store) ReleaseLease(ctx context.Context, q db.Querier, endpointID, key, token string) error {
-	if _, err := q.ExecContext(ctx, `DELETE FROM email_leases WHERE endpoint_id = $1 AND lease_key = $2 AND token = $3`,
-		endpointID, key, token); err != nil {
-		return fmt.Errorf("release lease %s: %w", key, err)
+		return fmt.Errorf("record email event time: %w", err)
 	}
 	return nil
 }
 
-// ThreadLeaseHeld reports whether any unexpired per-thread lease exists on
-// the endpoint (an email operation is running).
-func (s *Store) ThreadLeaseHeld(ctx context.Context, q db.Querier, endpointID string) (bool, error) {
-	var n int
-	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_leases WHERE endpoint_id = $1 AND lease_key LIKE 'email-thread:%' AND expires_at > $2`,
-		endpointID, s.Now()).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("check thread leases: %w", err)
+// EndpointStatusShared reads an endpoint's status inside a transaction,
+// holding a shared row lock on PostgreSQL (FOR SHARE). Concurrent message
+// processing of one inbox shares the lock, while pause/disconnect (which
+// update the row) wait for in-flight work, so no mail is retained into an
+// endpoint that has just stopped.
+func (s *Store) EndpointStatusShared(ctx context.Context, tx *sql.Tx, endpointID string) (string, error) {
+	suffix := ""
+	if s.DB.Dialect == db.Postgres {
+		suffix = " FOR SHARE"
 	}
-	return n > 0, nil
+	var st string
+	if err := tx.QueryRowContext(ctx, `SELECT status FROM email_endpoints WHERE id = $1`+suffix, endpointID).Scan(&st); err != nil {
+		return "", notFound("get email inbox", err)
+	}
+	return st, nil
+}
+
+// EndpointShared reads a whole endpoint row inside a transaction, holding a
+// shared row lock on PostgreSQL (FOR SHARE) exactly like
+// EndpointStatusShared. Processing reads the full row rather than only the
+// status so that the credential re-check before a wake runs on the row as
+// of this transaction, in the same round trip.
+func (s *Store) EndpointShared(ctx context.Context, tx *sql.Tx, endpointID string) (domain.EmailEndpoint, error) {
+	suffix := ""
+	if s.DB.Dialect == db.Postgres {
+		suffix = " FOR SHARE"
+	}
+	return queryOne(ctx, tx, "get email inbox", scanEndpoint, `SELECT `+endpointCols+` FROM email_endpoints WHERE id = $1`+suffix, endpointID)
+}
+
+// ForceCatchup clears last_sync_at so the next worker tick scans the inbox
+// (after a WebSocket acknowledgement or a reconnect).
+func (s *Store) ForceCatchup(ctx context.Context, q db.Querier, endpointID string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE email_endpoints SET last_sync_at = NULL WHERE id = $1`, endpointID); err != nil {
+		return fmt.Errorf("force email catch-up: %w", err)
+	}
+	return nil
+}
+
+// FinishCatchup records a completed catch-up scan: the receipt-time
+// checkpoint the next scan starts from (minus its overlap) and when it ran.
+func (s *Store) FinishCatchup(ctx context.Context, q db.Querier, endpointID string, checkpoint time.Time) error {
+	if _, err := q.ExecContext(ctx, `UPDATE email_endpoints SET sync_checkpoint = $2, last_sync_at = $3 WHERE id = $1`,
+		endpointID, checkpoint.UTC(), s.Now()); err != nil {
+		return fmt.Errorf("record email catch-up: %w", err)
+	}
+	return nil
+}
+
+// SetEndpointHealth writes an endpoint's health message and last error
+// (empty lastError clears it) without touching any other column.
+func (s *Store) SetEndpointHealth(ctx context.Context, q db.Querier, endpointID, health, lastError string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE email_endpoints SET health_message = $2, last_error = $3 WHERE id = $1`,
+		endpointID, health, nullString(lastError)); err != nil {
+		return fmt.Errorf("record email inbox health: %w", err)
+	}
+	return nil
+}
+
+// EndpointAutoSubmitted reports whether the endpoint stamps loop-guard headers.
+func (s *Store) EndpointAutoSubmitted(ctx context.Context, q db.Querier, endpointID string) (bool, error) {
+	var v bool
+	if err := q.QueryRowContext(ctx, `SELECT auto_submitted FROM email_endpoints WHERE id = $1`, endpointID).Scan(&v); err != nil {
+		return true, notFound("get email inbox", err)
+	}
+	return v, nil
+}
+
+// SetEndpointAutoSubmitted switches the loop-guard headers for an endpoint.
+func (s *Store) SetEndpointAutoSubmitted(ctx context.Context, q db.Querier, endpointID string, on bool) error {
+	if _, err := q.ExecContext(ctx, `UPDATE email_endpoints SET auto_submitted = $2, updated_at = $3 WHERE id = $1`, endpointID, on, s.Now()); err != nil {
+		return fmt.Errorf("set auto-submitted: %w", err)
+	}
+	return nil
+}
+
+// TouchEndpointPublication records the time of the endpoint's last send.
+func (s *Store) TouchEndpointPublication(ctx context.Context, q db.Querier, endpointID string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE email_endpoints SET last_publication_at = $2 WHERE id = $1`, endpointID, s.Now()); err != nil {
+		return fmt.Errorf("touch endpoint publication: %w", err)
+	}
+	return nil
 }

@@ -178,106 +178,53 @@ func (s *Store) IssueAncestors(ctx context.Context, q db.Querier, issueID string
 	return out, nil
 }
 
-const commentCols = `id, company_id, issue_id, body, author_kind, author_agent_id, author_user_id, run_id, created_at`
-
-func scanComment(row rowScanner) (domain.Comment, error) {
-	var c domain.Comment
-	var agent, user, run sql.NullString
-	err := row.Scan(&c.ID, &c.CompanyID, &c.IssueID, &c.Body, &c.AuthorKind, &agent, &user, &run, &c.CreatedAt)
-	c.AuthorAgentID, c.AuthorUserID, c.RunID = agent.String, user.String, run.String
-	c.CreatedAt = c.CreatedAt.UTC()
-	return c, err
+// LockIssueStatus returns a task's status and assignee inside a
+// transaction, holding its row lock on PostgreSQL so a reopen decision is
+// not raced by a concurrent status change.
+func (s *Store) LockIssueStatus(ctx context.Context, tx *sql.Tx, issueID string) (status, assignee string, err error) {
+	var a sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT status, assignee_agent_id FROM issues WHERE id = $1`+s.DB.ForUpdate(), issueID).Scan(&status, &a)
+	if err != nil {
+		return "", "", notFound("get issue", err)
+	}
+	return status, a.String, nil
 }
 
-// CreateComment inserts c.
-func (s *Store) CreateComment(ctx context.Context, q db.Querier, c *domain.Comment) error {
-	c.ID = NewID()
-	c.CreatedAt = s.Now()
-	_, err := q.ExecContext(ctx, `INSERT INTO issue_comments (`+commentCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
-		c.ID, c.CompanyID, c.IssueID, c.Body, c.AuthorKind, nullString(c.AuthorAgentID), nullString(c.AuthorUserID),
-		nullString(c.RunID), c.CreatedAt)
+// SetIssueStatus changes only a task's status (with its completion and
+// cancellation times), for the email reopen rule.
+func (s *Store) SetIssueStatus(ctx context.Context, q db.Querier, issueID, status string) error {
+	now := s.Now()
+	_, err := q.ExecContext(ctx, `UPDATE issues SET status = $2, updated_at = $3, completed_at = NULL, cancelled_at = NULL WHERE id = $1`,
+		issueID, status, now)
 	if err != nil {
-		return fmt.Errorf("create comment: %w", err)
+		return fmt.Errorf("update issue status: %w", err)
 	}
 	return nil
 }
 
-// ListComments returns a task's comments, oldest first (conversation order).
-func (s *Store) ListComments(ctx context.Context, q db.Querier, issueID string) ([]domain.Comment, error) {
-	return queryAll(ctx, q, "list comments", scanComment,
-		`SELECT `+commentCols+` FROM issue_comments WHERE issue_id = $1 ORDER BY created_at, id`, issueID)
+// IssueStatus returns a task's status without locking it. The inbound
+// worker reads the status this way and makes the one transition it
+// performs (done → todo) with ReopenDoneIssue, a conditional update, so
+// the decision is still atomic while the task row is not locked before the
+// wake locks the agent row: the scheduler locks agent then task, and taking
+// them in the opposite order could deadlock.
+func (s *Store) IssueStatus(ctx context.Context, q db.Querier, issueID string) (string, error) {
+	var status string
+	if err := q.QueryRowContext(ctx, `SELECT status FROM issues WHERE id = $1`, issueID).Scan(&status); err != nil {
+		return "", notFound("get issue", err)
+	}
+	return status, nil
 }
 
-const attachmentCols = `id, company_id, issue_id, filename, content_type, size_bytes, sha256, created_by_user_id, created_by_agent_id, created_at`
-
-func scanAttachment(row rowScanner) (domain.Attachment, error) {
-	var a domain.Attachment
-	var byUser, byAgent sql.NullString
-	err := row.Scan(&a.ID, &a.CompanyID, &a.IssueID, &a.Filename, &a.ContentType, &a.SizeBytes, &a.SHA256, &byUser, &byAgent, &a.CreatedAt)
-	a.CreatedByUserID, a.CreatedByAgentID = byUser.String, byAgent.String
-	a.CreatedAt = a.CreatedAt.UTC()
-	return a, err
-}
-
-// CreateAttachment inserts a's metadata (the bytes are already on disk).
-func (s *Store) CreateAttachment(ctx context.Context, q db.Querier, a *domain.Attachment) error {
-	a.ID = NewID()
-	a.CreatedAt = s.Now()
-	_, err := q.ExecContext(ctx, `INSERT INTO attachments (`+attachmentCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
-		a.ID, a.CompanyID, a.IssueID, a.Filename, a.ContentType, a.SizeBytes, a.SHA256,
-		nullString(a.CreatedByUserID), nullString(a.CreatedByAgentID), a.CreatedAt)
+// ReopenDoneIssue moves a task from done to todo (clearing its completion
+// and cancellation times) and reports whether it did: false means the task
+// was no longer done when the update ran.
+func (s *Store) ReopenDoneIssue(ctx context.Context, q db.Querier, issueID string) (bool, error) {
+	res, err := q.ExecContext(ctx, `UPDATE issues SET status = $2, updated_at = $3, completed_at = NULL, cancelled_at = NULL
+		WHERE id = $1 AND status = $4`, issueID, domain.IssueTodo, s.Now(), domain.IssueDone)
 	if err != nil {
-		return fmt.Errorf("create attachment: %w", err)
+		return false, fmt.Errorf("reopen issue: %w", err)
 	}
-	return nil
-}
-
-// GetAttachment returns attachment metadata by id.
-func (s *Store) GetAttachment(ctx context.Context, q db.Querier, id string) (domain.Attachment, error) {
-	return queryOne(ctx, q, "get attachment", scanAttachment, `SELECT `+attachmentCols+` FROM attachments WHERE id = $1`, id)
-}
-
-// ListAttachments returns a task's attachments, newest first.
-func (s *Store) ListAttachments(ctx context.Context, q db.Querier, issueID string) ([]domain.Attachment, error) {
-	return queryAll(ctx, q, "list attachments", scanAttachment,
-		`SELECT `+attachmentCols+` FROM attachments WHERE issue_id = $1 ORDER BY created_at DESC, id`, issueID)
-}
-
-const activityCols = `id, company_id, actor_kind, actor_id, agent_id, run_id, action, entity_type, entity_id, details, created_at`
-
-func scanActivity(row rowScanner) (domain.Activity, error) {
-	var a domain.Activity
-	var company, agent, run sql.NullString
-	var details []byte
-	err := row.Scan(&a.ID, &company, &a.ActorKind, &a.ActorID, &agent, &run, &a.Action, &a.EntityType, &a.EntityID, &details, &a.CreatedAt)
-	a.CompanyID, a.AgentID, a.RunID = company.String, agent.String, run.String
-	a.Details = rawJSON(details)
-	a.CreatedAt = a.CreatedAt.UTC()
-	return a, err
-}
-
-// InsertActivity appends an audit entry. Callers pass their transaction so
-// the entry commits or rolls back with the change it records.
-func (s *Store) InsertActivity(ctx context.Context, q db.Querier, a *domain.Activity) error {
-	a.ID = NewID()
-	a.CreatedAt = s.Now()
-	if len(a.Details) == 0 {
-		a.Details = []byte(`{}`)
-	}
-	_, err := q.ExecContext(ctx, `INSERT INTO activity_log (`+activityCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
-		a.ID, nullString(a.CompanyID), a.ActorKind, a.ActorID, nullString(a.AgentID), nullString(a.RunID),
-		a.Action, a.EntityType, a.EntityID, string(a.Details), a.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("insert activity: %w", err)
-	}
-	return nil
-}
-
-// ListActivity returns a company's audit log, newest first.
-func (s *Store) ListActivity(ctx context.Context, q db.Querier, companyID string, limit int) ([]domain.Activity, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 200
-	}
-	return queryAll(ctx, q, "list activity", scanActivity,
-		fmt.Sprintf(`SELECT `+activityCols+` FROM activity_log WHERE company_id = $1 ORDER BY created_at DESC, id LIMIT %d`, limit), companyID)
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
-	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
 // EmailPublication is an outbound email's worker row joined with its
@@ -192,80 +191,6 @@ func (s *Store) MarkPublished(ctx context.Context, q db.Querier, id, messageID, 
 func (s *Store) SetFirstAttempt(ctx context.Context, q db.Querier, id string, t time.Time) error {
 	if _, err := q.ExecContext(ctx, `UPDATE email_sends SET first_attempt_at = $2 WHERE publication_id = $1`, id, t.UTC()); err != nil {
 		return fmt.Errorf("set first attempt: %w", err)
-	}
-	return nil
-}
-
-// SetConversationThread binds a conversation to its provider thread (this
-// replaces the pending:<key> placeholder of a new outbound conversation).
-func (s *Store) SetConversationThread(ctx context.Context, q db.Querier, id, threadID, state string) error {
-	now := s.Now()
-	if _, err := q.ExecContext(ctx, `UPDATE email_conversations SET external_thread_id = $2, state = $3, last_activity_at = $4, updated_at = $4
-		WHERE id = $1`, id, threadID, state, now); err != nil {
-		if db.IsUniqueViolation(err) {
-			return fmt.Errorf("bind conversation thread: %w", ErrConflict)
-		}
-		return fmt.Errorf("bind conversation thread: %w", err)
-	}
-	return nil
-}
-
-// GetConversation returns a conversation by id.
-func (s *Store) GetConversation(ctx context.Context, q db.Querier, id string) (domain.EmailConversation, error) {
-	return queryOne(ctx, q, "get email conversation", scanConversation, `SELECT `+conversationCols+` FROM email_conversations WHERE id = $1`, id)
-}
-
-// EmailMessageByProviderID returns a retained message of an endpoint.
-func (s *Store) EmailMessageByProviderID(ctx context.Context, q db.Querier, endpointID, messageID string) (domain.EmailMessage, error) {
-	return queryOne(ctx, q, "get email message", scanEmailMessage, `SELECT `+emailMessageCols+` FROM email_messages
-		WHERE endpoint_id = $1 AND provider_message_id = $2`, endpointID, messageID)
-}
-
-// Suppress records that an address must not be mailed from an endpoint.
-func (s *Store) Suppress(ctx context.Context, q db.Querier, companyID, endpointID, address, reason string) error {
-	if _, err := q.ExecContext(ctx, `INSERT INTO email_suppressions (endpoint_id, address, company_id, reason, created_at)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (endpoint_id, address) DO NOTHING`, endpointID, address, companyID, reason, s.Now()); err != nil {
-		return fmt.Errorf("suppress recipient: %w", err)
-	}
-	return nil
-}
-
-// SuppressedAmong returns which of addresses are suppressed for the endpoint.
-func (s *Store) SuppressedAmong(ctx context.Context, q db.Querier, endpointID string, addresses []string) ([]string, error) {
-	var out []string
-	for _, a := range addresses {
-		var n int
-		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_suppressions WHERE endpoint_id = $1 AND address = $2`, endpointID, a).Scan(&n); err != nil {
-			return nil, fmt.Errorf("check suppression: %w", err)
-		}
-		if n > 0 {
-			out = append(out, a)
-		}
-	}
-	return out, nil
-}
-
-// EndpointAutoSubmitted reports whether the endpoint stamps loop-guard headers.
-func (s *Store) EndpointAutoSubmitted(ctx context.Context, q db.Querier, endpointID string) (bool, error) {
-	var v bool
-	if err := q.QueryRowContext(ctx, `SELECT auto_submitted FROM email_endpoints WHERE id = $1`, endpointID).Scan(&v); err != nil {
-		return true, notFound("get email inbox", err)
-	}
-	return v, nil
-}
-
-// SetEndpointAutoSubmitted switches the loop-guard headers for an endpoint.
-func (s *Store) SetEndpointAutoSubmitted(ctx context.Context, q db.Querier, endpointID string, on bool) error {
-	if _, err := q.ExecContext(ctx, `UPDATE email_endpoints SET auto_submitted = $2, updated_at = $3 WHERE id = $1`, endpointID, on, s.Now()); err != nil {
-		return fmt.Errorf("set auto-submitted: %w", err)
-	}
-	return nil
-}
-
-// TouchEndpointPublication records the time of the endpoint's last send.
-func (s *Store) TouchEndpointPublication(ctx context.Context, q db.Querier, endpointID string) error {
-	if _, err := q.ExecContext(ctx, `UPDATE email_endpoints SET last_publication_at = $2 WHERE id = $1`, endpointID, s.Now()); err != nil {
-		return fmt.Errorf("touch endpoint publication: %w", err)
 	}
 	return nil
 }

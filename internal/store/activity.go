@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+const activityCols = `id, company_id, actor_kind, actor_id, agent_id, run_id, action, entity_type, entity_id, details, created_at`
+
+func scanActivity(row rowScanner) (domain.Activity, error) {
+	var a domain.Activity
+	var company, agent, run sql.NullString
+	var details []byte
+	err := row.Scan(&a.ID, &company, &a.ActorKind, &a.ActorID, &agent, &run, &a.Action, &a.EntityType, &a.EntityID, &details, &a.CreatedAt)
+	a.CompanyID, a.AgentID, a.RunID = company.String, agent.String, run.String
+	a.Details = rawJSON(details)
+	a.CreatedAt = a.CreatedAt.UTC()
+	return a, err
+}
+
+// InsertActivity appends an audit entry. Callers pass their transaction so
+// the entry commits or rolls back with the change it records.
+func (s *Store) InsertActivity(ctx context.Context, q db.Querier, a *domain.Activity) error {
+	a.ID = NewID()
+	a.CreatedAt = s.Now()
+	if len(a.Details) == 0 {
+		a.Details = []byte(`{}`)
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO activity_log (`+activityCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
+		a.ID, nullString(a.CompanyID), a.ActorKind, a.ActorID, nullString(a.AgentID), nullString(a.RunID),
+		a.Action, a.EntityType, a.EntityID, string(a.Details), a.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("insert activity: %w", err)
+	}
+	return nil
+}
+
+// ListActivity returns a company's audit log, newest first.
+func (s *Store) ListActivity(ctx context.Context, q db.Querier, companyID string, limit int) ([]domain.Activity, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 200
+	}
+	return queryAll(ctx, q, "list activity", scanActivity,
+		fmt.Sprintf(`SELECT `+activityCols+` FROM activity_log WHERE company_id = $1 ORDER BY created_at DESC, id LIMIT %d`, limit), companyID)
+}
+
+// CountIssueActivity counts the audit entries with action on a task written
+// by actorID since the given time (the email reopen limiter's window).
+func (s *Store) CountIssueActivity(ctx context.Context, q db.Querier, companyID, issueID, actorID, action string, since time.Time) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM activity_log WHERE company_id = $1 AND created_at > $2
+		AND entity_type = 'issue' AND entity_id = $3 AND actor_id = $4 AND action = $5`,
+		companyID, since.UTC(), issueID, actorID, action).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count issue activity: %w", err)
+	}
+	return n, nil
+}
+
+// IssueActivitySinceLast reports whether actorID wrote an audit entry with
+// action on a task after its latest entry with action after, looking back
+// only to since. The reopen limiter uses it to post its explanation once
+// per limited episode: an episode ends with the next real reopen.
+func (s *Store) IssueActivitySinceLast(ctx context.Context, q db.Querier, companyID, issueID, actorID, action, after string, since time.Time) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM activity_log a WHERE a.company_id = $1 AND a.created_at > $2
+		AND a.entity_type = 'issue' AND a.entity_id = $3 AND a.actor_id = $4 AND a.action = $5
+		AND a.created_at >= COALESCE((SELECT MAX(b.created_at) FROM activity_log b WHERE b.company_id = $1 AND b.created_at > $2
+			AND b.entity_type = 'issue' AND b.entity_id = $3 AND b.actor_id = $4 AND b.action = $6), a.created_at)`,
+		companyID, since.UTC(), issueID, actorID, action, after).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("check issue activity: %w", err)
+	}
+	return n > 0, nil
+}

@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+const conversationCols = `id, company_id, endpoint_id, issue_id, external_conversation_id, external_thread_id, subject, state,
+	last_activity_at, created_at`
+
+func scanConversation(row rowScanner) (domain.EmailConversation, error) {
+	var c domain.EmailConversation
+	err := row.Scan(&c.ID, &c.CompanyID, &c.EndpointID, &c.IssueID, &c.ExternalConversationID, &c.ExternalThreadID,
+		&c.Subject, &c.State, &c.LastActivityAt, &c.CreatedAt)
+	c.LastActivityAt, c.CreatedAt = c.LastActivityAt.UTC(), c.CreatedAt.UTC()
+	return c, err
+}
+
+// ConversationByThread returns the endpoint's conversation of a provider
+// thread (subjects never identify conversations).
+func (s *Store) ConversationByThread(ctx context.Context, q db.Querier, endpointID, threadID string) (domain.EmailConversation, error) {
+	return queryOne(ctx, q, "get email conversation", scanConversation, `SELECT `+conversationCols+` FROM email_conversations
+		WHERE endpoint_id = $1 AND external_thread_id = $2`, endpointID, threadID)
+}
+
+// ConversationByThreadWithStatus is ConversationByThread that also returns
+// the status of the conversation's task, read without a lock (see
+// IssueStatus), in the same round trip.
+func (s *Store) ConversationByThreadWithStatus(ctx context.Context, q db.Querier, endpointID, threadID string) (domain.EmailConversation, string, error) {
+	var status string
+	c, err := queryOne(ctx, q, "get email conversation", func(r rowScanner) (domain.EmailConversation, error) {
+		var c domain.EmailConversation
+		err := r.Scan(&c.ID, &c.CompanyID, &c.EndpointID, &c.IssueID, &c.ExternalConversationID, &c.ExternalThreadID,
+			&c.Subject, &c.State, &c.LastActivityAt, &c.CreatedAt, &status)
+		c.LastActivityAt, c.CreatedAt = c.LastActivityAt.UTC(), c.CreatedAt.UTC()
+		return c, err
+	}, `SELECT c.id, c.company_id, c.endpoint_id, c.issue_id, c.external_conversation_id, c.external_thread_id, c.subject,
+		c.state, c.last_activity_at, c.created_at, i.status FROM email_conversations c JOIN issues i ON i.id = c.issue_id
+		WHERE c.endpoint_id = $1 AND c.external_thread_id = $2`, endpointID, threadID)
+	return c, status, err
+}
+
+// ConversationByIssue returns the conversation bound to a task.
+func (s *Store) ConversationByIssue(ctx context.Context, q db.Querier, issueID string) (domain.EmailConversation, error) {
+	return queryOne(ctx, q, "get email conversation", scanConversation, `SELECT `+conversationCols+` FROM email_conversations
+		WHERE issue_id = $1 ORDER BY created_at LIMIT 1`, issueID)
+}
+
+// ListConversations returns an endpoint's conversations, oldest first.
+func (s *Store) ListConversations(ctx context.Context, q db.Querier, endpointID string) ([]domain.EmailConversation, error) {
+	return queryAll(ctx, q, "list email conversations", scanConversation, `SELECT `+conversationCols+` FROM email_conversations
+		WHERE endpoint_id = $1 ORDER BY created_at, id`, endpointID)
+}
+
+// InsertConversation inserts c unless the endpoint already has a
+// conversation for the thread; either way c ends up holding the stored row
+// and created says which happened.
+func (s *Store) InsertConversation(ctx context.Context, q db.Querier, c *domain.EmailConversation) (created bool, err error) {
+	c.ID = NewID()
+	c.CreatedAt = s.Now()
+	c.LastActivityAt = c.CreatedAt
+	if c.State == "" {
+		c.State = "active"
+	}
+	res, err := q.ExecContext(ctx, `INSERT INTO email_conversations (`+conversationCols+`, updated_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$10) ON CONFLICT (endpoint_id, external_thread_id) DO NOTHING`,
+		c.ID, c.CompanyID, c.EndpointID, c.IssueID, c.ExternalConversationID, c.ExternalThreadID, c.Subject, c.State,
+		c.LastActivityAt, c.CreatedAt)
+	if err != nil {
+		return false, fmt.Errorf("create email conversation: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return true, nil
+	}
+	existing, err := s.ConversationByThread(ctx, q, c.EndpointID, c.ExternalThreadID)
+	if err != nil {
+		return false, err
+	}
+	*c = existing
+	return false, nil
+}
+
+// TouchConversation sets a conversation's last activity and, when state is
+// not empty, its state.
+func (s *Store) TouchConversation(ctx context.Context, q db.Querier, id, state string) error {
+	now := s.Now()
+	var err error
+	if state == "" {
+		_, err = q.ExecContext(ctx, `UPDATE email_conversations SET last_activity_at = $2, updated_at = $2 WHERE id = $1`, id, now)
+	} else {
+		_, err = q.ExecContext(ctx, `UPDATE email_conversations SET last_activity_at = $2, updated_at = $2, state = $3 WHERE id = $1`, id, now, state)
+	}
+	if err != nil {
+		return fmt.Errorf("update email conversation: %w", err)
+	}
+	return nil
+}
+
+// SetConversationThread binds a conversation to its provider thread (this
+// replaces the pending:<key> placeholder of a new outbound conversation).
+func (s *Store) SetConversationThread(ctx context.Context, q db.Querier, id, threadID, state string) error {
+	now := s.Now()
+	if _, err := q.ExecContext(ctx, `UPDATE email_conversations SET external_thread_id = $2, state = $3, last_activity_at = $4, updated_at = $4
+		WHERE id = $1`, id, threadID, state, now); err != nil {
+		if db.IsUniqueViolation(err) {
+			return fmt.Errorf("bind conversation thread: %w", ErrConflict)
+		}
+		return fmt.Errorf("bind conversation thread: %w", err)
+	}
+	return nil
+}
+
+// GetConversation returns a conversation by id.
+func (s *Store) GetConversation(ctx context.Context, q db.Querier, id string) (domain.EmailConversation, error) {
+	return queryOne(ctx, q, "get email conversation", scanConversation, `SELECT `+conversationCols+` FROM email_conversations WHERE id = $1`, id)
+}

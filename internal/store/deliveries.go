@@ -1,0 +1,229 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+)
+
+// Inbound delivery states (reference §3.3).
+const (
+	DeliveryReceived   = "received"
+	DeliveryFiltered   = "filtered"
+	DeliveryProcessing = "processing"
+	DeliveryProcessed  = "processed"
+	DeliveryRetry      = "retry"
+)
+
+// EmailDelivery is one admitted provider event in the durable inbound queue
+// (table email_deliveries).
+type EmailDelivery struct {
+	ID                string
+	CompanyID         string
+	EndpointID        string
+	ConversationID    string
+	ProviderEventID   string
+	DeduplicationKey  string
+	EventKind         string
+	Source            string
+	ProviderThreadID  string
+	NormalizedEvent   json.RawMessage
+	State             string
+	Attempts          int
+	RedactedError     string
+	NextAttemptAt     *time.Time
+	ReceivedAt        time.Time
+	ProcessedAt       *time.Time
+	AdmissionToWakeMs *int64
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+const deliveryCols = `id, company_id, endpoint_id, conversation_id, provider_event_id, deduplication_key, event_kind, source,
+	provider_thread_id, normalized_event, state, attempts, redacted_error, next_attempt_at, received_at, processed_at,
+	admission_to_wake_ms, created_at, updated_at`
+
+func scanDelivery(row rowScanner) (EmailDelivery, error) {
+	var d EmailDelivery
+	var conv, thread, redacted sql.NullString
+	var event []byte
+	var next, processed sql.NullTime
+	var a2w sql.NullInt64
+	err := row.Scan(&d.ID, &d.CompanyID, &d.EndpointID, &conv, &d.ProviderEventID, &d.DeduplicationKey, &d.EventKind,
+		&d.Source, &thread, &event, &d.State, &d.Attempts, &redacted, &next, &d.ReceivedAt, &processed, &a2w,
+		&d.CreatedAt, &d.UpdatedAt)
+	if err != nil {
+		return d, err
+	}
+	d.ConversationID, d.ProviderThreadID, d.RedactedError = conv.String, thread.String, redacted.String
+	d.NormalizedEvent = rawJSON(event)
+	d.NextAttemptAt, d.ProcessedAt = timePtr(next), timePtr(processed)
+	if a2w.Valid {
+		v := a2w.Int64
+		d.AdmissionToWakeMs = &v
+	}
+	d.ReceivedAt, d.CreatedAt, d.UpdatedAt = d.ReceivedAt.UTC(), d.CreatedAt.UTC(), d.UpdatedAt.UTC()
+	return d, nil
+}
+
+// InsertDelivery admits d into the inbound queue. The insert is
+// ON CONFLICT DO NOTHING against both unique keys (endpoint + provider event
+// id, endpoint + deduplication key), so the same message arriving over the
+// WebSocket, a webhook and a catch-up scan is admitted once; inserted reports
+// whether this call created the row.
+func (s *Store) InsertDelivery(ctx context.Context, q db.Querier, d *EmailDelivery) (inserted bool, err error) {
+	if d.ID == "" {
+		d.ID = NewID()
+	}
+	now := s.Now()
+	d.ReceivedAt, d.CreatedAt, d.UpdatedAt = now, now, now
+	if d.State == "" {
+		d.State = DeliveryReceived
+	}
+	// No conflict target: "DO NOTHING" without one covers every unique
+	// constraint on both SQLite and PostgreSQL, which is exactly the
+	// cross-transport deduplication we want.
+	res, err := q.ExecContext(ctx, `INSERT INTO email_deliveries (id, company_id, endpoint_id, provider_event_id,
+		deduplication_key, event_kind, source, provider_thread_id, normalized_event, state, attempts, received_at,
+		created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,0,$11,$11,$11) ON CONFLICT DO NOTHING`,
+		d.ID, d.CompanyID, d.EndpointID, d.ProviderEventID, d.DeduplicationKey, d.EventKind, d.Source,
+		nullString(d.ProviderThreadID), string(d.NormalizedEvent), d.State, now)
+	if err != nil {
+		return false, fmt.Errorf("admit email delivery: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// DueDeliveries returns up to limit of the endpoint's deliveries that are
+// waiting (received, processing or retry) and due at now, oldest admission
+// first. A delivery is held back while an older delivery of the same
+// provider thread is still waiting for a later retry, so a failed message
+// never lets its successors overtake it (per-thread FIFO across retries).
+func (s *Store) DueDeliveries(ctx context.Context, q db.Querier, endpointID string, now time.Time, limit int) ([]EmailDelivery, error) {
+	return queryAll(ctx, q, "list due email deliveries", scanDelivery, `SELECT `+deliveryCols+` FROM email_deliveries d
+		WHERE d.endpoint_id = $1 AND d.state IN ('received', 'processing', 'retry')
+		AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= $2)
+		AND NOT EXISTS (SELECT 1 FROM email_deliveries o WHERE o.endpoint_id = d.endpoint_id
+			AND d.provider_thread_id IS NOT NULL AND o.provider_thread_id = d.provider_thread_id
+			AND o.state IN ('received', 'processing', 'retry') AND o.next_attempt_at > $2
+			AND (o.received_at < d.received_at OR (o.received_at = d.received_at AND o.id < d.id)))
+		ORDER BY d.received_at, d.id LIMIT `+fmt.Sprint(limit), endpointID, now)
+}
+
+// NextDeliveryAttempt returns the earliest time at which one of the
+// endpoint's waiting deliveries becomes due, or nil when none waits. A
+// waiting delivery without a retry time is due immediately (it returns now);
+// deliveries held back behind an older delivery of their thread (see
+// DueDeliveries) are skipped, since they become due with that delivery.
+func (s *Store) NextDeliveryAttempt(ctx context.Context, q db.Querier, endpointID string, now time.Time) (*time.Time, error) {
+	// Ordering undated (due now) rows first with a CASE instead of COALESCE:
+	// on SQLite COALESCE over a time column loses the declared type and the
+	// value would come back as text.
+	var next sql.NullTime
+	err := q.QueryRowContext(ctx, `SELECT d.next_attempt_at FROM email_deliveries d WHERE d.endpoint_id = $1
+		AND d.state IN ('received', 'processing', 'retry')
+		AND NOT EXISTS (SELECT 1 FROM email_deliveries o WHERE o.endpoint_id = d.endpoint_id
+			AND d.provider_thread_id IS NOT NULL AND o.provider_thread_id = d.provider_thread_id
+			AND o.state IN ('received', 'processing', 'retry') AND o.next_attempt_at > $2
+			AND (o.received_at < d.received_at OR (o.received_at = d.received_at AND o.id < d.id)))
+		ORDER BY (CASE WHEN d.next_attempt_at IS NULL THEN 0 ELSE 1 END), d.next_attempt_at LIMIT 1`, endpointID, now).Scan(&next)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("next email delivery attempt: %w", err)
+	}
+	if !next.Valid {
+		return &now, nil
+	}
+	t := next.Time.UTC()
+	return &t, nil
+}
+
+// GetDelivery returns a delivery by id. Inside a transaction, lock=true
+// takes the row lock on PostgreSQL so the state read is the one the caller
+// updates.
+func (s *Store) GetDelivery(ctx context.Context, q db.Querier, id string, lock bool) (EmailDelivery, error) {
+	suffix := ""
+	if lock {
+		suffix = s.DB.ForUpdate()
+	}
+	return queryOne(ctx, q, "get email delivery", scanDelivery, `SELECT `+deliveryCols+` FROM email_deliveries WHERE id = $1`+suffix, id)
+}
+
+// ListDeliveries returns an endpoint's deliveries in admission order.
+func (s *Store) ListDeliveries(ctx context.Context, q db.Querier, endpointID string) ([]EmailDelivery, error) {
+	return queryAll(ctx, q, "list email deliveries", scanDelivery, `SELECT `+deliveryCols+` FROM email_deliveries
+		WHERE endpoint_id = $1 ORDER BY received_at, id`, endpointID)
+}
+
+// UpdateDelivery writes the worker-owned columns of d.
+func (s *Store) UpdateDelivery(ctx context.Context, q db.Querier, d *EmailDelivery) error {
+	d.UpdatedAt = s.Now()
+	var a2w any
+	if d.AdmissionToWakeMs != nil {
+		a2w = *d.AdmissionToWakeMs
+	}
+	_, err := q.ExecContext(ctx, `UPDATE email_deliveries SET conversation_id = $2, provider_thread_id = $3,
+		normalized_event = $4, state = $5, attempts = $6, redacted_error = $7, next_attempt_at = $8, processed_at = $9,
+		admission_to_wake_ms = $10, updated_at = $11 WHERE id = $1`,
+		d.ID, nullString(d.ConversationID), nullString(d.ProviderThreadID), string(d.NormalizedEvent), d.State,
+		d.Attempts, nullString(d.RedactedError), nullTime(d.NextAttemptAt), nullTime(d.ProcessedAt), a2w, d.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("update email delivery: %w", err)
+	}
+	return nil
+}
+
+// SetDeliveryThread records the provider thread of a delivery whose event
+// did not carry one, so later per-thread ordering checks can see it.
+func (s *Store) SetDeliveryThread(ctx context.Context, q db.Querier, id, threadID string) error {
+	_, err := q.ExecContext(ctx, `UPDATE email_deliveries SET provider_thread_id = $2 WHERE id = $1 AND provider_thread_id IS NULL`, id, threadID)
+	if err != nil {
+		return fmt.Errorf("record email delivery thread: %w", err)
+	}
+	return nil
+}
+
+// CountDeliveriesInState counts an endpoint's deliveries in state.
+func (s *Store) CountDeliveriesInState(ctx context.Context, q db.Querier, endpointID, state string) (int, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_deliveries WHERE endpoint_id = $1 AND state = $2`,
+		endpointID, state).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count email deliveries: %w", err)
+	}
+	return n, nil
+}
+
+// ExistingDeduplicationKeys returns which of keys are already admitted for
+// the endpoint, so a catch-up scan skips messages it has seen.
+func (s *Store) ExistingDeduplicationKeys(ctx context.Context, q db.Querier, endpointID string, keys []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for start := 0; start < len(keys); start += 200 {
+		chunk := keys[start:min(start+200, len(keys))]
+		args := []any{endpointID}
+		ph := make([]string, len(chunk))
+		for i, k := range chunk {
+			args = append(args, k)
+			ph[i] = fmt.Sprintf("$%d", i+2)
+		}
+		found, err := queryAll(ctx, q, "check admitted email events", func(r rowScanner) (string, error) {
+			var k string
+			return k, r.Scan(&k)
+		}, `SELECT deduplication_key FROM email_deliveries WHERE endpoint_id = $1 AND deduplication_key IN (`+strings.Join(ph, ", ")+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range found {
+			out[k] = true
+		}
+	}
+	return out, nil
+}
