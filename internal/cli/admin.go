@@ -49,8 +49,8 @@ func newAdminCmd() *cobra.Command {
 				return err
 			}
 			if !u.IsInstanceAdmin {
-				if _, err := d.ExecContext(context.WithoutCancel(ctx), `UPDATE users SET is_instance_admin = TRUE WHERE id = $1`, u.ID); err != nil {
-					return fmt.Errorf("promote user: %w", err)
+				if err := st.SetInstanceAdmin(context.WithoutCancel(ctx), d, u.ID); err != nil {
+					return err
 				}
 			}
 			_, token, err := st.CreateBoardKey(ctx, d, u.ID, "", "admin create-key")

@@ -15,6 +15,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -281,15 +282,16 @@ func TestAgentSendAuthority(t *testing.T) {
 		// the worker run it: it fails without any provider call.
 		key := testkit.NewUUID()
 		ctx := context.Background()
-		if ok, err := e.Store.AcquireLease(ctx, e.DB, e.CompanyID, ep["id"].(string), "email-thread:pending:"+key, "test-holder", "test", time.Minute); err != nil || !ok {
-			t.Fatalf("hold the thread: %v %v", ok, err)
+		lease, _, err := e.Store.TryLease(ctx, e.DB, e.CompanyID, ep["id"].(string), store.ThreadLeaseKey("pending:"+key), "test", time.Minute)
+		if err != nil || lease == nil {
+			t.Fatalf("hold the thread: %v %v", lease, err)
 		}
 		acc := agent.JSON("POST", sendPath, req(task, key), 202)
 		if acc["outcome"] != "queued" {
 			t.Fatalf("acceptance: %v", acc)
 		}
 		e.Board.JSON("PATCH", "/api/agents/"+e.AgentID, map[string]any{"budgetMonthlyCents": 100, "spentMonthlyCents": 100}, 200)
-		if err := e.Store.ReleaseLease(ctx, e.DB, ep["id"].(string), "email-thread:pending:"+key, "test-holder"); err != nil {
+		if err := lease.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		e.Outbound.Notify()

@@ -121,7 +121,7 @@ func (s *Service) Control(ctx context.Context, a authz.Actor, endpointID, action
 	if err != nil {
 		return zero, err
 	}
-	err = s.withWorkLease(ctx, ep, "An email operation is running; retry shortly", func(string) error {
+	err = s.withWorkLease(ctx, ep, "An email operation is running; retry shortly", func() error {
 		ep, err = s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
 		if err != nil {
 			return err
@@ -289,7 +289,7 @@ func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID strin
 	if err != nil {
 		return zero, err
 	}
-	err = s.withWorkLease(ctx, ep, "An email operation is running; retry shortly", func(string) error {
+	err = s.withWorkLease(ctx, ep, "An email operation is running; retry shortly", func() error {
 		ep, err = s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
 		if err != nil {
 			return err
@@ -344,7 +344,7 @@ func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID strin
 				if keep[b.ConfigPath] || b.ConfigPath == PathControlKey {
 					continue
 				}
-				if _, err := tx.ExecContext(ctx, `DELETE FROM company_secret_bindings WHERE id = $1`, b.ID); err != nil {
+				if err := s.Store.DeleteBinding(ctx, tx, b.ID); err != nil {
 					return err
 				}
 				if _, err := s.Vault.DeleteIfUnreferenced(ctx, tx, b.SecretID); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -149,7 +150,7 @@ func TestPauseResume(t *testing.T) {
 			t.Fatalf("bad action: %d", st)
 		}
 		// A held thread lease blocks stopping.
-		if _, err := e.Store.AcquireLease(context.Background(), e.DB, e.CompanyID, id, "email-thread:t1", "tok", "test", 60e9); err != nil {
+		if _, _, err := e.Store.TryLease(context.Background(), e.DB, e.CompanyID, id, store.ThreadLeaseKey("t1"), "test", 60e9); err != nil {
 			t.Fatal(err)
 		}
 		if st, body := e.Board.Do("POST", "/api/email/inboxes/"+id+"/control", map[string]any{"action": "pause"}); st != 409 || !strings.Contains(string(body), "retry shortly") {

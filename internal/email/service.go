@@ -33,17 +33,6 @@ const (
 	PathWebhookSecret = "credentials.webhookSecret"
 )
 
-// Lease keys.
-const (
-	LeaseWork       = "email-work"
-	LeaseSocket     = "email-socket"
-	LeaseCatchup    = "email-catchup"
-	leaseThreadPref = "email-thread:"
-)
-
-// ThreadLeaseKey is the per-conversation lease key of a provider thread.
-func ThreadLeaseKey(threadID string) string { return leaseThreadPref + threadID }
-
 // Service implements the email channel's operator side.
 type Service struct {
 	Store  *store.Store

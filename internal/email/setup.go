@@ -172,7 +172,7 @@ func (s *Service) Setup(ctx context.Context, a authz.Actor, companyID string, in
 		return s.Summary(ctx, ep), nil
 	}
 	var out domain.EmailEndpointSummary
-	err = s.withWorkLease(ctx, ep, "Inbox setup is already running", func(token string) error {
+	err = s.withWorkLease(ctx, ep, "Inbox setup is already running", func() error {
 		var err error
 		out, err = s.runSetup(ctx, a, ep.ID, ag, in)
 		return err
@@ -210,19 +210,16 @@ func (s *Service) ensureDraft(ctx context.Context, a authz.Actor, companyID stri
 }
 
 // withWorkLease runs fn holding the endpoint's email-work lease.
-func (s *Service) withWorkLease(ctx context.Context, ep domain.EmailEndpoint, busyMsg string, fn func(token string) error) error {
-	token := randomHex(16)
-	ok, err := s.Store.AcquireLease(ctx, s.Store.DB, ep.CompanyID, ep.ID, LeaseWork, token, s.Holder, s.WorkLeaseTTL)
+func (s *Service) withWorkLease(ctx context.Context, ep domain.EmailEndpoint, busyMsg string, fn func() error) error {
+	l, _, err := s.Store.TryLease(ctx, s.Store.DB, ep.CompanyID, ep.ID, store.LeaseKeyWork, s.Holder, s.WorkLeaseTTL)
 	if err != nil {
 		return err
 	}
-	if !ok {
+	if l == nil {
 		return httpx.Errorf(http.StatusConflict, "%s", busyMsg)
 	}
-	defer func() {
-		_ = s.Store.ReleaseLease(context.WithoutCancel(ctx), s.Store.DB, ep.ID, LeaseWork, token)
-	}()
-	return fn(token)
+	defer func() { _ = l.Release(ctx) }()
+	return fn()
 }
 
 // controlKey vaults or binds the endpoint's control key and returns it.
@@ -257,7 +254,7 @@ func (s *Service) controlKey(ctx context.Context, a authz.Actor, ep domain.Email
 					}
 				}
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE email_endpoints SET credential_connection_id = $2 WHERE id = $1`, ep.ID, c.ID); err != nil {
+			if err := s.Store.SetEndpointCredential(ctx, tx, ep.ID, c.ID); err != nil {
 				return err
 			}
 			return s.allowAgent(ctx, tx, a, c, ag.ID, ep.ID)
@@ -280,7 +277,7 @@ func (s *Service) controlKey(ctx context.Context, a authz.Actor, ep domain.Email
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE email_endpoints SET credential_connection_id = NULL WHERE id = $1`, ep.ID); err != nil {
+		if err := s.Store.SetEndpointCredential(ctx, tx, ep.ID, ""); err != nil {
 			return err
 		}
 		return nil
@@ -429,8 +426,7 @@ func (s *Service) ensureRuntimeKey(ctx context.Context, control *agentmail.Clien
 		if err := s.bindSecret(ctx, tx, ep.CompanyID, secretID, TargetEndpoint, ep.ID, PathAPIKey); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE email_endpoints SET owned_api_key_id = $2 WHERE id = $1`, ep.ID, created.APIKeyID)
-		return err
+		return s.Store.SetEndpointOwnedKey(ctx, tx, ep.ID, created.APIKeyID)
 	})
 	if err != nil {
 		// Do not leave an orphaned provider key we can no longer name.
@@ -468,8 +464,7 @@ func (s *Service) registerWebhook(ctx context.Context, control *agentmail.Client
 		if err := s.bindSecret(ctx, tx, ep.CompanyID, secretID, TargetEndpoint, ep.ID, PathWebhookSecret); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE email_endpoints SET webhook_id = $2 WHERE id = $1`, ep.ID, wh.WebhookID)
-		return err
+		return s.Store.SetEndpointWebhook(ctx, tx, ep.ID, wh.WebhookID)
 	})
 	if err != nil {
 		if derr := control.DeleteInboxWebhook(context.WithoutCancel(ctx), ep.Address, wh.WebhookID); derr != nil {

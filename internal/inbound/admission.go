@@ -4,14 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/httpx"
@@ -143,28 +141,21 @@ func (w *Worker) AdmitEvents(ctx context.Context, ep domain.EmailEndpoint, evs [
 	return inserted, nil
 }
 
-// notifyTx queues a cross-replica work signal that PostgreSQL delivers only
-// if and when tx commits (NOTIFY is transactional), so no replica wakes for
-// work that was rolled back. On SQLite there is a single process and the
-// in-process signal after commit suffices.
+// notifyTx queues the cross-replica work signal, delivered only if tx
+// commits (db.NotifyTx); on SQLite the in-process signal after commit
+// suffices.
 func (w *Worker) notifyTx(ctx context.Context, tx *sql.Tx) error {
-	if w.db.Dialect != db.Postgres {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, '')`, notifyChannel); err != nil {
-		return fmt.Errorf("signal email work: %w", err)
-	}
-	return nil
+	return w.db.NotifyTx(ctx, tx, notifyChannel)
 }
 
-// listen relays PostgreSQL notifications on notifyChannel to Notify. It
-// holds one dedicated pool connection; after a lost connection it signals
-// once (a notification may have been missed) and listens again.
+// listen relays PostgreSQL notifications on notifyChannel to Notify. After
+// a lost connection it signals once (a notification may have been missed)
+// and listens again.
 func (w *Worker) listen(ctx context.Context) {
 	defer w.wg.Done()
 	backoff := 500 * time.Millisecond
 	for ctx.Err() == nil {
-		err := w.listenOnce(ctx)
+		err := w.db.Listen(ctx, notifyChannel, w.Notify)
 		if ctx.Err() != nil {
 			return
 		}
@@ -176,28 +167,5 @@ func (w *Worker) listen(ctx context.Context) {
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 10*time.Second)
-	}
-}
-
-func (w *Worker) listenOnce(ctx context.Context) error {
-	conn, err := w.db.Pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire listener connection: %w", err)
-	}
-	// The connection is left in LISTEN state (or broken by a cancelled
-	// wait), so it must not return to the pool for reuse.
-	pc := conn.Hijack()
-	defer pc.Close(context.WithoutCancel(ctx))
-	if _, err := pc.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	for {
-		if _, err := pc.WaitForNotification(ctx); err != nil {
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return fmt.Errorf("wait for notification: %w", err)
-		}
-		w.Notify()
 	}
 }

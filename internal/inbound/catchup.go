@@ -6,7 +6,6 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -23,19 +22,14 @@ func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key strin
 	if ep.ActivationAt == nil {
 		return true
 	}
-	token := w.o.Holder + ":" + store.NewID()
-	ok, err := w.st.AcquireLease(ctx, w.q, ep.CompanyID, ep.ID, email.LeaseCatchup, token, w.o.Holder, w.t.SocketLeaseTTL)
-	if err != nil || !ok {
+	l, _, err := w.st.TryLease(ctx, w.q, ep.CompanyID, ep.ID, store.LeaseKeyCatchup, w.o.Holder, w.t.SocketLeaseTTL)
+	if err != nil || l == nil {
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("inbound: acquire catch-up lease", "endpoint", ep.ID, "err", err)
 		}
 		return false
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = w.st.ReleaseLease(rctx, w.q, ep.ID, email.LeaseCatchup, token)
-	}()
+	defer func() { _ = l.Release(ctx) }()
 	activation := *ep.ActivationAt
 	after := activation
 	if ep.SyncCheckpoint != nil {
@@ -45,7 +39,7 @@ func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key strin
 	}
 	scanStarted := w.st.Now()
 	client := w.o.Client.WithAPIKey(key)
-	admitted, err := w.scan(ctx, ep, client, activation, after, token)
+	admitted, err := w.scan(ctx, ep, client, activation, after, l)
 	if err != nil {
 		if ctx.Err() == nil && !w.stopping.Load() {
 			w.log.Warn("inbound: catch-up scan", "endpoint", ep.ID, "err", redact(err))
@@ -74,7 +68,7 @@ func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key strin
 
 // scan reads every page after the cutoff and admits what no transport
 // admitted yet; it returns how many events it admitted.
-func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, activation, after time.Time, token string) (int, error) {
+func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, activation, after time.Time, l *store.Lease) (int, error) {
 	admitted := 0
 	pageToken := ""
 	for range 10_000 {
@@ -135,7 +129,7 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 		}
 		// Keep the scan's lease alive on long mailboxes; a lost lease means
 		// another replica scans now, so stop without recording progress.
-		held, err := w.st.RenewLease(ctx, w.q, ep.ID, email.LeaseCatchup, token, w.t.SocketLeaseTTL)
+		held, err := l.Renew(ctx)
 		if err != nil {
 			return admitted, err
 		}

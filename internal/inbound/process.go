@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
@@ -129,31 +129,27 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 	// effect is unchanged.
 	keys := make([]string, len(order))
 	for i, gk := range order {
-		keys[i] = email.ThreadLeaseKey(gk)
+		keys[i] = store.ThreadLeaseKey(gk)
 	}
-	token := w.o.Holder + ":" + store.NewID()
-	held, err := w.st.AcquireLeases(ctx, w.q, ep.CompanyID, ep.ID, keys, token, w.o.Holder, w.t.ThreadLeaseTTL)
+	leases, err := w.st.TryLeases(ctx, w.q, ep.CompanyID, ep.ID, keys, w.o.Holder, w.t.ThreadLeaseTTL)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("inbound: acquire thread leases", "endpoint", ep.ID, "err", err)
 		}
 		return now.Add(time.Second)
 	}
-	if len(held) > 0 {
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := w.st.ReleaseLeasesOf(rctx, w.q, ep.ID, token); err != nil {
-				w.log.Warn("inbound: release thread leases", "endpoint", ep.ID, "err", err)
-			}
-		}()
-	}
+	defer func() {
+		if err := leases.Release(ctx); err != nil {
+			w.log.Warn("inbound: release thread leases", "endpoint", ep.ID, "err", err)
+		}
+	}()
 
 	var progress, skipped atomic.Bool
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.t.Concurrency)
 	for i, gk := range order {
-		if !held[keys[i]] {
+		l := leases.Get(keys[i])
+		if l == nil {
 			// Another replica holds the thread: skip it this tick.
 			skipped.Store(true)
 			continue
@@ -163,7 +159,7 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if w.processGroup(ctx, ep, client, lease{key: keys[i], token: token}, groups[gk]) {
+			if w.processGroup(ctx, ep, client, l, groups[gk]) {
 				progress.Store(true)
 			}
 		}()
@@ -237,7 +233,7 @@ func (w *Worker) prefetch(ctx context.Context, ep domain.EmailEndpoint, client *
 // processGroup runs one provider thread's deliveries in order under the
 // thread lease l, which the caller holds. It stops at the first failure
 // (recording a retry) so no later message of the thread overtakes it.
-func (w *Worker) processGroup(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l lease, items []*item) (progress bool) {
+func (w *Worker) processGroup(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, items []*item) (progress bool) {
 	for _, it := range items {
 		if w.stopping.Load() || ctx.Err() != nil {
 			return progress
@@ -261,46 +257,28 @@ func (w *Worker) processGroup(ctx context.Context, ep domain.EmailEndpoint, clie
 	return progress
 }
 
-// lease is a held thread lease: the fence every side effect checks.
-type lease struct{ key, token string }
-
 // fence proves, inside tx, that the thread lease is still ours (and
-// extends it), and that the worker is not stopping. Every transaction with a
-// side effect starts with it, so a worker that lost its lease (paused past
-// expiry, partitioned) can never commit work a successor also does.
-func (w *Worker) fence(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, l lease) error {
+// extends it; see store.Lease.Fence), and that the worker is not stopping.
+// With a lockKey it first takes that advisory lock (store.Lease.FenceLocked).
+func (w *Worker) fence(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey string) error {
 	if w.stopping.Load() {
 		return errLeaseLost
 	}
-	ok, err := w.st.RenewLease(ctx, tx, ep.ID, l.key, l.token, w.t.ThreadLeaseTTL)
-	if err != nil {
-		return err
+	var err error
+	if lockKey != "" {
+		err = l.FenceLocked(ctx, tx, lockKey)
+	} else {
+		err = l.Fence(ctx, tx)
 	}
-	if !ok {
+	if errors.Is(err, store.ErrLeaseLost) {
 		return errLeaseLost
 	}
-	return nil
-}
-
-// fenceLocked is the advisory lock on lockKey followed by fence, in one
-// statement where the database allows it (Store.RenewLeaseLocked).
-func (w *Worker) fenceLocked(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, l lease, lockKey string) error {
-	if w.stopping.Load() {
-		return errLeaseLost
-	}
-	ok, err := w.st.RenewLeaseLocked(ctx, tx, ep.ID, l.key, l.token, w.t.ThreadLeaseTTL, lockKey)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return errLeaseLost
-	}
-	return nil
+	return err
 }
 
 // processOne processes one delivery: phase A (retain, decide) unless it is
 // already recorded, then phase B (wake) when a wake is pending.
-func (w *Worker) processOne(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l lease, it *item) error {
+func (w *Worker) processOne(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) error {
 	if it.fetchErr != nil {
 		return it.fetchErr
 	}
@@ -321,9 +299,9 @@ func (w *Worker) processOne(ctx context.Context, ep domain.EmailEndpoint, client
 
 // finishWithout ends a delivery with no task and no wake (filtered, or a
 // receipt) after the fence.
-func (w *Worker) finishWithout(ctx context.Context, ep domain.EmailEndpoint, l lease, id, state string) error {
+func (w *Worker) finishWithout(ctx context.Context, ep domain.EmailEndpoint, l *store.Lease, id, state string) error {
 	err := w.tx(ctx, func(tx *sql.Tx) error {
-		if err := w.fence(ctx, tx, ep, l); err != nil {
+		if err := w.fence(ctx, tx, l, ""); err != nil {
 			return err
 		}
 		d, err := w.st.GetDelivery(ctx, tx, id, true)
@@ -350,7 +328,7 @@ func (w *Worker) finishWithout(ctx context.Context, ep domain.EmailEndpoint, l l
 // the same transaction also records the wake (see retainTx). done reports
 // that the delivery is finished (filtered, receipt, woken, or already
 // handled).
-func (w *Worker) phaseA(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l lease, it *item) (done bool, err error) {
+func (w *Worker) phaseA(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) (done bool, err error) {
 	msg := it.msg
 	if msg == nil {
 		if msg, err = client.GetMessage(ctx, ep.Address, it.ev.MessageID); err != nil {
@@ -445,7 +423,7 @@ func (w *Worker) prepareThread(ctx context.Context, client *agentmail.Client, ep
 // retainInput is what phase A's transaction works on.
 type retainInput struct {
 	ep         domain.EmailEndpoint
-	l          lease
+	l          *store.Lease
 	it         *item
 	msg        *agentmail.Message
 	threadMsgs []*agentmail.Message
@@ -488,7 +466,7 @@ func (w *Worker) retainTx(ctx context.Context, in retainInput) (retainResult, er
 		// (belt and braces to the fence). Why one statement: the lock and
 		// the fence are taken in the same order as before, one round trip
 		// cheaper.
-		if err := w.fenceLocked(ctx, tx, ep, in.l, "email:"+ep.ID+":"+msg.ThreadID); err != nil {
+		if err := w.fence(ctx, tx, in.l, "email:"+ep.ID+":"+msg.ThreadID); err != nil {
 			return err
 		}
 		// The whole row, under the same share lock as a status read, so the
@@ -649,18 +627,16 @@ func (w *Worker) wakeInTx(ctx context.Context, tx *sql.Tx, ep, cur domain.EmailE
 	if wakeFn == nil {
 		return errors.New("no wake function configured"), nil
 	}
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT inbound_wake`); err != nil {
-		return nil, fmt.Errorf("wake savepoint: %w", err)
+	var woke retainResult
+	wakeErr, err = db.Savepoint(ctx, tx, "inbound_wake", func() error {
+		var err error
+		woke, err = w.wakeSteps(ctx, tx, ep, cur, &d, ev, wakeFn)
+		return err
+	})
+	if err == nil && wakeErr == nil {
+		*r = woke
 	}
-	woke, err := w.wakeSteps(ctx, tx, ep, cur, &d, ev, wakeFn)
-	if err != nil {
-		if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT inbound_wake`); rerr != nil {
-			return nil, fmt.Errorf("roll back wake: %w", rerr)
-		}
-		return err, nil
-	}
-	*r = woke
-	return nil, nil
+	return wakeErr, err
 }
 
 func (w *Worker) wakeSteps(ctx context.Context, tx *sql.Tx, ep, cur domain.EmailEndpoint, d *store.EmailDelivery,
@@ -849,7 +825,7 @@ func (w *Worker) createTask(ctx context.Context, tx *sql.Tx, ep domain.EmailEndp
 // phaseB wakes the agent for a delivery whose mail is retained. It re-runs
 // alone after a failure, with the same idempotency key and arguments, and
 // never re-imports mail (reference §5.5 phase B).
-func (w *Worker) phaseB(ctx context.Context, ep domain.EmailEndpoint, l lease, it *item) error {
+func (w *Worker) phaseB(ctx context.Context, ep domain.EmailEndpoint, l *store.Lease, it *item) error {
 	wake := w.wakeFunc()
 	if wake == nil {
 		return errors.New("no wake function configured")
@@ -858,7 +834,7 @@ func (w *Worker) phaseB(ctx context.Context, ep domain.EmailEndpoint, l lease, i
 	var a2w time.Duration
 	err := w.tx(ctx, func(tx *sql.Tx) error {
 		queued = false
-		if err := w.fence(ctx, tx, ep, l); err != nil {
+		if err := w.fence(ctx, tx, l, ""); err != nil {
 			return err
 		}
 		d, err := w.st.GetDelivery(ctx, tx, it.d.ID, true)

@@ -24,7 +24,7 @@ const (
 // socketState is this process's live connection of one inbox. At most one
 // goroutine runs per inbox; running is cleared when it ends.
 type socketState struct {
-	token       string
+	lease       *store.Lease
 	running     bool
 	connected   bool
 	cancel      context.CancelFunc
@@ -63,30 +63,28 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 	if w.stopping.Load() {
 		return now.Add(time.Hour)
 	}
-	token := w.o.Holder + ":" + store.NewID()
-	ok, err := w.st.AcquireLease(ctx, w.q, ep.CompanyID, ep.ID, email.LeaseSocket, token, w.o.Holder, w.t.SocketLeaseTTL)
+	l, until, err := w.st.TryLease(ctx, w.q, ep.CompanyID, ep.ID, store.LeaseKeySocket, w.o.Holder, w.t.SocketLeaseTTL)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("inbound: acquire socket lease", "endpoint", ep.ID, "err", err)
 		}
 		return now.Add(time.Second)
 	}
-	if !ok {
-		exp, err := w.st.LeaseExpiry(ctx, w.q, ep.ID, email.LeaseSocket)
-		if err != nil || exp == nil || !exp.After(now) {
+	if l == nil {
+		if !until.After(now) {
 			return now.Add(time.Second)
 		}
 		// Wake just after the holder's lease would lapse; a graceful
 		// release by the holder is signalled and wakes us earlier.
-		return exp.Add(50 * time.Millisecond)
+		return until.Add(50 * time.Millisecond)
 	}
 	sctx, cancel := context.WithCancel(w.ctx)
 	w.mu.Lock()
-	s.token, s.running, s.connected, s.cancel = token, true, false, cancel
+	s.lease, s.running, s.connected, s.cancel = l, true, false, cancel
 	w.mu.Unlock()
 	w.wg.Add(2)
-	go w.renewSocketLease(sctx, cancel, ep, token)
-	go w.runSocket(sctx, ep, key, token)
+	go w.renewSocketLease(sctx, cancel, ep, l)
+	go w.runSocket(sctx, ep, key, l)
 	return now.Add(time.Hour)
 }
 
@@ -95,7 +93,7 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 // the lease lapse under a live socket. When a renewal fails the socket is
 // closed at once: another replica may own the inbox now, and two sockets
 // must never overlap.
-func (w *Worker) renewSocketLease(ctx context.Context, cancel context.CancelFunc, ep domain.EmailEndpoint, token string) {
+func (w *Worker) renewSocketLease(ctx context.Context, cancel context.CancelFunc, ep domain.EmailEndpoint, l *store.Lease) {
 	defer w.wg.Done()
 	t := time.NewTicker(w.t.SocketRenew)
 	defer t.Stop()
@@ -105,7 +103,7 @@ func (w *Worker) renewSocketLease(ctx context.Context, cancel context.CancelFunc
 			return
 		case <-t.C:
 		}
-		ok, err := w.st.RenewLease(ctx, w.q, ep.ID, email.LeaseSocket, token, w.t.SocketLeaseTTL)
+		ok, err := l.Renew(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -121,24 +119,24 @@ func (w *Worker) renewSocketLease(ctx context.Context, cancel context.CancelFunc
 
 // runSocket dials, subscribes, admits every frame and, when the stream
 // ends, releases its own lease row and schedules the reconnect.
-func (w *Worker) runSocket(ctx context.Context, ep domain.EmailEndpoint, key, token string) {
+func (w *Worker) runSocket(ctx context.Context, ep domain.EmailEndpoint, key string, l *store.Lease) {
 	defer w.wg.Done()
 	stream, err := agentmail.Dial(ctx, w.o.WebSocketURL, key, []string{ep.Address},
 		&agentmail.StreamOptions{SubscribeTimeout: w.t.SubscribeTimeout})
 	if err == nil {
-		w.socketSubscribed(ep, token)
+		w.socketSubscribed(ep, l)
 		err = w.readSocket(ctx, ep, stream)
 		stream.Close()
 	}
-	w.socketEnded(ep, token, err)
+	w.socketEnded(ep, l, err)
 }
 
 // socketSubscribed runs on the subscription acknowledgement: the backoff
 // resets, and a catch-up is requested because AgentMail does not replay
 // events missed while no socket was subscribed.
-func (w *Worker) socketSubscribed(ep domain.EmailEndpoint, token string) {
+func (w *Worker) socketSubscribed(ep domain.EmailEndpoint, l *store.Lease) {
 	w.mu.Lock()
-	if s := w.sockets[ep.ID]; s != nil && s.token == token {
+	if s := w.sockets[ep.ID]; s != nil && s.lease == l {
 		s.connected = true
 		s.backoff = 0
 	}
@@ -259,16 +257,16 @@ const maxAdmitBatch = 64
 // socketEnded releases only this socket's lease, records the error and
 // schedules a reconnect with exponential backoff (2 s, 4 s, … 60 s; a
 // refused credential waits the maximum instead of hammering the provider).
-func (w *Worker) socketEnded(ep domain.EmailEndpoint, token string, err error) {
+func (w *Worker) socketEnded(ep domain.EmailEndpoint, l *store.Lease, err error) {
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if rerr := w.st.ReleaseLease(rctx, w.q, ep.ID, email.LeaseSocket, token); rerr != nil {
+	if rerr := l.Release(rctx); rerr != nil {
 		w.log.Warn("inbound: release socket lease", "endpoint", ep.ID, "err", rerr)
 	}
 	stopping := w.stopping.Load()
 	w.mu.Lock()
 	s := w.sockets[ep.ID]
-	if s != nil && s.token == token {
+	if s != nil && s.lease == l {
 		s.running, s.connected = false, false
 		if s.backoff == 0 {
 			s.backoff = w.t.ReconnectMin

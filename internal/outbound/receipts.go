@@ -9,7 +9,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -46,8 +45,7 @@ func (s *Service) HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.Email
 		if _, err = s.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeFailed); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE email_publications SET redacted_error = $2, updated_at = $3 WHERE id = $1`,
-			pub.ID, "AgentMail reported "+ev.Kind, s.Store.Now()); err != nil {
+		if err := s.Store.SetPublicationError(ctx, tx, pub.ID, "AgentMail reported "+ev.Kind); err != nil {
 			return err
 		}
 		err = s.suppress(ctx, tx, ep, ev)
@@ -180,18 +178,14 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 	if err != nil {
 		return zero, err
 	}
-	leaseKey := email.ThreadLeaseKey(conv.ExternalThreadID)
-	token := store.RandomToken("lease_")
-	ok, err := s.Store.AcquireLease(ctx, s.Store.DB, pub.CompanyID, pub.EndpointID, leaseKey, token, s.Holder, s.LeaseTTL)
+	l, _, err := s.Store.TryLease(ctx, s.Store.DB, pub.CompanyID, pub.EndpointID, store.ThreadLeaseKey(conv.ExternalThreadID), s.Holder, s.LeaseTTL)
 	if err != nil {
 		return zero, err
 	}
-	if !ok {
+	if l == nil {
 		return zero, &httpx.Error{Status: http.StatusConflict, Message: "An email operation is running; retry shortly"}
 	}
-	defer func() {
-		_ = s.Store.ReleaseLease(context.WithoutCancel(ctx), s.Store.DB, pub.EndpointID, leaseKey, token)
-	}()
+	defer func() { _ = l.Release(ctx) }()
 	var sent *agentmail.Message
 	var ep domain.EmailEndpoint
 	if in.Outcome == OutcomeSent {

@@ -12,6 +12,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -303,13 +304,13 @@ func TestAuthorityIsCheckedAgainAtExecution(t *testing.T) {
 		member := e.Board.As(k["token"].(string), "")
 		key := testkit.NewUUID()
 		ctx := context.Background()
-		lease := "email-thread:pending:" + key
-		if ok, err := e.Store.AcquireLease(ctx, e.DB, e.CompanyID, e.endpoint, lease, "test-holder", "test", time.Minute); err != nil || !ok {
-			t.Fatalf("hold the thread: %v %v", ok, err)
+		lease, _, err := e.Store.TryLease(ctx, e.DB, e.CompanyID, e.endpoint, store.ThreadLeaseKey("pending:"+key), "test", time.Minute)
+		if err != nil || lease == nil {
+			t.Fatalf("hold the thread: %v %v", lease, err)
 		}
 		member.JSON("POST", e.sendPath(), e.newEmail(key, "from a member"), 202)
 		e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/members", map[string]any{"userId": m["userId"], "role": "viewer"}, 201)
-		if err := e.Store.ReleaseLease(ctx, e.DB, e.endpoint, lease, "test-holder"); err != nil {
+		if err := lease.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		e.Outbound.Notify()

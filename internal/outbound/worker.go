@@ -17,7 +17,6 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -170,31 +169,26 @@ func (s *Service) process(ctx context.Context, pubID string) (time.Time, error) 
 	if err != nil {
 		return time.Time{}, err
 	}
-	leaseKey := email.ThreadLeaseKey(conv.ExternalThreadID)
-	token := store.RandomToken("lease_")
-	ok, err := s.Store.AcquireLease(ctx, s.Store.DB, pub.CompanyID, pub.EndpointID, leaseKey, token, s.Holder, s.LeaseTTL)
+	l, until, err := s.Store.TryLease(ctx, s.Store.DB, pub.CompanyID, pub.EndpointID, store.ThreadLeaseKey(conv.ExternalThreadID), s.Holder, s.LeaseTTL)
 	if err != nil {
 		return time.Time{}, err
 	}
-	if !ok {
+	if l == nil {
 		// Another worker holds the thread: usually the inbound worker for a
 		// moment, or a dead replica until the lease expires. Look again
 		// shortly, but never later than the expiry.
 		soon := s.Store.Now().Add(200 * time.Millisecond)
-		exp, err := s.Store.LeaseExpiry(ctx, s.Store.DB, pub.EndpointID, leaseKey)
-		if err != nil || exp == nil || exp.After(soon) {
-			return soon, err
+		if until.IsZero() || until.After(soon) {
+			return soon, nil
 		}
-		return exp.Add(10 * time.Millisecond), nil
+		return until.Add(10 * time.Millisecond), nil
 	}
-	defer func() {
-		_ = s.Store.ReleaseLease(context.WithoutCancel(ctx), s.Store.DB, pub.EndpointID, leaseKey, token)
-	}()
-	return time.Time{}, s.execute(ctx, pubID, leaseKey, token)
+	defer func() { _ = l.Release(ctx) }()
+	return time.Time{}, s.execute(ctx, pubID, l)
 }
 
 // execute runs one attempt of a send under its thread lease (reference §6.4).
-func (s *Service) execute(ctx context.Context, pubID, leaseKey, token string) error {
+func (s *Service) execute(ctx context.Context, pubID string, l *store.Lease) error {
 	pub, err := s.Store.GetPublication(ctx, s.Store.DB, pubID)
 	if err != nil {
 		return err
@@ -236,8 +230,9 @@ func (s *Service) execute(ctx context.Context, pubID, leaseKey, token string) er
 	if err := s.Store.StartAttempt(ctx, s.Store.DB, pub.ID); err != nil {
 		return err
 	}
-	// Fence: the lease must still be ours right before the provider call.
-	held, err := s.Store.LeaseHeld(ctx, s.Store.DB, pub.EndpointID, leaseKey, token)
+	// Fence: the lease must still be ours right before the provider call
+	// (checking it also extends it by its TTL).
+	held, err := l.Renew(ctx)
 	if err != nil {
 		return err
 	}

@@ -106,6 +106,34 @@ func (s *Store) UpdateEndpoint(ctx context.Context, q db.Querier, e *domain.Emai
 	return nil
 }
 
+// setEndpointColumn writes one provider-registration column of an endpoint
+// ("" is NULL) and its updated_at; column is one of a fixed set below.
+func (s *Store) setEndpointColumn(ctx context.Context, q db.Querier, id, column, value string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE email_endpoints SET `+column+` = $2, updated_at = $3 WHERE id = $1`,
+		id, nullString(value), s.Now()); err != nil {
+		return fmt.Errorf("update email inbox %s: %w", column, err)
+	}
+	return nil
+}
+
+// SetEndpointCredential records the saved credential an endpoint was set up
+// from ("" for an endpoint set up from a pasted key).
+func (s *Store) SetEndpointCredential(ctx context.Context, q db.Querier, id, connectionID string) error {
+	return s.setEndpointColumn(ctx, q, id, "credential_connection_id", connectionID)
+}
+
+// SetEndpointOwnedKey records the provider API key Paperclip created for an
+// endpoint (its runtime key).
+func (s *Store) SetEndpointOwnedKey(ctx context.Context, q db.Querier, id, keyID string) error {
+	return s.setEndpointColumn(ctx, q, id, "owned_api_key_id", keyID)
+}
+
+// SetEndpointWebhook records the provider webhook Paperclip registered for
+// an endpoint.
+func (s *Store) SetEndpointWebhook(ctx context.Context, q db.Querier, id, webhookID string) error {
+	return s.setEndpointColumn(ctx, q, id, "webhook_id", webhookID)
+}
+
 // LockEndpoint takes the endpoint row's write lock for the transaction.
 func (s *Store) LockEndpoint(ctx context.Context, tx *sql.Tx, id string) error {
 	res, err := tx.ExecContext(ctx, `UPDATE email_endpoints SET updated_at = updated_at WHERE id = $1`, id)

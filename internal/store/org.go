@@ -62,6 +62,14 @@ func (s *Store) EnsureUser(ctx context.Context, q db.Querier, email, name string
 	return s.GetUserByEmail(ctx, q, email)
 }
 
+// SetInstanceAdmin makes a user an instance administrator.
+func (s *Store) SetInstanceAdmin(ctx context.Context, q db.Querier, userID string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE users SET is_instance_admin = TRUE WHERE id = $1`, userID); err != nil {
+		return fmt.Errorf("promote user: %w", err)
+	}
+	return nil
+}
+
 // GetUser returns a user by id.
 func (s *Store) GetUser(ctx context.Context, q db.Querier, id string) (domain.User, error) {
 	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = $1`, id))

@@ -186,6 +186,16 @@ func (s *Store) MarkPublished(ctx context.Context, q db.Querier, id, messageID, 
 	return nil
 }
 
+// SetPublicationError records a diagnostic on a publication without
+// changing its state (a receipt reporting a bounce on a published send).
+func (s *Store) SetPublicationError(ctx context.Context, q db.Querier, id, errText string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE email_publications SET redacted_error = $2, updated_at = $3 WHERE id = $1`,
+		id, errText, s.Now()); err != nil {
+		return fmt.Errorf("set publication error: %w", err)
+	}
+	return nil
+}
+
 // SetFirstAttempt overrides first_attempt_at (tests of the 23-hour window
 // and operators' tooling).
 func (s *Store) SetFirstAttempt(ctx context.Context, q db.Querier, id string, t time.Time) error {

@@ -145,6 +145,14 @@ func (s *Store) DeleteBindings(ctx context.Context, q db.Querier, targetType, ta
 	return ids, nil
 }
 
+// DeleteBinding removes one binding by id.
+func (s *Store) DeleteBinding(ctx context.Context, q db.Querier, id string) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM company_secret_bindings WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("delete secret binding: %w", err)
+	}
+	return nil
+}
+
 // SecretBindingCount returns how many bindings still reference a secret.
 func (s *Store) SecretBindingCount(ctx context.Context, q db.Querier, secretID string) (int, error) {
 	var n int

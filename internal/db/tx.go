@@ -1,0 +1,83 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// identifier is the shape of the savepoint and channel names this package
+// puts into SQL text.
+var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// Savepoint runs fn under the savepoint name inside tx. When fn fails, only
+// fn's statements are rolled back (ROLLBACK TO SAVEPOINT) and fnErr is its
+// error; the transaction stays usable. err is a failure of the savepoint
+// itself, after which the caller must abort the transaction. Both dialects
+// support savepoints.
+func Savepoint(ctx context.Context, tx *sql.Tx, name string, fn func() error) (fnErr, err error) {
+	if !identifier.MatchString(name) {
+		return nil, fmt.Errorf("savepoint: invalid name %q", name)
+	}
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT `+name); err != nil {
+		return nil, fmt.Errorf("savepoint %s: %w", name, err)
+	}
+	if fnErr := fn(); fnErr != nil {
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT `+name); err != nil {
+			return nil, fmt.Errorf("roll back to savepoint %s: %w", name, err)
+		}
+		return fnErr, nil
+	}
+	return nil, nil
+}
+
+// NotifyTx queues a notification on channel that PostgreSQL delivers to
+// every listener only if and when tx commits (NOTIFY is transactional), so
+// nobody wakes for work that was rolled back. On SQLite, with a single
+// process, it does nothing: the in-process signal after commit suffices.
+func (d *DB) NotifyTx(ctx context.Context, tx *sql.Tx, channel string) error {
+	if d.Dialect != Postgres {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, '')`, channel); err != nil {
+		return fmt.Errorf("notify %s: %w", channel, err)
+	}
+	return nil
+}
+
+// ErrNoListen means the database cannot deliver notifications (SQLite).
+var ErrNoListen = errors.New("database does not support LISTEN")
+
+// Listen calls notify for every notification on channel until ctx ends
+// (then it returns nil) or the connection fails. It holds one dedicated
+// connection of the native pool, which is closed rather than returned to
+// the pool afterwards: it is left in LISTEN state, or broken by a cancelled
+// wait. On SQLite it returns ErrNoListen.
+func (d *DB) Listen(ctx context.Context, channel string, notify func()) error {
+	if d.Dialect != Postgres || d.Pool == nil {
+		return ErrNoListen
+	}
+	if !identifier.MatchString(channel) {
+		return fmt.Errorf("listen: invalid channel %q", channel)
+	}
+	conn, err := d.Pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire listener connection: %w", err)
+	}
+	pc := conn.Hijack()
+	defer pc.Close(context.WithoutCancel(ctx))
+	if _, err := pc.Exec(ctx, "LISTEN "+channel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	for {
+		if _, err := pc.WaitForNotification(ctx); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		notify()
+	}
+}
