@@ -2,7 +2,10 @@ package db_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
@@ -31,6 +34,71 @@ func TestUniqueViolationIsRecognised(t *testing.T) {
 		_, err := d.ExecContext(ctx, q, "u2", "a@example.com")
 		if !db.IsUniqueViolation(err) {
 			t.Fatalf("want unique violation, got %v", err)
+		}
+	})
+}
+
+func TestSavepointRollsBackOnlyItsOwnStatements(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		q := `INSERT INTO users (id, email, created_at) VALUES ($1, $2, CURRENT_TIMESTAMP)`
+		injected := errors.New("injected")
+		err := d.Tx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, q, "outer", "outer@example.com"); err != nil {
+				return err
+			}
+			fnErr, err := db.Savepoint(ctx, tx, "inner_step", func() error {
+				if _, err := tx.ExecContext(ctx, q, "inner", "inner@example.com"); err != nil {
+					return err
+				}
+				return injected
+			})
+			if err != nil || !errors.Is(fnErr, injected) {
+				t.Fatalf("Savepoint = %v, %v", fnErr, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := d.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE id IN ('outer', 'inner')`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("rows after commit: %d %v; want only the outer one", n, err)
+		}
+	})
+}
+
+func TestListenReceivesCommittedNotifications(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d *db.DB) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if d.Dialect != db.Postgres {
+			if err := d.Listen(ctx, "test_channel", func() {}); !errors.Is(err, db.ErrNoListen) {
+				t.Fatalf("Listen on %s = %v, want ErrNoListen", d.Dialect, err)
+			}
+			if err := d.Tx(ctx, func(tx *sql.Tx) error { return d.NotifyTx(ctx, tx, "test_channel") }); err != nil {
+				t.Fatalf("NotifyTx is a no-op on %s: %v", d.Dialect, err)
+			}
+			return
+		}
+		got := make(chan struct{}, 10)
+		done := make(chan error, 1)
+		go func() { done <- d.Listen(ctx, "test_channel", func() { got <- struct{}{} }) }()
+		// LISTEN takes effect asynchronously: notify until the first one
+		// arrives (each is a real, committed notification).
+		for arrived := false; !arrived; {
+			if err := d.Tx(ctx, func(tx *sql.Tx) error { return d.NotifyTx(ctx, tx, "test_channel") }); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-got:
+				arrived = true
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Listen after cancel: %v", err)
 		}
 	})
 }

@@ -1,0 +1,421 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// TestStore exercises, method by method, the SQL whose meaning could differ
+// between the dialects (ON CONFLICT on several keys, conditional updates,
+// RETURNING, leases and their fences, time round trips), once per database
+// (the shape of River's riverdrivertest.Exercise). Each subtest gets a fresh
+// company with an agent and an active inbox.
+func TestStore(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d *db.DB) {
+		type bundle struct {
+			ctx     context.Context
+			company domain.Company
+			agent   domain.Agent
+			ep      domain.EmailEndpoint
+			// advance moves the store's clock (expiry and ordering by time
+			// are tested without sleeping).
+			advance func(time.Duration)
+		}
+		var st *store.Store
+		setup := func(t *testing.T) *bundle {
+			t.Helper()
+			ctx := context.Background()
+			st = store.New(d)
+			offset := time.Duration(0)
+			st.SetClock(func() time.Time { return time.Now().Add(offset) })
+			c, err := st.CreateCompany(ctx, d, "Suite", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := domain.Agent{CompanyID: c.ID, Name: "mailer", AdapterType: "process"}
+			if err := st.CreateAgent(ctx, d, &a); err != nil {
+				t.Fatal(err)
+			}
+			ep := domain.EmailEndpoint{ID: store.NewID(), CompanyID: c.ID, AssignedAgentID: a.ID, Status: domain.EndpointActive,
+				ReceiveMode: domain.ReceiveWebSocket, DisplayName: "mailer"}
+			if _, err := st.InsertEndpoint(ctx, d, &ep); err != nil {
+				t.Fatal(err)
+			}
+			return &bundle{ctx: ctx, company: c, agent: a, ep: ep, advance: func(by time.Duration) { offset += by }}
+		}
+		delivery := func(b *bundle, eventID, key, thread string) *store.EmailDelivery {
+			return &store.EmailDelivery{CompanyID: b.company.ID, EndpointID: b.ep.ID, ProviderEventID: eventID,
+				DeduplicationKey: key, EventKind: "message", Source: "websocket", ProviderThreadID: thread, NormalizedEvent: []byte(`{}`)}
+		}
+		issue := func(t *testing.T, b *bundle, status string) domain.Issue {
+			t.Helper()
+			i := domain.Issue{CompanyID: b.company.ID, Title: "task", Status: status, Priority: "medium"}
+			if _, err := st.CreateIssue(b.ctx, d, &i); err != nil {
+				t.Fatal(err)
+			}
+			return i
+		}
+
+		t.Run("InsertDelivery", func(t *testing.T) {
+			t.Run("DeduplicatesByProviderEventID", func(t *testing.T) {
+				b := setup(t)
+				if ok, err := st.InsertDelivery(b.ctx, d, delivery(b, "ev1", "message.received:m1", "t1")); err != nil || !ok {
+					t.Fatalf("first: %v %v", ok, err)
+				}
+				if ok, err := st.InsertDelivery(b.ctx, d, delivery(b, "ev1", "message.received:m2", "t1")); err != nil || ok {
+					t.Fatalf("same event id: inserted=%v err=%v", ok, err)
+				}
+			})
+			t.Run("DeduplicatesByKindAndMessageID", func(t *testing.T) {
+				b := setup(t)
+				if ok, err := st.InsertDelivery(b.ctx, d, delivery(b, "ev1", "message.received:m1", "t1")); err != nil || !ok {
+					t.Fatalf("first: %v %v", ok, err)
+				}
+				if ok, err := st.InsertDelivery(b.ctx, d, delivery(b, "ev2", "message.received:m1", "t1")); err != nil || ok {
+					t.Fatalf("same message from another transport: inserted=%v err=%v", ok, err)
+				}
+				ds, err := st.ListDeliveries(b.ctx, d, b.ep.ID)
+				if err != nil || len(ds) != 1 || ds[0].State != store.DeliveryReceived {
+					t.Fatalf("deliveries: %+v %v", ds, err)
+				}
+			})
+		})
+
+		t.Run("DueDeliveries", func(t *testing.T) {
+			t.Run("HoldsBackAThreadBehindARetry", func(t *testing.T) {
+				b := setup(t)
+				first, second, other := delivery(b, "e1", "k:1", "t1"), delivery(b, "e2", "k:2", "t1"), delivery(b, "e3", "k:3", "t2")
+				for _, x := range []*store.EmailDelivery{first, second, other} {
+					if _, err := st.InsertDelivery(b.ctx, d, x); err != nil {
+						t.Fatal(err)
+					}
+				}
+				later := st.Now().Add(time.Hour)
+				first.State, first.NextAttemptAt, first.Attempts = store.DeliveryRetry, &later, 1
+				if err := st.UpdateDelivery(b.ctx, d, first); err != nil {
+					t.Fatal(err)
+				}
+				due, err := st.DueDeliveries(b.ctx, d, b.ep.ID, st.Now(), 10)
+				if err != nil || len(due) != 1 || due[0].ID != other.ID {
+					t.Fatalf("due: %+v %v; want only the other thread", due, err)
+				}
+				next, err := st.NextDeliveryAttempt(b.ctx, d, b.ep.ID, st.Now())
+				if err != nil || next == nil || !next.Before(later) {
+					t.Fatalf("next attempt %v %v: the other thread is due now", next, err)
+				}
+				other.State = store.DeliveryProcessed
+				if err := st.UpdateDelivery(b.ctx, d, other); err != nil {
+					t.Fatal(err)
+				}
+				if next, err := st.NextDeliveryAttempt(b.ctx, d, b.ep.ID, st.Now()); err != nil || next == nil || !next.Equal(later) {
+					t.Fatalf("next attempt %v %v, want the retry at %v", next, err, later)
+				}
+				due, err = st.DueDeliveries(b.ctx, d, b.ep.ID, later, 10)
+				if err != nil || len(due) != 2 || due[0].ID != first.ID || due[1].ID != second.ID {
+					t.Fatalf("due at the retry time: %+v %v; want the thread in admission order", due, err)
+				}
+			})
+		})
+
+		t.Run("Lease", func(t *testing.T) {
+			t.Run("SecondHolderWaitsUntilExpiry", func(t *testing.T) {
+				b := setup(t)
+				l, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, store.LeaseKeySocket, "one", time.Minute)
+				if err != nil || l == nil {
+					t.Fatalf("first holder: %v %v", l, err)
+				}
+				other, until, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, store.LeaseKeySocket, "two", time.Minute)
+				if err != nil || other != nil || until.Before(st.Now().Add(50*time.Second)) {
+					t.Fatalf("second holder: %v until %v, %v", other, until, err)
+				}
+				if err := l.Release(b.ctx); err != nil {
+					t.Fatal(err)
+				}
+				if other, _, err = st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, store.LeaseKeySocket, "two", time.Minute); err != nil || other == nil {
+					t.Fatalf("after release: %v %v", other, err)
+				}
+			})
+			t.Run("FenceFailsAfterExpiry", func(t *testing.T) {
+				b := setup(t)
+				l, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, store.ThreadLeaseKey("t1"), "one", time.Minute)
+				if err != nil || l == nil {
+					t.Fatalf("take: %v %v", l, err)
+				}
+				fence := func(lockKey string) error {
+					return st.Tx(b.ctx, func(tx *sql.Tx) error {
+						if lockKey != "" {
+							return l.FenceLocked(b.ctx, tx, lockKey)
+						}
+						return l.Fence(b.ctx, tx)
+					})
+				}
+				if err := fence(""); err != nil {
+					t.Fatalf("fence while held: %v", err)
+				}
+				if err := fence("email:lock"); err != nil {
+					t.Fatalf("locked fence while held: %v", err)
+				}
+				b.advance(2 * time.Minute) // past the TTL renewed by the fences
+				if err := fence(""); !errors.Is(err, store.ErrLeaseLost) {
+					t.Fatalf("fence after expiry: %v, want ErrLeaseLost", err)
+				}
+				if ok, err := l.Renew(b.ctx); err != nil || ok {
+					t.Fatalf("renew after expiry: %v %v", ok, err)
+				}
+				succ, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, store.ThreadLeaseKey("t1"), "two", time.Minute)
+				if err != nil || succ == nil {
+					t.Fatalf("successor: %v %v", succ, err)
+				}
+				if err := fence("email:lock"); !errors.Is(err, store.ErrLeaseLost) {
+					t.Fatalf("locked fence of the lost lease: %v", err)
+				}
+				// The old holder's release must not free the successor's lease.
+				if err := l.Release(b.ctx); err != nil {
+					t.Fatal(err)
+				}
+				if held, err := st.ThreadLeaseHeld(b.ctx, d, b.ep.ID); err != nil || !held {
+					t.Fatalf("successor's lease after the old holder's release: %v %v", held, err)
+				}
+			})
+			t.Run("SetTakesOnlyFreeKeys", func(t *testing.T) {
+				b := setup(t)
+				busy, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, store.ThreadLeaseKey("busy"), "other", time.Minute)
+				if err != nil || busy == nil {
+					t.Fatal(err)
+				}
+				keys := []string{store.ThreadLeaseKey("a"), store.ThreadLeaseKey("busy"), store.ThreadLeaseKey("b"), store.ThreadLeaseKey("a")}
+				set, err := st.TryLeases(b.ctx, d, b.company.ID, b.ep.ID, keys, "me", time.Minute)
+				if err != nil || set.Len() != 2 || set.Get(keys[0]) == nil || set.Get(keys[1]) != nil || set.Get(keys[2]) == nil {
+					t.Fatalf("set: %v %v", set, err)
+				}
+				if err := st.Tx(b.ctx, func(tx *sql.Tx) error { return set.Get(keys[2]).Fence(b.ctx, tx) }); err != nil {
+					t.Fatalf("fence a lease of the set: %v", err)
+				}
+				if err := set.Release(b.ctx); err != nil {
+					t.Fatal(err)
+				}
+				if again, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, keys[0], "x", time.Minute); err != nil || again == nil {
+					t.Fatalf("after the set's release: %v %v", again, err)
+				}
+				if again, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, keys[1], "x", time.Minute); err != nil || again != nil {
+					t.Fatalf("the other holder's lease survives the set's release: %v %v", again, err)
+				}
+			})
+			t.Run("DeleteReceivingLeasesKeepsWork", func(t *testing.T) {
+				b := setup(t)
+				for _, k := range []string{store.LeaseKeySocket, store.LeaseKeyCatchup, store.ThreadLeaseKey("t"), store.LeaseKeyWork} {
+					if l, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, k, "dead", time.Hour); err != nil || l == nil {
+						t.Fatalf("take %s: %v", k, err)
+					}
+				}
+				if err := st.DeleteReceivingLeases(b.ctx, d); err != nil {
+					t.Fatal(err)
+				}
+				for k, free := range map[string]bool{store.LeaseKeySocket: true, store.LeaseKeyCatchup: true, store.ThreadLeaseKey("t"): true, store.LeaseKeyWork: false} {
+					l, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, k, "new", time.Minute)
+					if err != nil || (l != nil) != free {
+						t.Errorf("%s after cleanup: taken=%v err=%v, want free=%v", k, l != nil, err, free)
+					}
+				}
+			})
+		})
+
+		t.Run("Conversation", func(t *testing.T) {
+			t.Run("OnePerThread", func(t *testing.T) {
+				b := setup(t)
+				i1, i2 := issue(t, b, domain.IssueTodo), issue(t, b, domain.IssueTodo)
+				c1 := domain.EmailConversation{CompanyID: b.company.ID, EndpointID: b.ep.ID, IssueID: i1.ID, ExternalThreadID: "t1", ExternalConversationID: "x"}
+				if created, err := st.InsertConversation(b.ctx, d, &c1); err != nil || !created {
+					t.Fatalf("first: %v %v", created, err)
+				}
+				c2 := domain.EmailConversation{CompanyID: b.company.ID, EndpointID: b.ep.ID, IssueID: i2.ID, ExternalThreadID: "t1", ExternalConversationID: "x"}
+				if created, err := st.InsertConversation(b.ctx, d, &c2); err != nil || created || c2.ID != c1.ID || c2.IssueID != i1.ID {
+					t.Fatalf("second for the thread: created=%v %+v %v", created, c2, err)
+				}
+				conv, status, err := st.ConversationByThreadWithStatus(b.ctx, d, b.ep.ID, "t1")
+				if err != nil || conv.ID != c1.ID || status != domain.IssueTodo {
+					t.Fatalf("by thread: %+v %q %v", conv, status, err)
+				}
+				if _, _, err := st.ConversationByThreadWithStatus(b.ctx, d, b.ep.ID, "nope"); !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("unknown thread: %v", err)
+				}
+			})
+		})
+
+		t.Run("MessageLink", func(t *testing.T) {
+			t.Run("ClaimedByOneDelivery", func(t *testing.T) {
+				b := setup(t)
+				i := issue(t, b, domain.IssueTodo)
+				conv := domain.EmailConversation{CompanyID: b.company.ID, EndpointID: b.ep.ID, IssueID: i.ID, ExternalThreadID: "t1", ExternalConversationID: "x"}
+				if _, err := st.InsertConversation(b.ctx, d, &conv); err != nil {
+					t.Fatal(err)
+				}
+				d1, d2 := delivery(b, "e1", "k:1", "t1"), delivery(b, "e2", "k:2", "t1")
+				for _, x := range []*store.EmailDelivery{d1, d2} {
+					if _, err := st.InsertDelivery(b.ctx, d, x); err != nil {
+						t.Fatal(err)
+					}
+				}
+				link := store.EmailMessageLink{CompanyID: b.company.ID, EndpointID: b.ep.ID, ConversationID: conv.ID,
+					ProviderMessageID: "m1", Direction: "inbound"}
+				if ok, err := st.InsertMessageLink(b.ctx, d, &link); err != nil || !ok {
+					t.Fatalf("link: %v %v", ok, err)
+				}
+				dup := link
+				if ok, err := st.InsertMessageLink(b.ctx, d, &dup); err != nil || ok {
+					t.Fatalf("duplicate link: %v %v", ok, err)
+				}
+				if _, claimed, err := st.ClaimMessageLinkFor(b.ctx, d, b.ep.ID, conv.ID, "m1", d1.ID); err != nil || !claimed {
+					t.Fatalf("first claim: %v %v", claimed, err)
+				}
+				if _, claimed, err := st.ClaimMessageLinkFor(b.ctx, d, b.ep.ID, conv.ID, "m1", d1.ID); err != nil || !claimed {
+					t.Fatalf("the holder's claim again: %v %v", claimed, err)
+				}
+				if _, claimed, err := st.ClaimMessageLinkFor(b.ctx, d, b.ep.ID, conv.ID, "m1", d2.ID); err != nil || claimed {
+					t.Fatalf("another delivery's claim: %v %v", claimed, err)
+				}
+				if _, claimed, err := st.ClaimMessageLinkFor(b.ctx, d, b.ep.ID, conv.ID, "missing", d2.ID); err != nil || claimed {
+					t.Fatalf("missing link: %v %v", claimed, err)
+				}
+			})
+		})
+
+		t.Run("ReopenDoneIssue", func(t *testing.T) {
+			t.Run("OnlyFromDone", func(t *testing.T) {
+				b := setup(t)
+				done, todo := issue(t, b, domain.IssueDone), issue(t, b, domain.IssueInProgress)
+				if ok, err := st.ReopenDoneIssue(b.ctx, d, done.ID); err != nil || !ok {
+					t.Fatalf("reopen done: %v %v", ok, err)
+				}
+				if s, err := st.IssueStatus(b.ctx, d, done.ID); err != nil || s != domain.IssueTodo {
+					t.Fatalf("status after reopen: %q %v", s, err)
+				}
+				if ok, err := st.ReopenDoneIssue(b.ctx, d, todo.ID); err != nil || ok {
+					t.Fatalf("reopen a task that is not done: %v %v", ok, err)
+				}
+			})
+		})
+
+		t.Run("Activity", func(t *testing.T) {
+			t.Run("CountsAndEpisodes", func(t *testing.T) {
+				b := setup(t)
+				i := issue(t, b, domain.IssueTodo)
+				since := st.Now().Add(-time.Minute)
+				add := func(action string) {
+					t.Helper()
+					b.advance(time.Millisecond) // distinct created_at, the order the queries rely on
+					if err := st.InsertActivity(b.ctx, d, &domain.Activity{CompanyID: b.company.ID, ActorKind: "system", ActorID: "agentmail",
+						Action: action, EntityType: "issue", EntityID: i.ID, Details: []byte(`{}`)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				add("issue.reopened")
+				add("issue.reopened")
+				if n, err := st.CountIssueActivity(b.ctx, d, b.company.ID, i.ID, "agentmail", "issue.reopened", since); err != nil || n != 2 {
+					t.Fatalf("count: %d %v", n, err)
+				}
+				if n, err := st.CountIssueActivity(b.ctx, d, b.company.ID, i.ID, "agentmail", "issue.reopened", st.Now().Add(time.Minute)); err != nil || n != 0 {
+					t.Fatalf("count outside the window: %d %v", n, err)
+				}
+				noted := func() bool {
+					t.Helper()
+					ok, err := st.IssueActivitySinceLast(b.ctx, d, b.company.ID, i.ID, "agentmail", "issue.reopen_limited", "issue.reopened", since)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return ok
+				}
+				if noted() {
+					t.Fatal("no limited entry yet")
+				}
+				add("issue.reopen_limited")
+				if !noted() {
+					t.Fatal("limited after the last reopen")
+				}
+				add("issue.reopened")
+				if noted() {
+					t.Fatal("a reopen ends the limited episode")
+				}
+			})
+		})
+
+		t.Run("SetSendOutcome", func(t *testing.T) {
+			t.Run("NeverDowngradesDelivered", func(t *testing.T) {
+				b := setup(t)
+				i := issue(t, b, domain.IssueTodo)
+				conv := domain.EmailConversation{CompanyID: b.company.ID, EndpointID: b.ep.ID, IssueID: i.ID, ExternalThreadID: "pending:x", ExternalConversationID: "x"}
+				if _, err := st.InsertConversation(b.ctx, d, &conv); err != nil {
+					t.Fatal(err)
+				}
+				pub := store.EmailPublication{ID: store.NewID(), CompanyID: b.company.ID, EndpointID: b.ep.ID, ConversationID: conv.ID,
+					IssueID: i.ID, Request: []byte(`{}`), Actor: []byte(`{}`), Digest: "d"}
+				if err := st.InsertPublication(b.ctx, d, &pub); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.InsertPublication(b.ctx, d, &pub); !errors.Is(err, store.ErrConflict) {
+					t.Fatalf("second intent with the key: %v, want ErrConflict", err)
+				}
+				steps := []struct {
+					outcome string
+					from    []string
+					changed bool
+				}{
+					{"sent", []string{"queued", "uncertain"}, true},
+					{"delivered", []string{"queued", "sent", "uncertain"}, true},
+					{"sent", []string{"queued", "uncertain"}, false}, // a late sent receipt
+					{"uncertain", []string{"queued", "uncertain"}, false},
+					{"failed", nil, true}, // a bounce after delivery is final
+				}
+				for _, s := range steps {
+					ok, err := st.SetSendOutcome(b.ctx, d, pub.ID, s.outcome, s.from...)
+					if err != nil || ok != s.changed {
+						t.Fatalf("SetSendOutcome(%s from %v) = %v, %v; want %v", s.outcome, s.from, ok, err, s.changed)
+					}
+				}
+				got, err := st.GetPublication(b.ctx, d, pub.ID)
+				if err != nil || got.Outcome != "failed" || got.State != "pending" {
+					t.Fatalf("publication: %+v %v", got, err)
+				}
+			})
+		})
+
+		t.Run("Suppression", func(t *testing.T) {
+			b := setup(t)
+			if err := st.Suppress(b.ctx, d, b.company.ID, b.ep.ID, "gone@example.com", "message.bounced"); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Suppress(b.ctx, d, b.company.ID, b.ep.ID, "gone@example.com", "message.complained"); err != nil {
+				t.Fatalf("suppress twice: %v", err)
+			}
+			got, err := st.SuppressedAmong(b.ctx, d, b.ep.ID, []string{"ok@example.com", "gone@example.com"})
+			if err != nil || len(got) != 1 || got[0] != "gone@example.com" {
+				t.Fatalf("suppressed: %v %v", got, err)
+			}
+		})
+
+		t.Run("EndpointRegistration", func(t *testing.T) {
+			b := setup(t)
+			if err := st.SetEndpointWebhook(b.ctx, d, b.ep.ID, "wh_1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.SetEndpointOwnedKey(b.ctx, d, b.ep.ID, "key_1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.SetEndpointCredential(b.ctx, d, b.ep.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+			got, err := st.GetEndpoint(b.ctx, d, b.ep.ID)
+			if err != nil || got.WebhookID != "wh_1" || got.OwnedAPIKeyID != "key_1" || got.CredentialConnectionID != "" || !got.UpdatedAt.After(b.ep.CreatedAt) && !got.UpdatedAt.Equal(b.ep.CreatedAt) {
+				t.Fatalf("endpoint: %+v %v", got, err)
+			}
+		})
+	})
+}
