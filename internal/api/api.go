@@ -25,6 +25,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/vault"
+	"github.com/paperclipai/paperclipai/internal/websec"
 )
 
 // Deps are the services the API calls.
@@ -163,12 +164,14 @@ func (s *Server) authenticate(r *http.Request) (authz.Actor, error) {
 
 // Authenticate resolves a request's credential into an actor: a run token
 // (pcr_…) is an agent acting in its run; a board key (pcb_…) is its user; no
-// credential is the local board in local_trusted mode (from loopback only).
+// credential is the local board in local_trusted mode, from a loopback peer
+// that named the server by a local Host (so not through a tunnel or proxy
+// that forwards a public name).
 func Authenticate(r *http.Request, st *store.Store, hb *heartbeat.Service, mode string) (authz.Actor, error) {
 	ctx := r.Context()
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		if mode == config.ModeLocalTrusted && isLoopbackRemote(r.RemoteAddr) {
+		if mode == config.ModeLocalTrusted && isLoopbackRemote(r.RemoteAddr) && websec.IsLocalHost(r.Host) {
 			u, err := st.GetUserByEmail(ctx, st.DB, store.LocalBoardEmail)
 			if err != nil {
 				return authz.Actor{}, err

@@ -12,6 +12,10 @@ import (
 	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
+// MultipartRoutes are the API routes that take multipart/form-data bodies
+// (uploads); every other API body must be JSON.
+var MultipartRoutes = []string{"POST /api/issues/{issueId}/attachments"}
+
 func (s *Server) routes() {
 	s.HandlePublic("GET /api/health", s.health)
 	s.Handle("GET /api/instance/settings", s.getSettings)
@@ -42,7 +46,7 @@ func (s *Server) routes() {
 	s.Handle("GET /api/issues/{issueId}/comments", s.listComments)
 	s.Handle("POST /api/issues/{issueId}/comments", s.createComment)
 	s.Handle("GET /api/issues/{issueId}/attachments", s.listAttachments)
-	s.Handle("POST /api/issues/{issueId}/attachments", s.uploadAttachment)
+	s.Handle(MultipartRoutes[0], s.uploadAttachment)
 	s.Handle("GET /api/attachments/{attachmentId}/content", s.downloadAttachment)
 
 	s.Handle("GET /api/companies/{companyId}/heartbeat-runs", s.listRuns)

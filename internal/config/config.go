@@ -52,6 +52,9 @@ type Config struct {
 	MaxConcurrentRuns   int
 	RunLogMaxBytes      int
 	RequestBodyMaxBytes int64
+	// BodyReadTimeout bounds how long a request body may take to arrive
+	// once its headers are in (slow-body clients are cut off).
+	BodyReadTimeout time.Duration
 }
 
 // Flags holds the raw flag values; empty means "not given".
@@ -107,6 +110,7 @@ func Load(f Flags, getenv Getenv) (Config, error) {
 		MaxConcurrentRuns:   8,
 		RunLogMaxBytes:      1 << 20,
 		RequestBodyMaxBytes: 1 << 20,
+		BodyReadTimeout:     60 * time.Second,
 	}
 	if v := getenv("PAPERCLIP_ATTACHMENT_MAX_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

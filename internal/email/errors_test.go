@@ -98,6 +98,7 @@ func TestProviderErrorsMapToHTTP(t *testing.T) {
 			providerFault(e, "create_inbox", c.status, "", headers)
 			req := map[string]any{"assignedAgentId": e.AgentID, "apiKey": e.OrgKey, "username": "gen" + string(rune('a'+i)), "idempotencyKey": testkit.NewUUID()}
 			hreq, _ := http.NewRequest("POST", e.URL()+inboxesPath(e), strings.NewReader(mustJSON(req)))
+			hreq.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(hreq)
 			if err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -83,8 +84,8 @@ func PathID(r *http.Request, name string) (string, error) {
 // DecodeJSON strictly decodes the request body into v: JSON content only,
 // at most max bytes, no unknown fields, exactly one value.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) error {
-	// The body is parsed as JSON whatever the Content-Type says (curl -d
-	// sends a form type); only multipart bodies are clearly not JSON.
+	// The server's guard (internal/websec) requires application/json on
+	// /api bodies; this check also covers handlers reached another way.
 	if ct := strings.ToLower(r.Header.Get("Content-Type")); strings.HasPrefix(ct, "multipart/") {
 		return Errorf(http.StatusUnsupportedMediaType, "request body must be JSON")
 	}
@@ -93,6 +94,10 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) error 
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return Errorf(http.StatusRequestEntityTooLarge, "request body exceeds %d bytes", mbe.Limit)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The body read deadline the server's guard sets passed.
+			return Errorf(http.StatusRequestTimeout, "request body not received in time")
 		}
 		return Errorf(http.StatusBadRequest, "could not read request body")
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +36,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/vault"
+	"github.com/paperclipai/paperclipai/internal/websec"
 )
 
 // Server is a running control-plane process.
@@ -167,8 +169,12 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.MCP = &mcpserver.Server{Store: s.Store, Heartbeat: s.Heartbeat, Email: s.Email, Outbound: s.Outbound, Authz: az,
 		API: apiHandler, Log: logger.With("component", "mcp")}
 
+	guard, err := newGuard(cfg)
+	if err != nil {
+		return nil, err
+	}
 	s.Mux = http.NewServeMux()
-	s.Mux.Handle("/api/", apiHandler)
+	s.Mux.Handle("/api/", guard.API(apiHandler, websec.APIOptions{Multipart: api.MultipartRoutes}))
 	s.Mux.Handle("/mcp", s.MCP.Handler())
 	s.Mux.Handle("GET /metrics", s.metricsHandler())
 	s.Mux.HandleFunc("GET /{$}", s.home)
@@ -183,13 +189,34 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	}
 	s.workers.Add(1)
 	go func() { defer s.workers.Done(); s.Outbound.Run(wctx) }()
-	s.httpSrv = &http.Server{Handler: s.Mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	// No ReadTimeout or WriteTimeout: MCP responses stream and attachment
+	// downloads may be slow; the guard bounds each request body instead.
+	s.httpSrv = &http.Server{Handler: guard.Wrap(s.Mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	go func() { s.serveDone <- s.httpSrv.Serve(ln) }()
 	logger.Info("paperclipai started", "listen", ln.Addr().String(), "database", string(s.DB.Dialect),
 		"mode", cfg.DeploymentMode, "home", cfg.Home)
 	ok = true
 	return s, nil
+}
+
+// MaxHeaderBytes bounds a request's header block; larger requests get 431.
+const MaxHeaderBytes = 64 << 10
+
+// newGuard builds the request guard of the whole mux: in local_trusted
+// mode only local Host names (and the public URL's host, for webhooks
+// through a tunnel) are served; the public URL is a trusted origin.
+func newGuard(cfg config.Config) (*websec.Guard, error) {
+	var origins []string
+	if cfg.PublicURL != "" {
+		u, err := url.Parse(cfg.PublicURL)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("public URL %q: no host", cfg.PublicURL)
+		}
+		origins = append(origins, u.Scheme+"://"+u.Host)
+	}
+	return websec.New(websec.Options{LocalOnly: cfg.DeploymentMode == config.ModeLocalTrusted,
+		TrustedOrigins: origins, BodyReadTimeout: cfg.BodyReadTimeout})
 }
 
 // Addr is the bound listen address.
