@@ -296,6 +296,7 @@ func (s *Server) wakeup(w http.ResponseWriter, r *http.Request) error {
 		IssueID        string          `json:"issueId"`
 		IdempotencyKey string          `json:"idempotencyKey"`
 		Payload        json.RawMessage `json:"payload"`
+		CommentID      string          `json:"commentId"`
 	}
 	if err := s.decodeJSON(w, r, &body); err != nil {
 		return err
@@ -320,8 +321,11 @@ func (s *Server) wakeup(w http.ResponseWriter, r *http.Request) error {
 			return httpx.Errorf(http.StatusBadRequest, "issueId: task not found in the agent's company")
 		}
 	}
+	if err := s.checkWakeComment(r, body.CommentID, body.IssueID); err != nil {
+		return err
+	}
 	run, _, err := s.Heartbeat.Wakeup(r.Context(), agent.ID, heartbeat.WakeRequest{Source: "api", Reason: reason,
-		IdempotencyKey: body.IdempotencyKey, IssueID: body.IssueID, Payload: body.Payload,
+		IdempotencyKey: body.IdempotencyKey, IssueID: body.IssueID, CommentID: body.CommentID, Payload: body.Payload,
 		RequestedByKind: a.Kind, RequestedByID: a.ID()})
 	if err != nil {
 		return err

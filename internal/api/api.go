@@ -146,10 +146,13 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		// Public routes (health, signed provider webhooks) authenticate
 		// differently or not at all, so they get no actor.
 		if strings.HasPrefix(r.URL.Path, "/api/") && !s.isPublic(r) {
-			actor, err := s.authenticate(r)
-			if err != nil {
-				s.writeError(rec, r, err)
-				return
+			actor, preset := presetActor(r.Context())
+			if !preset {
+				var err error
+				if actor, err = s.authenticate(r); err != nil {
+					s.writeError(rec, r, err)
+					return
+				}
 			}
 			r = r.WithContext(authz.WithActor(r.Context(), actor))
 		}

@@ -171,6 +171,9 @@ func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
 	if f.ParentID, err = queryID(r, "parentId"); err != nil {
 		return err
 	}
+	if f.Limit, f.Offset, err = pageParams(r, 500); err != nil {
+		return err
+	}
 	if f.Status != "" && !slices.Contains(issueStatuses, f.Status) {
 		return httpx.Errorf(http.StatusBadRequest, "status must be one of %s", strings.Join(issueStatuses, ", "))
 	}

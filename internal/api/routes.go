@@ -66,6 +66,8 @@ func (s *Server) routes() {
 		}))
 	s.Handle("DELETE /api/companies/{companyId}/action-policies/{policyId}", s.deletePolicy)
 
+	s.meRoutes()
+
 	s.Handle("/api/", func(w http.ResponseWriter, r *http.Request) error {
 		return httpx.Errorf(http.StatusNotFound, "no such API route: %s %s", r.Method, r.URL.Path)
 	})

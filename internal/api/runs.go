@@ -30,7 +30,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		// Agents see only their own runs.
 		agentID = a.AgentID()
 	}
-	out, err := s.Store.ListRuns(r.Context(), s.Store.DB, companyID, agentID, issueID, 0)
+	limit, _, err := pageParams(r, 500)
+	if err != nil {
+		return err
+	}
+	out, err := s.Store.ListRuns(r.Context(), s.Store.DB, companyID, agentID, issueID, limit)
 	if err != nil {
 		return err
 	}

@@ -122,6 +122,8 @@ type IssueFilter struct {
 	OriginKind      string
 	ProjectIDs      []string
 	Limit           int
+	// Offset skips that many of the newest matching tasks (paging).
+	Offset int
 }
 
 // ListIssues returns a company's tasks, newest first.
@@ -154,7 +156,7 @@ func (s *Store) ListIssues(ctx context.Context, q db.Querier, companyID string, 
 		limit = 500
 	}
 	query := `SELECT ` + issueCols + ` FROM issues WHERE ` + strings.Join(where, " AND ") +
-		fmt.Sprintf(` ORDER BY created_at DESC, id LIMIT %d`, limit)
+		fmt.Sprintf(` ORDER BY created_at DESC, id LIMIT %d OFFSET %d`, limit, max(f.Offset, 0))
 	return queryAll(ctx, q, "list issues", scanIssue, query, args...)
 }
 

@@ -1,0 +1,137 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// meRoutes registers the read-only routes the web UI needs to decide what
+// to show: who the board actor is and how many tasks a company has.
+func (s *Server) meRoutes() {
+	s.Handle("GET /api/me", s.getMe)
+	s.Handle("GET /api/companies/{companyId}/issue-counts", s.issueCounts)
+}
+
+type meUser struct {
+	ID              string `json:"id"`
+	Email           string `json:"email"`
+	Name            string `json:"name"`
+	IsInstanceAdmin bool   `json:"isInstanceAdmin"`
+}
+
+type meMembership struct {
+	CompanyID            string   `json:"companyId"`
+	Role                 string   `json:"role"`
+	Permissions          []string `json:"permissions"`
+	CanManageConnections bool     `json:"canManageConnections"`
+}
+
+// Me describes the calling board actor (GET /api/me).
+type Me struct {
+	User         meUser         `json:"user"`
+	LocalBoard   bool           `json:"localBoard"`
+	KeyCompanyID string         `json:"keyCompanyId,omitempty"`
+	Memberships  []meMembership `json:"memberships"`
+}
+
+func (s *Server) getMe(w http.ResponseWriter, r *http.Request) error {
+	a := httpx.Actor(r)
+	if err := authz.RequireBoard(a); err != nil {
+		return err
+	}
+	u, err := s.Store.GetUser(r.Context(), s.Store.DB, a.UserID)
+	if err != nil {
+		return err
+	}
+	out := Me{User: meUser{ID: u.ID, Email: u.Email, Name: u.Name, IsInstanceAdmin: a.IsInstanceAdmin || a.LocalBoard},
+		LocalBoard: a.LocalBoard, KeyCompanyID: a.KeyCompanyID, Memberships: []meMembership{}}
+	// The local board owns every company; it has no membership rows.
+	if !a.LocalBoard {
+		ms, err := s.Store.ListUserMemberships(r.Context(), s.Store.DB, u.ID)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if a.KeyCompanyID != "" && m.CompanyID != a.KeyCompanyID {
+				continue
+			}
+			acc := authz.Access{CompanyID: m.CompanyID, Role: m.Role, Permissions: m.Permissions}
+			out.Memberships = append(out.Memberships, meMembership{CompanyID: m.CompanyID, Role: m.Role, Permissions: m.Permissions,
+				CanManageConnections: m.Role != domain.RoleViewer && (a.IsInstanceAdmin || authz.HasPermission(acc, domain.PermManageConnections))})
+		}
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// IssueCounts is a company's task count by status (GET …/issue-counts).
+type IssueCounts struct {
+	ByStatus map[string]int `json:"byStatus"`
+	Total    int            `json:"total"`
+}
+
+func (s *Server) issueCounts(w http.ResponseWriter, r *http.Request) error {
+	// Board only: a low-trust agent's view is limited to its boundary,
+	// which a plain count would not respect.
+	if err := authz.RequireBoard(httpx.Actor(r)); err != nil {
+		return err
+	}
+	companyID, _, err := s.companyAccess(r, false)
+	if err != nil {
+		return err
+	}
+	by, err := s.Store.CountIssuesByStatus(r.Context(), s.Store.DB, companyID)
+	if err != nil {
+		return err
+	}
+	out := IssueCounts{ByStatus: by}
+	for _, n := range by {
+		out.Total += n
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// pageParams parses the optional limit (1–max) and offset (≥ 0) query
+// parameters of a list route.
+func pageParams(r *http.Request, max int) (limit, offset int, err error) {
+	q := r.URL.Query()
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > max {
+			return 0, 0, httpx.Errorf(http.StatusBadRequest, "limit must be an integer between 1 and %d", max)
+		}
+	}
+	if v := q.Get("offset"); v != "" {
+		if offset, err = strconv.Atoi(v); err != nil || offset < 0 {
+			return 0, 0, httpx.Errorf(http.StatusBadRequest, "offset must be a non-negative integer")
+		}
+	}
+	return limit, offset, nil
+}
+
+// checkWakeComment validates a wakeup's optional commentId: it must name a
+// comment of the wake's task (the run then sees PAPERCLIP_WAKE_COMMENT_ID).
+func (s *Server) checkWakeComment(r *http.Request, commentID, issueID string) error {
+	if commentID == "" {
+		return nil
+	}
+	if !store.ValidID(commentID) {
+		return httpx.Errorf(http.StatusBadRequest, "invalid commentId: must be a UUID")
+	}
+	if issueID == "" {
+		return httpx.Errorf(http.StatusBadRequest, "commentId requires issueId")
+	}
+	ok, err := s.Store.CommentOnIssue(r.Context(), s.Store.DB, commentID, issueID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return httpx.Errorf(http.StatusBadRequest, "commentId: comment not found on this task")
+	}
+	return nil
+}
