@@ -35,6 +35,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
+	"github.com/paperclipai/paperclipai/internal/ui"
 	"github.com/paperclipai/paperclipai/internal/vault"
 	"github.com/paperclipai/paperclipai/internal/websec"
 )
@@ -177,7 +178,12 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.Mux.Handle("/api/", guard.API(apiHandler, websec.APIOptions{Multipart: api.MultipartRoutes}))
 	s.Mux.Handle("/mcp", s.MCP.Handler())
 	s.Mux.Handle("GET /metrics", s.metricsHandler())
-	s.Mux.HandleFunc("GET /{$}", s.home)
+	webUI, err := ui.New(ui.Deps{Config: cfg, API: apiHandler, Store: s.Store, MasterKey: key, Redact: red.Add,
+		Logger: logger.With("component", "ui")})
+	if err != nil {
+		return nil, err
+	}
+	s.Mux.Handle("/", webUI)
 
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -237,12 +243,6 @@ func (s *Server) metricsHandler() http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-func (s *Server) home(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	fmt.Fprint(w, `<!doctype html><html><head><meta charset="utf-8"><title>Paperclip</title></head>`+
-		`<body><h1>Paperclip control plane</h1><p>API under <code>/api</code>; health at <a href="/api/health">/api/health</a>.</p></body></html>`)
 }
 
 // Shutdown stops accepting requests, lets in-flight requests and runs

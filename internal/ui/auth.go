@@ -1,0 +1,335 @@
+package ui
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/store"
+	"github.com/paperclipai/paperclipai/internal/websec"
+)
+
+// Session lifetimes (authenticated mode).
+const (
+	sessionIdle     = 12 * time.Hour
+	sessionAbsolute = 7 * 24 * time.Hour
+	sessionTouch    = time.Minute
+	loginFailLimit  = 10
+	loginFailWindow = 5 * time.Minute
+)
+
+// rc is one UI request: the writer, the request, the resolved actor and what
+// the page has loaded so far.
+type rc struct {
+	u       *UI
+	w       http.ResponseWriter
+	r       *http.Request
+	actor   authz.Actor
+	session *store.UISession
+	me      *api.Me
+	// Company pages.
+	cid     string
+	company companyView
+	caps    caps
+}
+
+// caps are what the actor may do in the current company (to decide what to
+// show; the API enforces).
+type caps struct {
+	Read, Write, Admin, Manager, InstanceAdmin bool
+	Role                                       string
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (u *UI) sessionCookieName(r *http.Request) string {
+	if u.secure(r) {
+		return "__Host-paperclip_session"
+	}
+	return "paperclip_session"
+}
+
+func (u *UI) secure(r *http.Request) bool {
+	return r.TLS != nil || strings.HasPrefix(u.d.Config.PublicURL, "https://")
+}
+
+var errNoSession = errors.New("no session")
+
+// resolve finds the request's actor: the local board in local_trusted mode
+// from loopback, or the board session of the cookie in authenticated mode.
+func (u *UI) resolve(r *http.Request) (authz.Actor, *store.UISession, error) {
+	ctx := r.Context()
+	if u.d.Config.DeploymentMode == config.ModeLocalTrusted {
+		// Like the API: loopback peer and a local Host name (a DNS-rebinding
+		// page reaches a loopback server under a name of its own).
+		if !isLoopback(r.RemoteAddr) || !websec.IsLocalHost(r.Host) {
+			return authz.Actor{}, nil, errRemote
+		}
+		usr, err := u.d.Store.GetUserByEmail(ctx, u.d.Store.DB, store.LocalBoardEmail)
+		if err != nil {
+			return authz.Actor{}, nil, err
+		}
+		return authz.Actor{Kind: authz.KindBoard, UserID: usr.ID, IsInstanceAdmin: true, LocalBoard: true}, nil, nil
+	}
+	ck, err := r.Cookie(u.sessionCookieName(r))
+	if err != nil || !strings.HasPrefix(ck.Value, "pcs_") {
+		return authz.Actor{}, nil, errNoSession
+	}
+	now := u.now().UTC()
+	s, err := u.d.Store.LookupUISession(ctx, u.d.Store.DB, store.HashToken(ck.Value), now, now.Add(-sessionIdle))
+	if err != nil {
+		return authz.Actor{}, nil, errNoSession
+	}
+	usr, err := u.d.Store.GetUser(ctx, u.d.Store.DB, s.UserID)
+	if err != nil {
+		return authz.Actor{}, nil, errNoSession
+	}
+	if now.Sub(s.LastSeenAt) > sessionTouch {
+		// Sliding idle timeout, written at most once a minute.
+		_ = u.d.Store.TouchUISession(ctx, u.d.Store.DB, s.ID, now)
+	}
+	return authz.Actor{Kind: authz.KindBoard, UserID: usr.ID, IsInstanceAdmin: usr.IsInstanceAdmin, KeyCompanyID: s.KeyCompanyID}, &s, nil
+}
+
+var errRemote = errors.New("remote")
+
+// csrfBinding is what the request's form token is bound to.
+func (c *rc) csrfBinding() string {
+	if c.session != nil {
+		return "session:" + c.session.ID
+	}
+	return "local-board"
+}
+
+// CSRF returns the form token for this request's forms.
+func (c *rc) CSRF() string { return c.u.csrfToken(c.csrfBinding()) }
+
+// page wraps a handler that needs a board actor: it resolves the actor,
+// redirects to sign-in when there is none and checks the form token of
+// every POST (multipart uploads check it themselves after parsing).
+func (u *UI) page(fn func(c *rc)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		a, s, err := u.resolve(r)
+		c := &rc{u: u, w: w, r: r, actor: a, session: s}
+		switch {
+		case errors.Is(err, errRemote):
+			u.plainError(w, r, http.StatusForbidden, msgRemote)
+			return
+		case errors.Is(err, errNoSession):
+			if r.Method == http.MethodGet && r.URL.Query().Get("fragment") == "" {
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			u.plainError(w, r, http.StatusUnauthorized, msgSessionExpired)
+			return
+		case err != nil:
+			u.log.Error("resolve ui actor", "err", err)
+			u.plainError(w, r, http.StatusInternalServerError, msgSomethingWrong)
+			return
+		}
+		if r.Method == http.MethodPost && !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
+			r.Body = http.MaxBytesReader(w, r.Body, 256<<10)
+			if !u.validCSRF(r, c.csrfBinding()) {
+				c.errorPage(http.StatusForbidden, msgFormExpired)
+				return
+			}
+		}
+		fn(c)
+	}
+}
+
+// Me returns the actor's /api/me answer (once per request).
+func (c *rc) Me() *api.Me {
+	if c.me == nil {
+		var me api.Me
+		if err := c.api("GET", "/me", nil, &me); err != nil {
+			me = api.Me{LocalBoard: c.actor.LocalBoard}
+		}
+		c.me = &me
+	}
+	return c.me
+}
+
+// api calls the JSON API as the request's actor.
+func (c *rc) api(method, path string, in, out any) *APIError {
+	return c.u.callAPI(c.r.Context(), c.actor, method, path, in, out)
+}
+
+// capsFor computes the actor's capabilities in company cid from /api/me.
+func (c *rc) capsFor(cid string) caps {
+	me := c.Me()
+	if c.actor.LocalBoard || c.actor.IsInstanceAdmin {
+		return caps{Read: true, Write: true, Admin: true, Manager: true, InstanceAdmin: c.actor.KeyCompanyID == "", Role: "owner"}
+	}
+	for _, m := range me.Memberships {
+		if m.CompanyID == cid {
+			w := m.Role != "viewer"
+			return caps{Read: true, Write: w, Admin: m.Role == "owner" || m.Role == "admin", Manager: m.CanManageConnections, Role: m.Role}
+		}
+	}
+	return caps{}
+}
+
+// loginLimiter counts failed sign-ins per remote IP (in memory).
+type loginLimiter struct {
+	mu    sync.Mutex
+	fails map[string][]time.Time
+}
+
+func newLoginLimiter() *loginLimiter { return &loginLimiter{fails: map[string][]time.Time{}} }
+
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// blocked reports whether ip has too many recent failures.
+func (l *loginLimiter) blocked(ip string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	recent := l.fails[ip][:0]
+	for _, t := range l.fails[ip] {
+		if now.Sub(t) < loginFailWindow {
+			recent = append(recent, t)
+		}
+	}
+	if len(recent) == 0 {
+		delete(l.fails, ip)
+	} else {
+		l.fails[ip] = recent
+	}
+	return len(recent) >= loginFailLimit
+}
+
+func (l *loginLimiter) fail(ip string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.fails) > 10000 {
+		// Bound memory under a spray of addresses: forget everyone.
+		l.fails = map[string][]time.Time{}
+	}
+	l.fails[ip] = append(l.fails[ip], now)
+}
+
+type loginData struct {
+	Next  string
+	Error string
+	CSRF  string
+}
+
+func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if u.d.Config.DeploymentMode == config.ModeLocalTrusted {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	if _, _, err := u.resolve(r); err == nil {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	c := &rc{u: u, w: w, r: r}
+	c.renderLogin(http.StatusOK, loginData{Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+func (c *rc) renderLogin(status int, d loginData) {
+	d.CSRF = c.u.csrfToken("login")
+	if d.Next == "/" {
+		d.Next = ""
+	}
+	c.render(status, "login", view{Title: "Sign in", Bare: true, Flash: c.takeFlash(), Data: d})
+}
+
+func (u *UI) loginSubmit(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if u.d.Config.DeploymentMode == config.ModeLocalTrusted {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	c := &rc{u: u, w: w, r: r}
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if !u.validCSRF(r, "login") {
+		c.errorPage(http.StatusForbidden, msgFormExpired)
+		return
+	}
+	key := strings.TrimSpace(r.PostFormValue("key"))
+	next := safeNext(r.PostFormValue("next"))
+	if key != "" {
+		u.d.Redact(key)
+	}
+	now := u.now().UTC()
+	ip := remoteIP(r)
+	if u.limiter.blocked(ip, now) {
+		c.renderLogin(http.StatusTooManyRequests, loginData{Next: next, Error: msgLoginRateLimited})
+		return
+	}
+	if strings.HasPrefix(key, "pcr_") {
+		u.limiter.fail(ip, now)
+		c.renderLogin(http.StatusUnauthorized, loginData{Next: next, Error: msgLoginRunToken})
+		return
+	}
+	ctx := r.Context()
+	st := u.d.Store
+	var s store.UISession
+	ok := false
+	if strings.HasPrefix(key, "pcb_") {
+		if k, err := st.LookupBoardKey(ctx, st.DB, store.HashToken(key)); err == nil {
+			if usr, err := st.GetUser(ctx, st.DB, k.UserID); err == nil {
+				s = store.UISession{UserID: usr.ID, BoardKeyID: k.ID, KeyCompanyID: k.CompanyID,
+					CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(sessionAbsolute)}
+				ok = true
+			}
+		}
+	}
+	if !ok {
+		u.limiter.fail(ip, now)
+		c.renderLogin(http.StatusUnauthorized, loginData{Next: next, Error: msgLoginInvalid})
+		return
+	}
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	token := "pcs_" + base64.RawURLEncoding.EncodeToString(b)
+	s.TokenHash = store.HashToken(token)
+	if err := st.CreateUISession(ctx, st.DB, &s); err != nil {
+		u.log.Error("create ui session", "err", err)
+		c.errorPage(http.StatusInternalServerError, msgSomethingWrong)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: u.sessionCookieName(r), Value: token, Path: "/", HttpOnly: true,
+		Secure: u.secure(r), SameSite: http.SameSiteLaxMode})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (u *UI) logout(c *rc) {
+	if c.session != nil {
+		if err := u.d.Store.RevokeUISession(c.r.Context(), u.d.Store.DB, c.session.ID, u.now()); err != nil {
+			u.log.Error("revoke ui session", "err", err)
+		}
+	}
+	http.SetCookie(c.w, &http.Cookie{Name: u.sessionCookieName(c.r), Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		Secure: u.secure(c.r), SameSite: http.SameSiteLaxMode})
+	if u.d.Config.DeploymentMode == config.ModeLocalTrusted {
+		c.redirect("/", "")
+		return
+	}
+	c.redirect("/login", msgSignedOut)
+}

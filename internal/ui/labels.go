@@ -1,0 +1,104 @@
+package ui
+
+// Every user-visible state label and fixed sentence of the UI lives here,
+// so pages and tests share one spelling (typographic apostrophes included).
+
+// Fixed messages.
+const (
+	msgRemote           = "This Paperclip instance runs in local_trusted mode and accepts only local connections."
+	msgSessionExpired   = "Your session has expired. Sign in again."
+	msgFormExpired      = "This form has expired. Reload the page and try again."
+	msgSomethingWrong   = "Something went wrong."
+	msgNotFound         = "Not found"
+	msgNotFoundText     = "This page doesn’t exist, or you don’t have access to it."
+	msgLoginInvalid     = "That key isn’t valid. Check it and try again."
+	msgLoginRunToken    = "Agent run tokens can’t sign in to the board."
+	msgLoginRateLimited = "Too many sign-in attempts. Wait a few minutes."
+	msgSignedOut        = "Signed out."
+
+	flashCompanyCreated = "Company created."
+	flashSettingsSaved  = "Settings saved."
+	flashTaskCreated    = "Task created."
+	flashTaskSaved      = "Task saved."
+	flashCommentAdded   = "Comment added."
+	flashAgentCreated   = "Agent created."
+	flashAgentSaved     = "Agent saved."
+	flashTrustSaved     = "Trust settings saved."
+	flashProjectCreated = "Project created."
+	flashEnvCreated     = "Environment created."
+	flashMemberAdded    = "Member saved."
+	flashUploaded       = "Attachment uploaded."
+
+	msgNeedBoundary = "Choose a project or task boundary."
+	msgKeyOnce      = "Copy this key now. It won’t be shown again."
+)
+
+// taskStatusLabels maps task statuses to labels, in workflow order.
+var taskStatusLabels = map[string]string{
+	"backlog": "Backlog", "todo": "To do", "in_progress": "In progress", "in_review": "In review",
+	"blocked": "Blocked", "done": "Done", "cancelled": "Cancelled",
+}
+
+// taskStatusOrder is the order statuses are offered in.
+var taskStatusOrder = []string{"backlog", "todo", "in_progress", "in_review", "blocked", "done", "cancelled"}
+
+// openStatuses count as "open" on the overview.
+var openStatuses = []string{"todo", "in_progress", "in_review", "blocked"}
+
+var priorityLabels = map[string]string{"critical": "Critical", "high": "High", "medium": "Medium", "low": "Low"}
+
+var priorityOrder = []string{"critical", "high", "medium", "low"}
+
+var runStatusLabels = map[string]string{
+	"queued": "Queued", "running": "Running", "succeeded": "Succeeded", "failed": "Failed",
+	"cancelled": "Cancelled", "timed_out": "Timed out", "refused": "Refused",
+}
+
+var refusalLabels = map[string]string{
+	"agent_paused": "Agent paused", "agent_terminated": "Agent terminated", "agent_not_active": "Agent not active",
+	"budget_exceeded": "Budget exceeded", "issue_state_changed": "Task state changed", "issue_not_found": "Task not found",
+}
+
+var wakeReasonLabels = map[string]string{"email_received": "Email received", "manual": "Manual", "comment": "Comment"}
+
+var agentStatusLabels = map[string]string{
+	"active": "Active", "paused": "Paused", "terminated": "Terminated", "pending_approval": "Pending approval",
+}
+
+var trustLabels = map[string]string{"standard": "Standard", "low_trust_review": "Low-trust review"}
+
+var roleLabels = map[string]string{"owner": "Owner", "admin": "Admin", "member": "Member", "viewer": "Viewer"}
+
+var envStatusLabels = map[string]string{"active": "Active", "inactive": "Inactive", "error": "Error"}
+
+// activityLabels names audit actions; unknown actions show verbatim.
+var activityLabels = map[string]string{
+	"email.received": "Email received", "email.queued": "Email queued", "email.sent": "Email sent",
+	"email.failed": "Email failed", "email.resolved": "Delivery resolved",
+	"email_endpoint.draft_created": "Inbox setup started", "email_endpoint.connected": "Inbox connected",
+	"email_endpoint.pause": "Inbox paused", "email_endpoint.resume": "Inbox resumed",
+	"email_endpoint.reconnect": "Inbox reconnected", "email_endpoint.remove": "Inbox disconnected",
+	"email.connection.created": "AgentMail connection saved", "email.connection.agent_added": "Connection agents changed",
+	"email.connection.agents_updated": "Connection agents changed", "email.connection.grant_added": "Connection access changed",
+	"email.connection.grant_revoked": "Connection access changed",
+	"issue.created":                  "Task created", "issue.updated": "Task updated", "issue.reopened": "Task reopened by email",
+	"issue.comment_added": "Comment added", "issue.attachment_added": "Attachment added",
+	"heartbeat.wakeup": "Agent woken", "heartbeat.refused": "Wake refused", "heartbeat.finished": "Run finished",
+	"agent.created": "Agent created", "agent.updated": "Agent updated", "company.created": "Company created",
+	"policy.decided": "Policy decision", "company.member_put": "Member changed", "board_key.created": "Board key created",
+	"project.created": "Project created", "environment.created": "Environment created",
+	"instance.settings_updated": "Instance settings changed", "secret.created": "Secret created",
+	"secret.rotated": "Secret rotated", "secret.deleted": "Secret deleted",
+	"action_policy.created": "Action policy created", "action_policy.deleted": "Action policy deleted",
+}
+
+func labelOr(m map[string]string, k string) string {
+	if v, ok := m[k]; ok {
+		return v
+	}
+	return k
+}
+
+// inboxStatusLabels are the email address (endpoint) status badges.
+var inboxStatusLabels = map[string]string{"active": "Receiving email", "paused": "Paused", "draft": "Setup incomplete",
+	"archived": "Disconnected"}

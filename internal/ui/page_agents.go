@@ -1,0 +1,286 @@
+package ui
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+type agentRow struct {
+	domain.Agent
+	Addresses []string
+	LastRun   *domain.Run
+}
+
+type agentsData struct {
+	Rows    []agentRow
+	EmailOn bool
+}
+
+func (u *UI) agentsPage(c *rc) {
+	list, _, e := c.agents()
+	if e != nil {
+		c.fail(e)
+		return
+	}
+	var runs []domain.Run
+	if e := c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?limit=200", nil, &runs); e != nil {
+		c.fail(e)
+		return
+	}
+	last := map[string]*domain.Run{}
+	for i := range runs {
+		if last[runs[i].AgentID] == nil {
+			last[runs[i].AgentID] = &runs[i]
+		}
+	}
+	d := agentsData{}
+	inb := c.inboxes()
+	d.EmailOn = inb != nil
+	addrs := map[string][]string{}
+	for _, ib := range inb {
+		if ib.Address != nil && ib.Status != "archived" {
+			addrs[ib.AssignedAgentID] = append(addrs[ib.AssignedAgentID], *ib.Address)
+		}
+	}
+	for _, a := range list {
+		d.Rows = append(d.Rows, agentRow{Agent: a, Addresses: addrs[a.ID], LastRun: last[a.ID]})
+	}
+	sort.SliceStable(d.Rows, func(i, j int) bool { return d.Rows[i].Name < d.Rows[j].Name })
+	c.render(http.StatusOK, "agents", view{Title: "Agents", Nav: "agents", Data: d})
+}
+
+// loadAgent reads the path's agent and checks it belongs to the company.
+func (c *rc) loadAgent() (domain.Agent, bool) {
+	aid, ok := c.pathUUID("aid")
+	if !ok {
+		c.notFound()
+		return domain.Agent{}, false
+	}
+	var a domain.Agent
+	if e := c.api("GET", "/agents/"+aid, nil, &a); e != nil {
+		c.fail(e)
+		return a, false
+	}
+	if a.CompanyID != c.cid {
+		c.notFound()
+		return a, false
+	}
+	return a, true
+}
+
+type agentData struct {
+	Agent       domain.Agent
+	Process     *domain.ProcessAdapterConfig
+	HTTP        *domain.HTTPAdapterConfig
+	EnvKeys     []string
+	Environment *domain.Environment
+	Inboxes     []domain.EmailEndpointSummary
+	EmailOn     bool
+	Tasks       []domain.Issue
+	Runs        []domain.Run
+	Boundary    string
+	Budget      string
+	Spent       string
+}
+
+func cents(n int64) string { return fmt.Sprintf("$%d.%02d", n/100, n%100) }
+
+func (u *UI) agentPage(c *rc) {
+	a, ok := c.loadAgent()
+	if !ok {
+		return
+	}
+	d := agentData{Agent: a, Budget: "Unlimited", Spent: cents(a.SpentMonthlyCents)}
+	if a.BudgetMonthlyCents > 0 {
+		d.Budget = cents(a.BudgetMonthlyCents) + " a month"
+	}
+	switch a.AdapterType {
+	case "process":
+		var p domain.ProcessAdapterConfig
+		if json.Unmarshal(a.AdapterConfig, &p) == nil {
+			d.Process = &p
+			for k := range p.Env {
+				d.EnvKeys = append(d.EnvKeys, k)
+			}
+			sort.Strings(d.EnvKeys)
+		}
+	case "http":
+		var h domain.HTTPAdapterConfig
+		if json.Unmarshal(a.AdapterConfig, &h) == nil {
+			d.HTTP = &h
+		}
+	}
+	if a.EnvironmentID != "" {
+		var envs []domain.Environment
+		_ = c.api("GET", "/companies/"+c.cid+"/environments", nil, &envs)
+		for i := range envs {
+			if envs[i].ID == a.EnvironmentID {
+				d.Environment = &envs[i]
+			}
+		}
+	}
+	if inb := c.inboxes(); inb != nil {
+		d.EmailOn = true
+		for _, ib := range inb {
+			if ib.AssignedAgentID == a.ID && ib.Status != "archived" {
+				d.Inboxes = append(d.Inboxes, ib)
+			}
+		}
+	}
+	d.Boundary = u.boundaryText(c, a)
+	if e := c.api("GET", "/companies/"+c.cid+"/issues?limit=10&assigneeAgentId="+a.ID, nil, &d.Tasks); e != nil {
+		c.fail(e)
+		return
+	}
+	if e := c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?limit=10&agentId="+a.ID, nil, &d.Runs); e != nil {
+		c.fail(e)
+		return
+	}
+	c.render(http.StatusOK, "agent", view{Title: a.Name, Nav: "agents",
+		Crumbs: []crumb{{"Agents", "/c/" + c.cid + "/agents"}, {a.Name, ""}}, Data: d})
+}
+
+// boundaryText describes a low-trust agent's work boundary.
+func (u *UI) boundaryText(c *rc, a domain.Agent) string {
+	b := a.Permissions.Boundary()
+	if a.Permissions.TrustPreset != domain.TrustLowTrustReview {
+		return ""
+	}
+	if b == nil || (len(b.ProjectIDs) == 0 && b.RootIssueID == "") {
+		return "No work boundary yet"
+	}
+	if b.RootIssueID != "" {
+		var t domain.Issue
+		if c.api("GET", "/issues/"+b.RootIssueID, nil, &t) == nil {
+			return "Root task: " + t.Title
+		}
+		return "Root task"
+	}
+	var ps []domain.Project
+	_ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &ps)
+	for _, p := range ps {
+		if p.ID == b.ProjectIDs[0] {
+			return "Project: " + p.Name
+		}
+	}
+	return "Project"
+}
+
+func (u *UI) agentStatus(c *rc) {
+	a, ok := c.loadAgent()
+	if !ok {
+		return
+	}
+	st := c.form("status")
+	if e := c.api("PATCH", "/agents/"+a.ID, map[string]string{"status": st}, nil); e != nil {
+		c.fail(e)
+		return
+	}
+	msg := "Agent resumed."
+	if st == domain.AgentPaused {
+		msg = "Agent paused."
+	}
+	c.redirect("/c/"+c.cid+"/agents/"+a.ID, msg)
+}
+
+func (u *UI) wakeAgent(c *rc) {
+	a, ok := c.loadAgent()
+	if !ok {
+		return
+	}
+	var run domain.Run
+	e := c.api("POST", "/agents/"+a.ID+"/wakeup", map[string]string{"reason": "manual"}, &run)
+	if e != nil && (e.Status == http.StatusForbidden || e.Status == http.StatusNotFound) {
+		c.fail(e)
+		return
+	}
+	c.redirect("/c/"+c.cid+"/agents/"+a.ID, wakeFlash("", run, e))
+}
+
+type trustData struct {
+	Agent    domain.Agent
+	Preset   string
+	Kind     string
+	Project  string
+	Task     string
+	Projects []domain.Project
+	Tasks    []domain.Issue
+	Return   string
+	Err      *APIError
+}
+
+func (u *UI) trustPage(c *rc) {
+	a, ok := c.loadAgent()
+	if !ok {
+		return
+	}
+	d := trustData{Agent: a, Preset: a.Permissions.TrustPreset, Kind: "project", Return: c.r.URL.Query().Get("return")}
+	if b := a.Permissions.Boundary(); b != nil {
+		if b.RootIssueID != "" {
+			d.Kind, d.Task = "task", b.RootIssueID
+		} else if len(b.ProjectIDs) > 0 {
+			d.Project = b.ProjectIDs[0]
+		}
+	}
+	u.renderTrust(c, http.StatusOK, d)
+}
+
+func (u *UI) renderTrust(c *rc, status int, d trustData) {
+	if !c.caps.Write {
+		c.errorPage(http.StatusForbidden, "You don’t have permission to change this agent.")
+		return
+	}
+	if d.Preset == "" {
+		d.Preset = domain.TrustStandard
+	}
+	if d.Return != "" && safeNext(d.Return) != d.Return {
+		d.Return = ""
+	}
+	_ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &d.Projects)
+	_ = c.api("GET", "/companies/"+c.cid+"/issues?limit=200", nil, &d.Tasks)
+	c.render(status, "trust", view{Title: "Trust settings · " + d.Agent.Name, Nav: "agents",
+		Crumbs: []crumb{{"Agents", "/c/" + c.cid + "/agents"}, {d.Agent.Name, "/c/" + c.cid + "/agents/" + d.Agent.ID}, {"Trust settings", ""}}, Data: d})
+}
+
+func (u *UI) saveTrust(c *rc) {
+	a, ok := c.loadAgent()
+	if !ok {
+		return
+	}
+	d := trustData{Agent: a, Preset: c.form("preset"), Kind: c.form("kind"), Project: c.form("project"),
+		Task: c.form("task"), Return: c.form("return")}
+	perms := map[string]any{"trustPreset": d.Preset, "authorizationPolicy": map[string]any{}}
+	if d.Preset == domain.TrustLowTrustReview {
+		var tb map[string]any
+		switch {
+		case d.Kind == "task" && d.Task != "":
+			tb = map[string]any{"rootIssueId": d.Task}
+		case d.Kind != "task" && d.Project != "":
+			tb = map[string]any{"projectIds": []string{d.Project}}
+		}
+		if tb == nil {
+			d.Err = &APIError{Status: http.StatusUnprocessableEntity, Message: msgNeedBoundary}
+			u.renderTrust(c, http.StatusUnprocessableEntity, d)
+			return
+		}
+		perms["authorizationPolicy"] = map[string]any{"trustBoundary": tb}
+	}
+	if e := c.api("PATCH", "/agents/"+a.ID, map[string]any{"permissions": perms}, nil); e != nil {
+		if e.Status == http.StatusNotFound || e.Status == http.StatusForbidden {
+			c.fail(e)
+			return
+		}
+		d.Err = e
+		u.renderTrust(c, e.Status, d)
+		return
+	}
+	to := "/c/" + c.cid + "/agents/" + a.ID
+	if d.Return != "" && safeNext(d.Return) == d.Return {
+		to = d.Return
+	}
+	c.redirect(to, flashTrustSaved)
+}

@@ -1,0 +1,142 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+// uploadAttachment checks the form token inside the multipart body, then
+// streams the file to the API as a fresh multipart request (so the API's
+// own size, type and authorization rules apply).
+func (u *UI) uploadAttachment(c *rc) {
+	t, ok := c.loadTask()
+	if !ok {
+		return
+	}
+	limit := u.d.Config.AttachmentMaxBytes
+	c.r.Body = http.MaxBytesReader(c.w, c.r.Body, limit+256<<10)
+	if err := c.r.ParseMultipartForm(1 << 20); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			u.renderTask(c, http.StatusRequestEntityTooLarge, t, taskData{CommentWake: true,
+				UploadErr: &APIError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("This file is larger than the %s limit.", humanBytes(limit))}})
+			return
+		}
+		u.renderTask(c, http.StatusBadRequest, t, taskData{CommentWake: true,
+			UploadErr: &APIError{Status: http.StatusBadRequest, Message: "Choose a file to upload."}})
+		return
+	}
+	defer c.r.MultipartForm.RemoveAll()
+	if !u.validCSRF(c.r, c.csrfBinding()) {
+		c.errorPage(http.StatusForbidden, msgFormExpired)
+		return
+	}
+	file, hdr, err := c.r.FormFile("file")
+	if err != nil {
+		u.renderTask(c, http.StatusBadRequest, t, taskData{CommentWake: true,
+			UploadErr: &APIError{Status: http.StatusBadRequest, Message: "Choose a file to upload."}})
+		return
+	}
+	defer file.Close()
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", multipart.FileContentDisposition("file", hdr.Filename))
+		ct := hdr.Header.Get("Content-Type")
+		if ct == "" {
+			ct = "application/octet-stream"
+		}
+		h.Set("Content-Type", ct)
+		part, err := mw.CreatePart(h)
+		if err == nil {
+			_, err = io.Copy(part, file)
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	req, _ := http.NewRequestWithContext(api.WithPresetActor(c.r.Context(), c.actor), "POST", "/api/issues/"+t.ID+"/attachments", pr)
+	req.RemoteAddr = "127.0.0.1:0"
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	var att domain.Attachment
+	if e := u.dispatch(req, &att); e != nil {
+		_ = pr.CloseWithError(io.ErrClosedPipe)
+		if e.Status == http.StatusNotFound || e.Status == http.StatusForbidden {
+			c.fail(e)
+			return
+		}
+		switch e.Status {
+		case http.StatusRequestEntityTooLarge:
+			e.Message = fmt.Sprintf("This file is larger than the %s limit.", humanBytes(limit))
+		case http.StatusUnsupportedMediaType:
+			e.Message = "This file type isn’t allowed. (" + e.Message + ")"
+		}
+		u.renderTask(c, e.Status, t, taskData{CommentWake: true, UploadErr: e})
+		return
+	}
+	c.redirect(fmt.Sprintf("/c/%s/tasks/%s#attachments", c.cid, t.ID), flashUploaded)
+}
+
+// downloadAttachment streams a task's attachment through the API. It is
+// always a download (Content-Disposition: attachment) in a sandboxed,
+// script-less document, and never sniffed.
+func (u *UI) downloadAttachment(c *rc) {
+	t, ok := c.loadTask()
+	if !ok {
+		return
+	}
+	aid, ok := c.pathUUID("aid")
+	if !ok {
+		c.notFound()
+		return
+	}
+	var list []domain.Attachment
+	if e := c.api("GET", "/issues/"+t.ID+"/attachments", nil, &list); e != nil {
+		c.fail(e)
+		return
+	}
+	found := false
+	for _, a := range list {
+		found = found || a.ID == aid
+	}
+	if !found {
+		c.notFound()
+		return
+	}
+	req, _ := http.NewRequestWithContext(api.WithPresetActor(c.r.Context(), c.actor), "GET", "/api/attachments/"+aid+"/content", nil)
+	req.RemoteAddr = "127.0.0.1:0"
+	u.d.API.ServeHTTP(&downloadWriter{ResponseWriter: c.w}, req)
+}
+
+// downloadWriter hardens the API's download headers before they are sent.
+type downloadWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (d *downloadWriter) WriteHeader(code int) {
+	if !d.wrote {
+		d.wrote = true
+		h := d.Header()
+		h.Set("Content-Security-Policy", "sandbox; default-src 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "private, no-store")
+	}
+	d.ResponseWriter.WriteHeader(code)
+}
+
+func (d *downloadWriter) Write(b []byte) (int, error) {
+	if !d.wrote {
+		d.WriteHeader(http.StatusOK)
+	}
+	return d.ResponseWriter.Write(b)
+}

@@ -1,0 +1,161 @@
+package ui
+
+import (
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// company wraps a handler of a /c/{cid}/… page: the company must exist and
+// be visible to the actor (else the 404 page, also for other companies).
+func (u *UI) company(fn func(c *rc)) http.HandlerFunc {
+	return u.page(func(c *rc) {
+		cid := c.r.PathValue("cid")
+		if !store.ValidID(cid) {
+			c.notFound()
+			return
+		}
+		var co domain.Company
+		if e := c.api("GET", "/companies/"+cid, nil, &co); e != nil {
+			c.fail(e)
+			return
+		}
+		c.cid = cid
+		c.company = companyView{ID: co.ID, Name: co.Name}
+		c.caps = c.capsFor(cid)
+		fn(c)
+	})
+}
+
+// pathUUID returns the named path value when it is a UUID.
+func (c *rc) pathUUID(name string) (string, bool) {
+	v := c.r.PathValue(name)
+	return v, store.ValidID(v)
+}
+
+// agentIndex maps agent ids to agents.
+type agentIndex map[string]domain.Agent
+
+func (c *rc) agents() ([]domain.Agent, agentIndex, *APIError) {
+	var list []domain.Agent
+	if e := c.api("GET", "/companies/"+c.cid+"/agents", nil, &list); e != nil {
+		return nil, nil, e
+	}
+	idx := agentIndex{}
+	for _, a := range list {
+		idx[a.ID] = a
+	}
+	return list, idx, nil
+}
+
+// Name returns the agent's name, or "—".
+func (ix agentIndex) Name(id string) string {
+	if a, ok := ix[id]; ok {
+		return a.Name
+	}
+	if id == "" {
+		return "—"
+	}
+	return "Unknown agent"
+}
+
+// inboxes returns the company's email addresses, or nil when email
+// connections are off or not visible (email sections are then omitted).
+func (c *rc) inboxes() []domain.EmailEndpointSummary {
+	var list []domain.EmailEndpointSummary
+	if e := c.api("GET", "/companies/"+c.cid+"/email/inboxes", nil, &list); e != nil {
+		return nil
+	}
+	return list
+}
+
+type attentionItem struct {
+	Kind, Label, Text, Href, Tone string
+}
+
+type overviewData struct {
+	Counts      api.IssueCounts
+	Open        int
+	AgentCount  int
+	InboxCount  int
+	EmailOn     bool
+	Attention   []attentionItem
+	RecentTasks []domain.Issue
+	RecentRuns  []domain.Run
+	Activity    []domain.Activity
+	Agents      agentIndex
+	PollMS      int
+	HasAnyTask  bool
+	CompanyPath string
+}
+
+func (u *UI) overview(c *rc) {
+	d := overviewData{PollMS: u.pollInterval(10000), CompanyPath: "/c/" + c.cid}
+	agents, idx, e := c.agents()
+	if e != nil {
+		c.fail(e)
+		return
+	}
+	d.Agents, d.AgentCount = idx, len(agents)
+	if e := c.api("GET", "/companies/"+c.cid+"/issue-counts", nil, &d.Counts); e != nil {
+		c.fail(e)
+		return
+	}
+	for _, s := range openStatuses {
+		d.Open += d.Counts.ByStatus[s]
+	}
+	d.HasAnyTask = d.Counts.Total > 0
+	if e := c.api("GET", "/companies/"+c.cid+"/issues?limit=8", nil, &d.RecentTasks); e != nil {
+		c.fail(e)
+		return
+	}
+	var runs []domain.Run
+	if e := c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?limit=50", nil, &runs); e != nil {
+		c.fail(e)
+		return
+	}
+	d.RecentRuns = runs[:min(len(runs), 8)]
+	_ = c.api("GET", "/companies/"+c.cid+"/activity?limit=8", nil, &d.Activity)
+
+	if inb := c.inboxes(); inb != nil {
+		d.EmailOn = true
+		for _, ib := range inb {
+			if ib.Status == "archived" {
+				continue
+			}
+			d.InboxCount++
+			addr := "An email address"
+			if ib.Address != nil {
+				addr = *ib.Address
+			}
+			switch {
+			case ib.Status == "draft":
+				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Setup incomplete", Tone: "amber", Text: addr + " · " + idx.Name(ib.AssignedAgentID)})
+			case ib.Status == "paused":
+				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Paused", Tone: "amber", Text: addr + " · " + idx.Name(ib.AssignedAgentID)})
+			case ib.LastError != nil:
+				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Needs attention", Tone: "red", Text: addr + ": " + *ib.LastError})
+			}
+		}
+	}
+	if d.Counts.ByStatus[domain.IssueBlocked] > 0 {
+		var blocked []domain.Issue
+		_ = c.api("GET", "/companies/"+c.cid+"/issues?status=blocked&limit=5", nil, &blocked)
+		for _, t := range blocked {
+			d.Attention = append(d.Attention, attentionItem{Kind: "task", Label: "Blocked", Tone: "red", Text: t.Title,
+				Href: "/c/" + c.cid + "/tasks/" + t.ID})
+		}
+	}
+	since := u.now().Add(-24 * time.Hour)
+	for _, r := range runs {
+		if slices.Contains([]string{domain.RunFailed, domain.RunTimedOut}, r.Status) && r.CreatedAt.After(since) {
+			d.Attention = append(d.Attention, attentionItem{Kind: "run", Label: labelOr(runStatusLabels, r.Status), Tone: "red",
+				Text: "Run " + shortID(r.ID) + " · " + idx.Name(r.AgentID), Href: "/c/" + c.cid + "/runs/" + r.ID})
+		}
+	}
+	c.render(http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Data: d})
+}

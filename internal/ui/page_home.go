@@ -1,0 +1,84 @@
+package ui
+
+import (
+	"net/http"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+type homeData struct {
+	Companies []domain.Company
+	Settings  domain.InstanceSettings
+	CanCreate bool
+	Name      string
+	Err       *APIError
+}
+
+func (u *UI) home(c *rc) { u.renderHome(c, http.StatusOK, "", nil) }
+
+func (u *UI) renderHome(c *rc, status int, name string, formErr *APIError) {
+	d := homeData{Name: name, Err: formErr, CanCreate: c.actor.KeyCompanyID == ""}
+	if e := c.api("GET", "/companies", nil, &d.Companies); e != nil {
+		c.fail(e)
+		return
+	}
+	_ = c.api("GET", "/instance/settings", nil, &d.Settings)
+	c.render(status, "home", view{Title: "Companies", Bare: true, Nav: "home", Data: d})
+}
+
+func (u *UI) createCompany(c *rc) {
+	name := c.r.PostFormValue("name")
+	var co domain.Company
+	if e := c.api("POST", "/companies", map[string]string{"name": name}, &co); e != nil {
+		u.renderHome(c, e.Status, name, e)
+		return
+	}
+	c.redirect("/c/"+co.ID, flashCompanyCreated)
+}
+
+// goCompany is the company switcher's target (a GET form, so it works
+// without JavaScript).
+func (u *UI) goCompany(c *rc) {
+	id := c.r.URL.Query().Get("company")
+	if !store.ValidID(id) {
+		c.redirect("/", "")
+		return
+	}
+	c.redirect("/c/"+id, "")
+}
+
+type settingsData struct {
+	Settings domain.InstanceSettings
+	Err      *APIError
+}
+
+func (u *UI) settingsPage(c *rc) {
+	if !c.Me().User.IsInstanceAdmin || c.actor.KeyCompanyID != "" {
+		c.errorPage(http.StatusForbidden, "You don’t have permission to change instance settings.")
+		return
+	}
+	var d settingsData
+	if e := c.api("GET", "/instance/settings", nil, &d.Settings); e != nil {
+		c.fail(e)
+		return
+	}
+	c.render(http.StatusOK, "settings", view{Title: "Instance settings", Bare: true, Nav: "settings", Data: d})
+}
+
+func (u *UI) saveSettings(c *rc) {
+	chat := c.r.PostFormValue("enableChatConnectors") == "on"
+	iso := c.r.PostFormValue("enableIsolatedWorkspaces") == "on"
+	body := map[string]any{"experimental": map[string]bool{"enableChatConnectors": chat, "enableIsolatedWorkspaces": iso}}
+	if e := c.api("PATCH", "/instance/settings", body, nil); e != nil {
+		if e.Status == http.StatusForbidden {
+			c.fail(e)
+			return
+		}
+		d := settingsData{Err: e}
+		d.Settings.Experimental.EnableChatConnectors, d.Settings.Experimental.EnableIsolatedWorkspaces = chat, iso
+		c.render(e.Status, "settings", view{Title: "Instance settings", Bare: true, Nav: "settings", Data: d})
+		return
+	}
+	c.redirect("/settings", flashSettingsSaved)
+}

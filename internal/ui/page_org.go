@@ -1,0 +1,191 @@
+package ui
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+type projectsData struct {
+	Projects     []domain.Project
+	Environments []domain.Environment
+	Project      struct{ Name, Strategy, Path string }
+	Env          struct{ Name, Driver string }
+	ProjectErr   *APIError
+	EnvErr       *APIError
+}
+
+func (u *UI) projectsPage(c *rc) { u.renderProjects(c, http.StatusOK, projectsData{}) }
+
+func (u *UI) renderProjects(c *rc, status int, d projectsData) {
+	if e := c.api("GET", "/companies/"+c.cid+"/projects", nil, &d.Projects); e != nil {
+		c.fail(e)
+		return
+	}
+	if e := c.api("GET", "/companies/"+c.cid+"/environments", nil, &d.Environments); e != nil {
+		c.fail(e)
+		return
+	}
+	if d.Env.Driver == "" {
+		d.Env.Driver = "local"
+	}
+	c.render(status, "projects", view{Title: "Projects & environments", Nav: "projects", Data: d})
+}
+
+func (u *UI) createProject(c *rc) {
+	var d projectsData
+	d.Project.Name, d.Project.Strategy, d.Project.Path = c.form("name"), c.form("strategy"), strings.TrimSpace(c.form("path"))
+	body := map[string]any{"name": d.Project.Name}
+	if d.Project.Strategy != "" {
+		body["workspace"] = map[string]string{"strategy": d.Project.Strategy, "path": d.Project.Path}
+	}
+	if e := c.api("POST", "/companies/"+c.cid+"/projects", body, nil); e != nil {
+		d.ProjectErr = e
+		u.renderProjects(c, e.Status, d)
+		return
+	}
+	c.redirect("/c/"+c.cid+"/projects", flashProjectCreated)
+}
+
+func (u *UI) createEnvironment(c *rc) {
+	var d projectsData
+	d.Env.Name, d.Env.Driver = c.form("name"), c.form("driver")
+	body := map[string]string{"name": d.Env.Name, "driver": d.Env.Driver}
+	if d.Env.Driver == "sandbox" {
+		body["provider"] = "bubblewrap"
+	}
+	if e := c.api("POST", "/companies/"+c.cid+"/environments", body, nil); e != nil {
+		d.EnvErr = e
+		u.renderProjects(c, e.Status, d)
+		return
+	}
+	c.redirect("/c/"+c.cid+"/projects", flashEnvCreated)
+}
+
+type activityRow struct {
+	domain.Activity
+	Actor, Label, Href, Details string
+}
+
+type activityData struct {
+	Rows      []activityRow
+	EmailOnly bool
+}
+
+func (u *UI) activityPage(c *rc) {
+	var list []domain.Activity
+	if e := c.api("GET", "/companies/"+c.cid+"/activity?limit=200", nil, &list); e != nil {
+		c.fail(e)
+		return
+	}
+	_, idx, _ := c.agents()
+	var members []domain.Membership
+	_ = c.api("GET", "/companies/"+c.cid+"/members", nil, &members)
+	emails := map[string]string{}
+	for _, m := range members {
+		emails[m.UserID] = personName(m.Email)
+	}
+	d := activityData{EmailOnly: c.r.URL.Query().Get("email") == "1"}
+	for _, a := range list {
+		if d.EmailOnly && !strings.HasPrefix(a.Action, "email") {
+			continue
+		}
+		row := activityRow{Activity: a, Label: labelOr(activityLabels, a.Action), Details: prettyJSON(a.Details)}
+		switch a.ActorKind {
+		case "agent":
+			row.Actor = idx.Name(a.ActorID)
+		case "user", "board":
+			row.Actor = emails[a.ActorID]
+			if row.Actor == "" {
+				row.Actor = "Local board"
+			}
+		default:
+			row.Actor = "Paperclip"
+		}
+		switch a.EntityType {
+		case "issue":
+			row.Href = "/c/" + c.cid + "/tasks/" + a.EntityID
+		case "agent":
+			row.Href = "/c/" + c.cid + "/agents/" + a.EntityID
+		case "heartbeat_run", "run":
+			row.Href = "/c/" + c.cid + "/runs/" + a.EntityID
+		case "comment", "attachment":
+			var det struct {
+				IssueID string `json:"issueId"`
+			}
+			if json.Unmarshal(a.Details, &det) == nil && det.IssueID != "" {
+				row.Href = "/c/" + c.cid + "/tasks/" + det.IssueID
+			}
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	c.render(http.StatusOK, "activity", view{Title: "Activity", Nav: "activity", Data: d})
+}
+
+type membersData struct {
+	Members           []domain.Membership
+	Member            struct{ Email, Role string }
+	Manage            bool
+	KeyName           string
+	KeyUser           string
+	Token             string
+	TokenFor          string
+	MemberErr, KeyErr *APIError
+}
+
+func (u *UI) membersPage(c *rc) { u.renderMembers(c, http.StatusOK, membersData{}) }
+
+func (u *UI) renderMembers(c *rc, status int, d membersData) {
+	if e := c.api("GET", "/companies/"+c.cid+"/members", nil, &d.Members); e != nil {
+		c.fail(e)
+		return
+	}
+	if d.Member.Role == "" {
+		d.Member.Role = "member"
+	}
+	c.render(status, "members", view{Title: "Members", Nav: "members", Data: d})
+}
+
+func (u *UI) addMember(c *rc) {
+	var d membersData
+	d.Member.Email, d.Member.Role = strings.TrimSpace(c.form("email")), c.form("role")
+	d.Manage = c.form("manage") == "on"
+	perms := []string{}
+	if d.Manage {
+		perms = append(perms, domain.PermManageConnections)
+	}
+	body := map[string]any{"email": d.Member.Email, "role": d.Member.Role, "permissions": perms}
+	if e := c.api("POST", "/companies/"+c.cid+"/members", body, nil); e != nil {
+		d.MemberErr = e
+		u.renderMembers(c, e.Status, d)
+		return
+	}
+	c.redirect("/c/"+c.cid+"/members", flashMemberAdded)
+}
+
+// createBoardKey shows the new token once, on the response page itself
+// (201, no-store; not a redirect, so the token never lands in a URL or a
+// cookie).
+func (u *UI) createBoardKey(c *rc) {
+	var d membersData
+	d.KeyName, d.KeyUser = strings.TrimSpace(c.form("name")), c.form("user")
+	body := map[string]string{"name": d.KeyName}
+	if d.KeyUser != "" {
+		body["userId"] = d.KeyUser
+	}
+	var out struct {
+		domain.BoardAPIKey
+		Token string `json:"token"`
+	}
+	if e := c.api("POST", "/companies/"+c.cid+"/board-keys", body, &out); e != nil {
+		d.KeyErr = e
+		u.renderMembers(c, e.Status, d)
+		return
+	}
+	d.Token = out.Token
+	d.TokenFor = out.Name
+	u.d.Redact(out.Token)
+	u.renderMembers(c, http.StatusCreated, d)
+}

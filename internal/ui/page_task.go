@@ -1,0 +1,232 @@
+package ui
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+type taskData struct {
+	Task        domain.Issue
+	Parent      *domain.Issue
+	Comments    []domain.Comment
+	Attachments []domain.Attachment
+	Runs        []domain.Run
+	Children    []domain.Issue
+	Agents      []domain.Agent
+	AgentIdx    agentIndex
+	Assignee    *domain.Agent
+	ProjectName string
+	Authors     map[string]string
+	Active      bool
+	Email       bool
+	MaxUpload   int64
+
+	HeaderPoll, TimelinePoll, RunsPoll int
+	Base                               string
+
+	// Re-render state after a failed POST.
+	CommentBody string
+	CommentWake bool
+	CommentErr  *APIError
+	DetailsErr  *APIError
+	UploadErr   *APIError
+	WakeErr     *APIError
+}
+
+// Author names a comment's author: member email, "Local board", the agent
+// or "Paperclip" for system comments.
+func (d taskData) Author(cm domain.Comment) string {
+	switch cm.AuthorKind {
+	case "agent":
+		return d.AgentIdx.Name(cm.AuthorAgentID)
+	case "user":
+		if n, ok := d.Authors[cm.AuthorUserID]; ok {
+			return n
+		}
+		return "Local board"
+	}
+	return "Paperclip"
+}
+
+// loadTask reads the path's task and checks it belongs to the company.
+func (c *rc) loadTask() (domain.Issue, bool) {
+	tid, ok := c.pathUUID("tid")
+	if !ok {
+		c.notFound()
+		return domain.Issue{}, false
+	}
+	var t domain.Issue
+	if e := c.api("GET", "/issues/"+tid, nil, &t); e != nil {
+		c.fail(e)
+		return t, false
+	}
+	if t.CompanyID != c.cid {
+		c.notFound()
+		return t, false
+	}
+	return t, true
+}
+
+func (u *UI) taskPage(c *rc) {
+	t, ok := c.loadTask()
+	if !ok {
+		return
+	}
+	u.renderTask(c, http.StatusOK, t, taskData{CommentWake: true})
+}
+
+func (u *UI) renderTask(c *rc, status int, t domain.Issue, d taskData) {
+	d.Task = t
+	d.Base = fmt.Sprintf("/c/%s/tasks/%s", c.cid, t.ID)
+	d.Email = isEmailTask(t)
+	d.MaxUpload = u.d.Config.AttachmentMaxBytes
+	frag := c.r.URL.Query().Get("fragment")
+	need := func(names ...string) bool {
+		if frag == "" {
+			return true
+		}
+		for _, n := range names {
+			if n == frag {
+				return true
+			}
+		}
+		return false
+	}
+	var e *APIError
+	if d.Agents, d.AgentIdx, e = c.agents(); e != nil {
+		c.fail(e)
+		return
+	}
+	if a, ok := d.AgentIdx[t.AssigneeAgentID]; ok {
+		d.Assignee = &a
+	}
+	if need("task-runs", "task-header", "task-timeline") {
+		if e := c.api("GET", fmt.Sprintf("/companies/%s/heartbeat-runs?issueId=%s&limit=20", c.cid, t.ID), nil, &d.Runs); e != nil {
+			c.fail(e)
+			return
+		}
+		for _, r := range d.Runs {
+			if !r.Terminal() {
+				d.Active = true
+			}
+		}
+	}
+	if need("task-timeline") {
+		if e := c.api("GET", "/issues/"+t.ID+"/comments", nil, &d.Comments); e != nil {
+			c.fail(e)
+			return
+		}
+		var members []domain.Membership
+		_ = c.api("GET", "/companies/"+c.cid+"/members", nil, &members)
+		d.Authors = map[string]string{}
+		for _, m := range members {
+			d.Authors[m.UserID] = personName(m.Email)
+		}
+	}
+	if frag == "" {
+		if e := c.api("GET", "/issues/"+t.ID+"/attachments", nil, &d.Attachments); e != nil {
+			c.fail(e)
+			return
+		}
+		if e := c.api("GET", fmt.Sprintf("/companies/%s/issues?parentId=%s&limit=100", c.cid, t.ID), nil, &d.Children); e != nil {
+			c.fail(e)
+			return
+		}
+		if t.ParentID != "" {
+			var p domain.Issue
+			if c.api("GET", "/issues/"+t.ParentID, nil, &p) == nil {
+				d.Parent = &p
+			}
+		}
+		if t.ProjectID != "" {
+			var ps []domain.Project
+			_ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &ps)
+			for _, p := range ps {
+				if p.ID == t.ProjectID {
+					d.ProjectName = p.Name
+				}
+			}
+		}
+	}
+	d.HeaderPoll, d.TimelinePoll, d.RunsPoll = u.pollInterval(10000), u.pollInterval(10000), u.pollInterval(15000)
+	if d.Active {
+		d.HeaderPoll, d.TimelinePoll, d.RunsPoll = u.pollInterval(3000), u.pollInterval(3000), u.pollInterval(3000)
+	}
+	c.render(status, "task", view{Title: t.Title, Nav: "tasks",
+		Crumbs: []crumb{{"Tasks", "/c/" + c.cid + "/tasks"}, {t.Title, ""}}, Data: d})
+}
+
+func (u *UI) updateTask(c *rc) {
+	t, ok := c.loadTask()
+	if !ok {
+		return
+	}
+	body := map[string]any{"status": c.form("status"), "priority": c.form("priority"), "assigneeAgentId": c.form("assignee")}
+	var out domain.Issue
+	if e := c.api("PATCH", "/issues/"+t.ID, body, &out); e != nil {
+		if e.Status == http.StatusNotFound {
+			c.fail(e)
+			return
+		}
+		u.renderTask(c, e.Status, t, taskData{DetailsErr: e, CommentWake: true})
+		return
+	}
+	c.redirect(fmt.Sprintf("/c/%s/tasks/%s", c.cid, t.ID), flashTaskSaved)
+}
+
+func (u *UI) addComment(c *rc) {
+	t, ok := c.loadTask()
+	if !ok {
+		return
+	}
+	body := c.form("body")
+	wake := c.form("wake") == "on"
+	var cm domain.Comment
+	if e := c.api("POST", "/issues/"+t.ID+"/comments", map[string]string{"body": body}, &cm); e != nil {
+		if e.Status == http.StatusNotFound {
+			c.fail(e)
+			return
+		}
+		u.renderTask(c, e.Status, t, taskData{CommentErr: e, CommentBody: body, CommentWake: wake})
+		return
+	}
+	flash := flashCommentAdded
+	if wake && t.AssigneeAgentID != "" {
+		var run domain.Run
+		e := c.api("POST", "/agents/"+t.AssigneeAgentID+"/wakeup", map[string]string{"reason": "comment", "issueId": t.ID,
+			"idempotencyKey": "ui-comment:" + cm.ID, "commentId": cm.ID}, &run)
+		flash = wakeFlash(flashCommentAdded+" ", run, e)
+	}
+	c.redirect(fmt.Sprintf("/c/%s/tasks/%s#comment-%s", c.cid, t.ID, cm.ID), flash)
+}
+
+// wakeFlash describes a wake's outcome for the flash message.
+func wakeFlash(prefix string, run domain.Run, e *APIError) string {
+	switch {
+	case e != nil:
+		return prefix + "The agent was not woken: " + e.Message
+	case run.Status == domain.RunRefused:
+		return prefix + "Wake refused: " + labelOr(refusalLabels, run.RefusalReason) + "."
+	}
+	return prefix + "Agent woken (run " + shortID(run.ID) + ")."
+}
+
+func (u *UI) wakeForTask(c *rc) {
+	t, ok := c.loadTask()
+	if !ok {
+		return
+	}
+	if t.AssigneeAgentID == "" {
+		c.redirect(fmt.Sprintf("/c/%s/tasks/%s", c.cid, t.ID), "This task has no agent to wake.")
+		return
+	}
+	var run domain.Run
+	e := c.api("POST", "/agents/"+t.AssigneeAgentID+"/wakeup", map[string]string{"reason": "manual", "issueId": t.ID}, &run)
+	if e != nil && (e.Status == http.StatusForbidden || e.Status == http.StatusNotFound) {
+		c.fail(e)
+		return
+	}
+	c.redirect(fmt.Sprintf("/c/%s/tasks/%s#task-runs", c.cid, t.ID), wakeFlash("", run, e))
+}

@@ -1,0 +1,177 @@
+package ui
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+const tasksPerPage = 50
+
+type taskFilter struct {
+	Status, Assignee, Origin string
+	Page                     int
+}
+
+// query renders the filter as a query string (page included when > 1).
+func (f taskFilter) query(page int) string {
+	v := url.Values{}
+	if f.Status != "" {
+		v.Set("status", f.Status)
+	}
+	if f.Assignee != "" {
+		v.Set("assignee", f.Assignee)
+	}
+	if f.Origin != "" {
+		v.Set("origin", f.Origin)
+	}
+	if page > 1 {
+		v.Set("page", strconv.Itoa(page))
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
+}
+
+type tasksData struct {
+	Tasks    []domain.Issue
+	Agents   []domain.Agent
+	AgentIdx agentIndex
+	Filter   taskFilter
+	Filtered bool
+	PrevHref string
+	NextHref string
+	From, To int
+	PollMS   int
+	SelfHref string
+	FragHref string
+}
+
+// IsEmailTask reports whether a task came from email.
+func (tasksData) IsEmailTask(t domain.Issue) bool { return isEmailTask(t) }
+
+func isEmailTask(t domain.Issue) bool {
+	return t.OriginKind == "chat_channel" && strings.HasPrefix(t.OriginID, "email")
+}
+
+func (u *UI) tasksPage(c *rc) {
+	q := c.r.URL.Query()
+	f := taskFilter{Status: q.Get("status"), Assignee: q.Get("assignee"), Origin: q.Get("origin")}
+	f.Page, _ = strconv.Atoi(q.Get("page"))
+	f.Page = max(f.Page, 1)
+	if f.Status != "" && !slices.Contains(taskStatusOrder, f.Status) {
+		f.Status = ""
+	}
+	if f.Assignee != "" && !store.ValidID(f.Assignee) {
+		f.Assignee = ""
+	}
+	if f.Origin != "email" {
+		f.Origin = ""
+	}
+	d := tasksData{Filter: f, Filtered: f.Status != "" || f.Assignee != "" || f.Origin != "", PollMS: u.pollInterval(10000)}
+	var e *APIError
+	if d.Agents, d.AgentIdx, e = c.agents(); e != nil {
+		c.fail(e)
+		return
+	}
+	api := url.Values{}
+	api.Set("limit", strconv.Itoa(tasksPerPage+1))
+	api.Set("offset", strconv.Itoa((f.Page-1)*tasksPerPage))
+	if f.Status != "" {
+		api.Set("status", f.Status)
+	}
+	if f.Assignee != "" {
+		api.Set("assigneeAgentId", f.Assignee)
+	}
+	if f.Origin == "email" {
+		api.Set("originKind", "chat_channel")
+	}
+	if e := c.api("GET", "/companies/"+c.cid+"/issues?"+api.Encode(), nil, &d.Tasks); e != nil {
+		c.fail(e)
+		return
+	}
+	base := "/c/" + c.cid + "/tasks"
+	if len(d.Tasks) > tasksPerPage {
+		d.Tasks = d.Tasks[:tasksPerPage]
+		d.NextHref = base + f.query(f.Page+1)
+	}
+	if f.Page > 1 {
+		d.PrevHref = base + f.query(f.Page-1)
+	}
+	d.From = (f.Page-1)*tasksPerPage + 1
+	d.To = d.From + len(d.Tasks) - 1
+	d.SelfHref = base + f.query(f.Page)
+	sep := "?"
+	if strings.Contains(d.SelfHref, "?") {
+		sep = "&"
+	}
+	d.FragHref = d.SelfHref + sep + "fragment=task-list"
+	c.render(http.StatusOK, "tasks", view{Title: "Tasks", Nav: "tasks", Data: d})
+}
+
+type taskForm struct {
+	Title, Description, Status, Priority, Assignee, Project, Parent string
+}
+
+type newTaskData struct {
+	Form     taskForm
+	Agents   []domain.Agent
+	Projects []domain.Project
+	Parents  []domain.Issue
+	Err      *APIError
+}
+
+func (u *UI) newTaskPage(c *rc) {
+	f := taskForm{Status: "todo", Priority: "medium", Parent: c.r.URL.Query().Get("parent"),
+		Assignee: c.r.URL.Query().Get("assignee")}
+	u.renderNewTask(c, http.StatusOK, f, nil)
+}
+
+func (u *UI) renderNewTask(c *rc, status int, f taskForm, formErr *APIError) {
+	if !c.caps.Write {
+		c.errorPage(http.StatusForbidden, "You don’t have permission to create tasks.")
+		return
+	}
+	d := newTaskData{Form: f, Err: formErr}
+	var e *APIError
+	if d.Agents, _, e = c.agents(); e != nil {
+		c.fail(e)
+		return
+	}
+	_ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &d.Projects)
+	_ = c.api("GET", "/companies/"+c.cid+"/issues?limit=100", nil, &d.Parents)
+	if f.Parent != "" && !slices.ContainsFunc(d.Parents, func(i domain.Issue) bool { return i.ID == f.Parent }) && store.ValidID(f.Parent) {
+		var p domain.Issue
+		if c.api("GET", "/issues/"+f.Parent, nil, &p) == nil && p.CompanyID == c.cid {
+			d.Parents = append([]domain.Issue{p}, d.Parents...)
+		}
+	}
+	c.render(status, "task_new", view{Title: "New task", Nav: "tasks",
+		Crumbs: []crumb{{"Tasks", "/c/" + c.cid + "/tasks"}, {"New task", ""}}, Data: d})
+}
+
+func (c *rc) form(name string) string { return c.r.PostFormValue(name) }
+
+func (u *UI) createTask(c *rc) {
+	f := taskForm{Title: c.form("title"), Description: c.form("description"), Status: c.form("status"),
+		Priority: c.form("priority"), Assignee: c.form("assignee"), Project: c.form("project"), Parent: c.form("parent")}
+	body := map[string]any{"title": f.Title, "description": f.Description, "status": f.Status, "priority": f.Priority}
+	for k, v := range map[string]string{"assigneeAgentId": f.Assignee, "projectId": f.Project, "parentId": f.Parent} {
+		if v != "" {
+			body[k] = v
+		}
+	}
+	var t domain.Issue
+	if e := c.api("POST", "/companies/"+c.cid+"/issues", body, &t); e != nil {
+		u.renderNewTask(c, e.Status, f, e)
+		return
+	}
+	c.redirect(fmt.Sprintf("/c/%s/tasks/%s", c.cid, t.ID), flashTaskCreated)
+}

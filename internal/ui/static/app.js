@@ -1,0 +1,220 @@
+// Paperclip web UI — the only script. Every page works without it; it adds
+// live refresh of [data-poll] regions, busy states on long submits, copy
+// buttons, local times and small conveniences. No framework, no build step.
+"use strict";
+
+(function () {
+  document.documentElement.classList.add("js");
+
+  // The one Trusted Types policy the CSP allows: it passes through HTML that
+  // the server rendered with html/template (already escaped) for fragment
+  // swaps. Nothing else in this file creates HTML from strings.
+  const policy = window.trustedTypes
+    ? window.trustedTypes.createPolicy("paperclip", { createHTML: (s) => s })
+    : { createHTML: (s) => s };
+
+  // ---- Local times -------------------------------------------------------
+  const timeFmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  const rel = typeof Intl.RelativeTimeFormat === "function" ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }) : null;
+
+  function relative(d) {
+    if (!rel) return "";
+    const s = Math.round((d.getTime() - Date.now()) / 1000);
+    const abs = Math.abs(s);
+    if (abs < 60) return rel.format(s, "second");
+    if (abs < 3600) return rel.format(Math.round(s / 60), "minute");
+    if (abs < 86400) return rel.format(Math.round(s / 3600), "hour");
+    return rel.format(Math.round(s / 86400), "day");
+  }
+
+  function localTimes(root) {
+    root.querySelectorAll("time[datetime]").forEach((el) => {
+      const d = new Date(el.getAttribute("datetime"));
+      if (isNaN(d.getTime())) return;
+      el.textContent = timeFmt.format(d);
+      el.title = relative(d);
+    });
+  }
+
+  // ---- Show/hide dependent fields ----------------------------------------
+  function toggles(root) {
+    root.querySelectorAll("[data-show-when]").forEach((el) => {
+      const [name, value] = el.getAttribute("data-show-when").split("=");
+      const form = el.closest("form");
+      if (!form) return;
+      const checked = form.querySelector('input[name="' + name + '"]:checked');
+      el.hidden = !checked || checked.value !== value;
+    });
+  }
+
+  document.addEventListener("change", (ev) => {
+    const t = ev.target;
+    if (t.matches("[data-toggles]")) toggles(t.closest("form") || document);
+    if (t.matches("[data-autosubmit]") && t.form) t.form.requestSubmit();
+  });
+
+  // ---- Busy submit buttons -------------------------------------------------
+  document.addEventListener("submit", (ev) => {
+    const form = ev.target;
+    if (!form.matches("[data-busy]")) return;
+    if (form.getAttribute("aria-busy") === "true") {
+      ev.preventDefault(); // block double submission
+      return;
+    }
+    const clicked = ev.submitter || form.querySelector('button[type="submit"]');
+    form.setAttribute("aria-busy", "true");
+    // Disable after the browser has built the form data.
+    setTimeout(() => {
+      form.querySelectorAll('button[type="submit"]').forEach((b) => { b.disabled = true; });
+      if (clicked && clicked.dataset.busyLabel) {
+        const spin = document.createElement("span");
+        spin.className = "spinner";
+        spin.setAttribute("aria-hidden", "true");
+        clicked.textContent = clicked.dataset.busyLabel;
+        clicked.prepend(spin);
+      }
+    }, 0);
+    setTimeout(() => {
+      if (!form.isConnected || form.getAttribute("aria-busy") !== "true") return;
+      const note = document.createElement("p");
+      note.className = "hint";
+      note.setAttribute("role", "status");
+      note.textContent = "Still working…";
+      form.append(note);
+    }, 10000);
+  });
+
+  // Pages restored from the back/forward cache must not stay busy.
+  window.addEventListener("pageshow", () => {
+    document.querySelectorAll('form[aria-busy="true"]').forEach((f) => {
+      f.removeAttribute("aria-busy");
+      f.querySelectorAll('button[type="submit"]').forEach((b) => { b.disabled = false; });
+    });
+  });
+
+  // ---- Copy buttons --------------------------------------------------------
+  document.addEventListener("click", async (ev) => {
+    const btn = ev.target.closest("[data-copy], [data-copy-from]");
+    if (!btn) return;
+    const src = btn.dataset.copyFrom ? document.getElementById(btn.dataset.copyFrom) : null;
+    const text = src ? src.value : btn.dataset.copy;
+    const status = btn.parentElement.querySelector(".copy-status");
+    let msg = "Copied!";
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch (e) {
+      if (src) src.select();
+      msg = "Press Ctrl+C to copy.";
+    }
+    if (status) {
+      status.textContent = msg;
+      setTimeout(() => { status.textContent = ""; }, 2000);
+    }
+  });
+
+  // ---- Live regions: poll HTML fragments ------------------------------------
+  const pollers = new Map(); // element id -> state
+
+  function setStatus(region, text) {
+    const s = region.querySelector(".poll-status");
+    if (s) s.textContent = text;
+  }
+
+  function schedule(state, ms) {
+    clearTimeout(state.timer);
+    state.timer = setTimeout(() => poll(state), ms);
+  }
+
+  async function poll(state) {
+    const region = document.getElementById(state.id);
+    if (!region || state.stopped) return;
+    if (document.hidden) return; // resumed by visibilitychange
+    const busy = document.activeElement && region.contains(document.activeElement) &&
+      document.activeElement.matches("input, textarea, select");
+    if (busy) { schedule(state, state.ms); return; }
+    let res;
+    try {
+      const headers = { "X-Requested-With": "paperclip-poll" };
+      if (state.etag) headers["If-None-Match"] = state.etag;
+      res = await fetch(state.url, { headers, credentials: "same-origin", cache: "no-store" });
+    } catch (e) {
+      return backoff(state, region);
+    }
+    if (res.status === 401) {
+      state.stopped = true;
+      setStatus(region, "Your session has expired. Sign in again.");
+      return;
+    }
+    if (res.status === 304) {
+      state.failures = 0;
+      schedule(state, state.ms);
+      return;
+    }
+    if (!res.ok) return backoff(state, region);
+    state.failures = 0;
+    state.etag = res.headers.get("ETag");
+    const html = await res.text();
+    swap(state, region, html);
+  }
+
+  function backoff(state, region) {
+    state.failures = (state.failures || 0) + 1;
+    const ms = Math.min(state.ms * Math.pow(2, state.failures), 60000);
+    setStatus(region, "Couldn’t refresh — retrying in " + Math.round(ms / 1000) + " s");
+    schedule(state, ms);
+  }
+
+  function swap(state, region, html) {
+    const doc = new DOMParser().parseFromString(policy.createHTML(html), "text/html");
+    const fresh = doc.getElementById(state.id);
+    if (!fresh) { schedule(state, state.ms); return; }
+    // Keep open disclosures, focus and scroll across the swap.
+    const open = new Set();
+    region.querySelectorAll("details[open]").forEach((d, i) => open.add(d.id || "#" + i));
+    const focusId = document.activeElement && region.contains(document.activeElement) ? document.activeElement.id : "";
+    const x = window.scrollX, y = window.scrollY;
+    const node = document.importNode(fresh, true);
+    node.querySelectorAll("details").forEach((d, i) => { if (open.has(d.id || "#" + i)) d.open = true; });
+    region.replaceWith(node);
+    enhance(node);
+    if (focusId) { const f = document.getElementById(focusId); if (f) f.focus({ preventScroll: true }); }
+    window.scrollTo(x, y);
+    setStatus(node, "Updated " + new Date().toLocaleTimeString());
+    start(node, state);
+  }
+
+  function start(el, prev) {
+    const url = el.getAttribute("data-poll");
+    if (!url || !el.id) return;
+    const ms = parseInt(el.getAttribute("data-poll-ms"), 10) || 10000;
+    const state = prev || { id: el.id };
+    state.url = url;
+    state.ms = ms;
+    pollers.set(el.id, state);
+    schedule(state, ms);
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) {
+      pollers.forEach((s) => clearTimeout(s.timer));
+    } else {
+      pollers.forEach((s) => { if (!s.stopped) schedule(s, 0); });
+    }
+  });
+
+  // ---- Setup ---------------------------------------------------------------
+  function enhance(root) {
+    localTimes(root);
+    toggles(root);
+  }
+
+  function init() {
+    enhance(document);
+    document.querySelectorAll("[data-poll]").forEach((el) => start(el));
+    const alert = document.querySelector("[data-focus]");
+    if (alert) alert.focus();
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();
