@@ -44,6 +44,55 @@ type deliveryEvent struct {
 	WakePending *bool  `json:"wakePending,omitempty"`
 }
 
+// taskRecorded reports whether the receiving transaction has committed for
+// the delivery (its task and comment are recorded).
+func (ev deliveryEvent) taskRecorded() bool { return ev.IssueID != "" }
+
+// wakePending reports whether the delivery's mail is retained and its wake
+// still has to be recorded.
+func (ev deliveryEvent) wakePending() bool { return ev.WakePending != nil && *ev.WakePending }
+
+// setEvent stores ev as the delivery's normalized event.
+func setEvent(d *store.EmailDelivery, ev deliveryEvent) error {
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode email delivery: %w", err)
+	}
+	d.NormalizedEvent = raw
+	return nil
+}
+
+// decodeEvent reads a delivery's normalized event.
+func decodeEvent(d store.EmailDelivery) (deliveryEvent, error) {
+	var ev deliveryEvent
+	if err := json.Unmarshal(d.NormalizedEvent, &ev); err != nil {
+		return ev, fmt.Errorf("decode email delivery: %w", err)
+	}
+	return ev, nil
+}
+
+// lockDelivery reads a delivery under its row lock with its event.
+func (w *Worker) lockDelivery(ctx context.Context, tx *sql.Tx, id string) (store.EmailDelivery, deliveryEvent, error) {
+	d, err := w.st.GetDelivery(ctx, tx, id, true)
+	if err != nil {
+		return d, deliveryEvent{}, err
+	}
+	ev, err := decodeEvent(d)
+	return d, ev, err
+}
+
+// finished reports whether a delivery reached a final state.
+func finished(d store.EmailDelivery) bool {
+	return d.State == store.DeliveryProcessed || d.State == store.DeliveryFiltered
+}
+
+// finishTx moves a delivery to a final state (processed or filtered).
+func (w *Worker) finishTx(ctx context.Context, tx *sql.Tx, d *store.EmailDelivery, state string) error {
+	now := w.st.Now()
+	d.State, d.ProcessedAt, d.NextAttemptAt, d.RedactedError = state, &now, nil, ""
+	return w.st.UpdateDelivery(ctx, tx, d)
+}
+
 // AdmitRaw normalizes a raw WebSocket frame or webhook body and admits it
 // for ep. It returns admitted=false for frames that are not channel events
 // and for duplicates. An event for another inbox is ErrWrongInbox; a

@@ -7,18 +7,20 @@
 //
 // # Flow
 //
-// Both transports and the catch-up scan only admit: they normalize the
-// provider event, check the inbox and insert one email_deliveries row with
-// ON CONFLICT DO NOTHING on the (inbox, kind:message id) key, then signal the
-// worker after commit. The worker fetches the authoritative message, groups
-// due deliveries by provider thread, and processes each thread in admission
-// order under the lease "email-thread:<threadId>", checking the lease token
-// in the same transaction as every side effect (fencing). Phase A retains
-// the mail, records the task and the wake decision and, when the message
-// wakes the agent, records the wake (idempotency key "email:<deliveryId>")
-// in the same transaction, under a savepoint. If the wake fails, only the
-// wake is rolled back: the mail commits with the wake pending and phase B
-// retries the wake alone, in its own transaction, with identical arguments.
+// Both transports and the catch-up scan only admit (admission.go): they
+// normalize the provider event, check the inbox and insert one
+// email_deliveries row with ON CONFLICT DO NOTHING on the (inbox, kind:message
+// id) key, then signal the worker after commit. The worker (batch.go)
+// fetches the authoritative message, groups due deliveries by provider
+// thread, and processes each thread in admission order under the lease
+// "email-thread:<threadId>", fencing the lease in the same transaction as
+// every side effect. Receiving (receive.go) follows the pure policy of
+// decide.go: it retains the mail, creates the thread's task (task.go) and,
+// when the message wakes the agent, records the wake (wake.go, idempotency
+// key "email:<deliveryId>") in the same transaction, under a savepoint. If
+// the wake fails, only the wake is rolled back: the mail commits with the
+// wake pending and retryWake retries the wake alone, in its own
+// transaction, through the same wake function.
 //
 // # Scheduling
 //

@@ -1,0 +1,374 @@
+package inbound
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// threadLockKey is the advisory lock that serializes one provider thread's
+// transactions across replicas, even if two workers ever disagreed about
+// the thread lease (belt and braces to the fence).
+func threadLockKey(endpointID, threadID string) string { return "email:" + endpointID + ":" + threadID }
+
+// processOne processes one delivery: receive (retain and decide, waking in
+// the same transaction) unless that already happened, then a retry of the
+// wake alone when one is still pending.
+func (w *Worker) processOne(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) error {
+	if it.fetchErr != nil {
+		return it.fetchErr
+	}
+	if !strings.EqualFold(it.ev.InboxID, ep.Address) {
+		return errInboxMismatch
+	}
+	if !it.ev.taskRecorded() {
+		done, err := w.receive(ctx, ep, client, l, it)
+		if err != nil || done {
+			return err
+		}
+	}
+	if it.ev.wakePending() {
+		return w.retryWake(ctx, l, it)
+	}
+	return nil
+}
+
+// receive fetches what the transaction needs without holding locks (the
+// thread's messages, their attachments) and runs receiveTx. done reports
+// that the delivery is finished (filtered, a receipt, woken, kept as
+// context, or already handled).
+func (w *Worker) receive(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) (done bool, err error) {
+	msg := it.msg
+	if msg == nil {
+		if msg, err = client.GetMessage(ctx, ep.Address, it.ev.MessageID); err != nil {
+			return false, err
+		}
+	}
+	if !strings.EqualFold(msg.InboxID, ep.Address) {
+		return false, errInboxMismatch
+	}
+	received := it.ev.Kind == agentmail.EventMessageReceived
+	if providerFiltered(msg) || ep.ActivationAt == nil || (received && beforeCutoff(receiptTime(msg), *ep.ActivationAt)) {
+		return true, w.finishFiltered(ctx, l, it.d.ID)
+	}
+	threadMsgs, err := w.fetchThread(ctx, client, ep.Address, msg)
+	if err != nil {
+		return false, err
+	}
+	prep, err := w.prepareThread(ctx, client, ep, msg, threadMsgs, received)
+	if err != nil {
+		return false, err
+	}
+	res, err := w.receiveTx(ctx, receiveInput{ep: ep, l: l, it: it, msg: msg, threadMsgs: threadMsgs, prep: prep, received: received})
+	if err != nil {
+		return false, err
+	}
+	it.ev = res.ev
+	if res.handled {
+		return !it.ev.wakePending(), nil
+	}
+	w.m.Processing.Observe(time.Since(it.d.ReceivedAt).Seconds())
+	if res.wakeErr != nil {
+		// The mail is retained with the wake pending; the delivery goes to
+		// retry, which runs only the wake (retryWake), with identical
+		// arguments and no re-import.
+		return false, res.wakeErr
+	}
+	w.m.Deliveries.WithLabelValues(res.state).Inc()
+	if res.woke != nil {
+		w.observeWake(*res.woke)
+	}
+	return true, nil
+}
+
+// finishFiltered ends a delivery the provider filtered, or one from before
+// the inbox's activation, with no task and no wake.
+func (w *Worker) finishFiltered(ctx context.Context, l *store.Lease, id string) error {
+	err := w.tx(ctx, func(tx *sql.Tx) error {
+		if err := w.fence(ctx, tx, l, ""); err != nil {
+			return err
+		}
+		d, _, err := w.lockDelivery(ctx, tx, id)
+		if err != nil || finished(d) {
+			return err
+		}
+		return w.finishTx(ctx, tx, &d, store.DeliveryFiltered)
+	})
+	if err == nil {
+		w.m.Deliveries.WithLabelValues(store.DeliveryFiltered).Inc()
+	}
+	return err
+}
+
+// prepareThread downloads, before any transaction (no provider I/O while
+// holding locks), the attachments of the thread's messages that the
+// transaction may retain: those not retained yet, and for a receipt only
+// its own message.
+func (w *Worker) prepareThread(ctx context.Context, client *agentmail.Client, ep domain.EmailEndpoint, msg *agentmail.Message,
+	threadMsgs []*agentmail.Message, received bool) (map[string]*prepared, error) {
+	prep := map[string]*prepared{}
+	var ids []string
+	for _, m := range threadMsgs {
+		if len(m.Attachments) > 0 {
+			ids = append(ids, m.MessageID)
+		}
+	}
+	// The lookup only spares downloading attachments of mail already
+	// retained, so a thread without attachments (the common case) skips
+	// it.
+	if len(ids) == 0 {
+		return prep, nil
+	}
+	known, err := w.st.RetainedMessageIDs(ctx, w.q, ep.ID, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range threadMsgs {
+		if len(m.Attachments) == 0 || known[m.MessageID] || providerFiltered(m) {
+			continue
+		}
+		if !received && m.MessageID != msg.MessageID {
+			continue
+		}
+		p, err := w.prepareAttachments(ctx, client, ep, m)
+		if err != nil {
+			return nil, err
+		}
+		prep[m.MessageID] = p
+	}
+	return prep, nil
+}
+
+// receiveInput is what the receiving transaction works on.
+type receiveInput struct {
+	ep         domain.EmailEndpoint
+	l          *store.Lease
+	it         *item
+	msg        *agentmail.Message
+	threadMsgs []*agentmail.Message
+	prep       map[string]*prepared
+	received   bool
+}
+
+// receiveResult is the committed outcome of the receiving transaction.
+type receiveResult struct {
+	ev deliveryEvent
+	// handled: an earlier attempt already received this delivery.
+	handled bool
+	// state is the delivery's state after the transaction.
+	state string
+	// woke is the wake recorded in the same transaction, if any.
+	woke *wakeResult
+	// wakeErr is the failure of that wake: the mail was committed with the
+	// wake pending.
+	wakeErr error
+}
+
+// receiveTx is the receiving transaction: under the thread's fence it
+// binds our own sent messages to their sends, then follows decide until
+// the message is filtered, handed over as a receipt, kept as context or
+// woken for. A message that wakes the agent is woken right here, before
+// commit, so retention, the wake (idempotency key email:<deliveryId>) and
+// the delivery's final state commit together or not at all. If the wake
+// fails, only the wake is rolled back (to a savepoint) and the mail
+// commits with the wake pending, for retryWake.
+func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult, error) {
+	ep, it, msg := in.ep, in.it, in.msg
+	receiptHook, sentHook := w.hooks()
+	var r receiveResult
+	err := it.gate.tx(ctx, w, func(tx *sql.Tx) error {
+		r = receiveResult{}
+		if err := w.fence(ctx, tx, in.l, threadLockKey(ep.ID, msg.ThreadID)); err != nil {
+			return err
+		}
+		// The whole row, under the share lock of a status read, so the
+		// credential re-check before the wake needs no second read.
+		cur, err := w.st.EndpointShared(ctx, tx, ep.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != domain.EndpointActive {
+			return errInboxStopped
+		}
+		d, ev, err := w.lockDelivery(ctx, tx, it.d.ID)
+		if err != nil {
+			return err
+		}
+		if finished(d) || ev.taskRecorded() {
+			r.ev, r.handled = ev, true
+			return nil
+		}
+		if sentHook != nil {
+			for _, m := range in.threadMsgs {
+				if hasLabel(m.Labels, "sent") {
+					if err := sentHook(ctx, tx, ep, m); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		// The task's status comes with the conversation (one round trip).
+		// It is read without a lock, as the reopen rule needs (see
+		// Store.IssueStatus); the wake's own state guard re-reads it.
+		conv, status, err := w.st.ConversationByThreadWithStatus(ctx, tx, ep.ID, msg.ThreadID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		f := facts{receipt: !in.received, known: err == nil, automatic: automatic(msg), own: own(msg, ep.Address), status: status}
+		commentID := ""
+		for {
+			a := decide(f)
+			switch a {
+			case actReceipt:
+				// A receipt of our own send: the send side applies it, and
+				// the message is kept as context when its thread is known.
+				if receiptHook != nil {
+					if err := receiptHook(ctx, tx, ep, ev.Event, msg); err != nil {
+						return err
+					}
+				}
+				if f.known {
+					if _, err := w.retainAll(ctx, tx, ep, conv, []*agentmail.Message{msg}, in.prep, "", ""); err != nil {
+						return err
+					}
+					d.ConversationID = conv.ID
+				}
+				r.ev, r.state = ev, store.DeliveryProcessed
+				return w.finishTx(ctx, tx, &d, store.DeliveryProcessed)
+			case actDrop:
+				r.ev, r.state = ev, store.DeliveryFiltered
+				return w.finishTx(ctx, tx, &d, store.DeliveryFiltered)
+			case actCreate:
+				if conv, err = w.createTask(ctx, tx, ep, msg); err != nil {
+					return err
+				}
+				if f.status, err = w.st.IssueStatus(ctx, tx, conv.IssueID); err != nil {
+					return err
+				}
+				f.known = true
+			case actRetain:
+				if commentID, f.claimed, err = w.retainAndClaim(ctx, tx, ep, conv, in, d.ID); err != nil {
+					return err
+				}
+				f.retained = true
+			case actReopen:
+				if f.status, err = w.reopen(ctx, tx, ep, conv.IssueID); err != nil {
+					return err
+				}
+				f.reopened = true
+			case actKeep, actWake:
+				return w.recordTx(ctx, tx, cur, conv, msg, &d, ev, commentID, a == actWake, &r)
+			}
+		}
+	})
+	return r, err
+}
+
+// retainAndClaim imports every retainable message of the thread, oldest
+// first, as context, linking only the trigger message to this delivery,
+// and claims that message's one wake. claimed is false when another
+// delivery of the same message holds the claim; commentID is the
+// message's task comment either way.
+func (w *Worker) retainAndClaim(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
+	in receiveInput, deliveryID string) (commentID string, claimed bool, err error) {
+	msg := in.msg
+	commentID, err = w.retainAll(ctx, tx, ep, conv, in.threadMsgs, in.prep, msg.MessageID, deliveryID)
+	if err != nil {
+		return "", false, err
+	}
+	// A link retainAll just created is already claimed by this delivery.
+	// Otherwise the message was retained before, as context of another
+	// message's delivery, and this delivery claims its link now, so it
+	// still wakes once.
+	if commentID != "" {
+		return commentID, true, nil
+	}
+	if commentID, claimed, err = w.st.ClaimMessageLinkFor(ctx, tx, ep.ID, conv.ID, msg.MessageID, deliveryID); err != nil || claimed {
+		return commentID, claimed, err
+	}
+	link, err := w.st.MessageLink(ctx, tx, ep.ID, conv.ID, msg.MessageID)
+	if err != nil {
+		return "", false, err
+	}
+	return link.CommentID, false, nil
+}
+
+// recordTx finishes a retained message: the task and comment ids on the
+// delivery, the conversation's activity and, for a wake, the wake itself
+// under a savepoint (wakeInTx). When the wake fails the delivery stays in
+// processing with the wake pending.
+func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, conv domain.EmailConversation, msg *agentmail.Message,
+	d *store.EmailDelivery, ev deliveryEvent, commentID string, wake bool, r *receiveResult) error {
+	ev.IssueID, ev.CommentID = conv.IssueID, commentID
+	d.ConversationID, d.ProviderThreadID = conv.ID, msg.ThreadID
+	d.NextAttemptAt, d.RedactedError = nil, ""
+	convState := ""
+	if wake {
+		convState = "active"
+	}
+	if err := w.st.TouchConversation(ctx, tx, conv.ID, convState); err != nil {
+		return err
+	}
+	if wake {
+		woke, wakeErr, err := w.wakeInTx(ctx, tx, cur, *d, ev)
+		if err != nil {
+			return err
+		}
+		if wakeErr == nil {
+			r.ev, r.state, r.woke = woke.ev, store.DeliveryProcessed, &woke
+			return nil
+		}
+		r.wakeErr = wakeErr
+	}
+	ev.WakePending = &wake
+	if err := setEvent(d, ev); err != nil {
+		return err
+	}
+	r.ev = ev
+	if wake {
+		d.State, r.state = store.DeliveryProcessing, store.DeliveryProcessing
+		return w.st.UpdateDelivery(ctx, tx, d)
+	}
+	r.state = store.DeliveryProcessed
+	return w.finishTx(ctx, tx, d, store.DeliveryProcessed)
+}
+
+// fetchThread returns the thread's messages of this inbox, oldest first,
+// following every page; the triggering message is included even if the
+// thread listing lags behind it.
+func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbox string, msg *agentmail.Message) ([]*agentmail.Message, error) {
+	var out []*agentmail.Message
+	seen := map[string]bool{}
+	token := ""
+	for range 100 {
+		t, err := client.GetThread(ctx, inbox, msg.ThreadID, agentmail.ThreadParams{Limit: 100, PageToken: token})
+		if err != nil {
+			return nil, err
+		}
+		for i := range t.Messages {
+			m := &t.Messages[i]
+			if !strings.EqualFold(m.InboxID, inbox) || seen[m.MessageID] {
+				continue
+			}
+			seen[m.MessageID] = true
+			if m.MessageID == msg.MessageID {
+				m = msg
+			}
+			out = append(out, m)
+		}
+		if t.NextPageToken == "" {
+			break
+		}
+		token = t.NextPageToken
+	}
+	if !seen[msg.MessageID] {
+		out = append(out, msg)
+	}
+	return out, nil
+}

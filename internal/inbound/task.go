@@ -1,0 +1,137 @@
+package inbound
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+// reopen applies the reopen rule to a done task that an eligible reply
+// arrived for, and returns the task's status afterwards: todo, or still
+// done when the reopen limiter refuses (field-lessons §2 item 20: a
+// conversation that keeps bouncing between an agent's "done" and replies,
+// such as a loop with an autoresponder our classifier does not recognise,
+// must not reopen and wake without bound). At most ReopenLimit reopens by
+// inbound mail are allowed per task within ReopenWindow; beyond that the
+// mail is still retained, the task stays done, and a system comment says
+// why, once per limited episode (until the next real reopen).
+func (w *Worker) reopen(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, issueID string) (string, error) {
+	since := w.st.Now().Add(-w.t.ReopenWindow)
+	n, err := w.st.CountIssueActivity(ctx, tx, ep.CompanyID, issueID, auditActor, actionReopened, since)
+	if err != nil {
+		return "", err
+	}
+	if n >= w.t.ReopenLimit {
+		noted, err := w.st.IssueActivitySinceLast(ctx, tx, ep.CompanyID, issueID, auditActor, actionReopenLimited, actionReopened, since)
+		if err != nil {
+			return "", err
+		}
+		if !noted {
+			c := domain.Comment{CompanyID: ep.CompanyID, IssueID: issueID, AuthorKind: "system",
+				Body: fmt.Sprintf("This task was reopened by email replies %d times within %s, the most allowed. "+
+					"Further replies are kept on the task without reopening it or waking the agent until that rate drops; "+
+					"reopen it by hand to act on them now.", n, windowText(w.t.ReopenWindow))}
+			if err := w.st.CreateComment(ctx, tx, &c); err != nil {
+				return "", err
+			}
+			if err := w.audit(ctx, tx, ep, actionReopenLimited, "issue", issueID, map[string]any{"reason": "email_received",
+				"reopens": n, "limit": w.t.ReopenLimit, "windowSeconds": int64(w.t.ReopenWindow / time.Second), "commentId": c.ID}); err != nil {
+				return "", err
+			}
+		}
+		return domain.IssueDone, nil
+	}
+	ok, err := w.st.ReopenDoneIssue(ctx, tx, issueID)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		// The task left done between the read and the update: decide on
+		// its current state under the row lock.
+		status, _, err := w.st.LockIssueStatus(ctx, tx, issueID)
+		if err != nil || status != domain.IssueDone {
+			return status, err
+		}
+		if err := w.st.SetIssueStatus(ctx, tx, issueID, domain.IssueTodo); err != nil {
+			return "", err
+		}
+	}
+	if err := w.audit(ctx, tx, ep, actionReopened, "issue", issueID, map[string]any{"reason": "email_received"}); err != nil {
+		return "", err
+	}
+	return domain.IssueTodo, nil
+}
+
+// Audit actions and actor of the reopen rule.
+const (
+	auditActor          = "agentmail"
+	actionReopened      = "issue.reopened"
+	actionReopenLimited = "issue.reopen_limited"
+)
+
+// windowText renders a reopen window for people: "1 hour", "30 minutes".
+func windowText(d time.Duration) string {
+	if d < time.Minute || (d%time.Minute != 0 && d%time.Hour != 0) {
+		return d.String()
+	}
+	unit, n := "minute", int64(d/time.Minute)
+	if d%time.Hour == 0 {
+		unit, n = "hour", int64(d/time.Hour)
+	}
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
+
+// createTask creates the task and the conversation of a new provider
+// thread: assigned to the inbox's agent, with no sender identity, placed
+// inside the low-trust boundary (and isolated) for low-trust agents.
+func (w *Worker) createTask(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, msg *agentmail.Message) (domain.EmailConversation, error) {
+	ag, err := w.st.GetAgent(ctx, tx, ep.AssignedAgentID)
+	if err != nil {
+		return domain.EmailConversation{}, err
+	}
+	subject := msg.SubjectOrDefault()
+	issue := domain.Issue{CompanyID: ep.CompanyID, Title: truncateRunes(subject, 200), Status: domain.IssueTodo,
+		Priority: "medium", AssigneeAgentID: ep.AssignedAgentID, OriginKind: "chat_channel", OriginID: "email:" + ep.ID + ":" + msg.ThreadID,
+		// The idempotency key makes the task unique per (inbox, thread)
+		// even if two transactions ever raced past the thread lease.
+		IdempotencyKey:    "email:" + ep.ID + ":" + msg.ThreadID,
+		ResponsibleUserID: ep.SponsorUserID,
+		Description:       "Email conversation received at " + ep.Address + ". The messages are in the comments."}
+	if ag.Permissions.TrustPreset == domain.TrustLowTrustReview {
+		pl, err := w.o.Email.LowTrustPlacement(ctx, tx, ag)
+		if err != nil {
+			return domain.EmailConversation{}, err
+		}
+		issue.ParentID, issue.ProjectID = pl.ParentID, pl.ProjectID
+		issue.ExecutionWorkspaceSettings = json.RawMessage(`{"mode":"isolated_workspace"}`)
+	}
+	created, err := w.st.CreateIssue(ctx, tx, &issue)
+	if err != nil {
+		return domain.EmailConversation{}, err
+	}
+	if created {
+		if err := w.audit(ctx, tx, ep, "issue.created", "issue", issue.ID, map[string]any{"source": "email"}); err != nil {
+			return domain.EmailConversation{}, err
+		}
+	}
+	conv := domain.EmailConversation{CompanyID: ep.CompanyID, EndpointID: ep.ID, IssueID: issue.ID,
+		ExternalConversationID: ep.Address, ExternalThreadID: msg.ThreadID, Subject: subject, State: "active"}
+	if _, err := w.st.InsertConversation(ctx, tx, &conv); err != nil {
+		return domain.EmailConversation{}, err
+	}
+	return conv, nil
+}
+
+func (w *Worker) audit(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, action, entityType, entityID string, details map[string]any) error {
+	raw, _ := json.Marshal(details)
+	return w.st.InsertActivity(ctx, tx, &domain.Activity{CompanyID: ep.CompanyID, ActorKind: "system", ActorID: auditActor,
+		AgentID: ep.AssignedAgentID, Action: action, EntityType: entityType, EntityID: entityID, Details: raw})
+}
