@@ -17,6 +17,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -71,9 +72,24 @@ type Options struct {
 	// orphaned at once instead of after its lease.
 	ExclusiveDatabase bool
 	// WorkspacesDir holds per-task working directories; RunsDir per-run
-	// scratch (the skills directory). Empty WorkspacesDir disables both.
+	// scratch (the skills directory, the sandbox bridge). Empty
+	// WorkspacesDir disables both.
 	WorkspacesDir string
 	RunsDir       string
+	// Home is the Paperclip home: no project workspace may lie inside it.
+	Home string
+	// Hidden are further host paths no sandbox may expose and no project
+	// workspace may overlap (the instance directory, the master key file);
+	// WorkspacesDir and RunsDir are always hidden.
+	Hidden []string
+	// SandboxUser is the identity sandboxed runs execute as
+	// (sandbox.HostIdentity).
+	SandboxUser sandbox.Identity
+	// Binary is the server's own executable. When set, every run finds it
+	// on its PATH as paperclipai: host runs through a link in BinDir
+	// (default <RunsDir>/../bin), sandboxed runs through a read-only bind.
+	Binary string
+	BinDir string
 	// Prepare, when set, is called before each run starts to add files or
 	// environment (skills directory, workspace) to the spec.
 	Prepare  func(ctx context.Context, spec *RunSpec) error

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -24,6 +22,9 @@ const pollInterval = 2 * time.Second
 // Start recovers orphaned runs and starts the scheduling loop; it returns
 // once the first recovery pass is done.
 func (s *Service) Start(ctx context.Context) error {
+	if err := s.linkBinary(); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
 	if err := s.sweepOrphans(ctx, s.opts.ExclusiveDatabase); err != nil {
 		return fmt.Errorf("heartbeat: recover orphaned runs: %w", err)
 	}
@@ -182,6 +183,13 @@ func (s *Service) tryStart(ctx context.Context, cand domain.Run) error {
 func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agent, token string) {
 	spec := RunSpec{Run: run, Agent: agent, Token: token, APIURL: s.opts.APIURL, ExtraEnv: map[string]string{}}
 	res := s.prepareAndRun(ctx, &spec)
+	if spec.RunDir != "" {
+		// The run's scratch (skills, bridge socket) is rewritten for every
+		// run; nothing in it outlives the run.
+		if err := os.RemoveAll(spec.RunDir); err != nil {
+			s.log.Warn("remove run directory", "run", run.ID, "err", err)
+		}
+	}
 	// Record the outcome even when the server is shutting down.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
@@ -229,263 +237,6 @@ func (s *Service) prepareAndRun(ctx context.Context, spec *RunSpec) Result {
 		return Result{Status: domain.RunFailed, Error: "no adapter for type " + spec.Agent.AdapterType}
 	}
 	return adapter.Run(ctx, *spec, s.opts.LogMaxBytes)
-}
-
-// resolveEnvironment loads the agent's execution environment into spec. A
-// sandbox environment that is not active fails the run: falling back to an
-// unconfined local process would silently drop the isolation the operator
-// chose (low-trust email agents depend on it).
-func (s *Service) resolveEnvironment(ctx context.Context, spec *RunSpec) error {
-	if spec.Agent.EnvironmentID == "" {
-		return nil
-	}
-	env, err := s.st.GetEnvironment(ctx, s.st.DB, spec.Agent.EnvironmentID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && env.CompanyID != spec.Run.CompanyID) {
-		return fmt.Errorf("environment %s of the agent was not found in its company", spec.Agent.EnvironmentID)
-	}
-	if err != nil {
-		return fmt.Errorf("load environment: %w", err)
-	}
-	if env.Driver == envDriverSandbox && env.Status != envStatusActive {
-		return fmt.Errorf("sandbox environment %q (%s) is not active (status %s)", env.Name, env.ID, env.Status)
-	}
-	spec.Environment = &env
-	return nil
-}
-
-// Project workspace strategies (domain.ProjectWorkspace.Strategy).
-const (
-	strategyLocalPath   = "local_path"
-	strategyGitWorktree = "git_worktree"
-)
-
-// ErrGitWorktreeBase is the failure of a git_worktree project workspace whose
-// base is not a git checkout (reference §12).
-var ErrGitWorktreeBase = errors.New("workspace_validation_failed: git_worktree_base_not_git_checkout")
-
-// errMismatchedWorkspace means a task directory's marker names another
-// company or task.
-var errMismatchedWorkspace = errors.New("mismatched workspace reuse")
-
-// workspaceMarker records which company and task (or agent, for runs
-// without a task) own a private directory.
-type workspaceMarker struct {
-	CompanyID string `json:"companyId"`
-	TaskID    string `json:"taskId,omitempty"`
-	AgentID   string `json:"agentId,omitempty"`
-}
-
-// markerPath is the marker's path relative to the private directory.
-const markerPath = ".paperclip/workspace.json"
-
-// prepareDirs chooses and prepares the run's working directory and creates
-// its skills directory.
-//
-// A task's project may configure a workspace (local_path or git_worktree);
-// that explicit strategy must then be usable, and is never silently
-// replaced. Every other task, including a low-trust sandbox task whose
-// project has no workspace, works in a private directory
-// <workspaces>/<companyId>/<taskId>: 0700, free of symlinks, marked with its
-// owner, and kept across runs and reassignment. Runs without a task use
-// <workspaces>/<companyId>/agent-<agentId> the same way.
-func (s *Service) prepareDirs(ctx context.Context, spec *RunSpec) error {
-	if s.opts.WorkspacesDir == "" {
-		return nil
-	}
-	spec.Hidden = []string{filepath.Clean(s.opts.WorkspacesDir)}
-	if s.opts.RunsDir != "" {
-		spec.Hidden = append(spec.Hidden, filepath.Clean(s.opts.RunsDir))
-	}
-	spec.SkillsDir = filepath.Join(s.opts.RunsDir, spec.Run.ID, "skills")
-	if err := os.MkdirAll(spec.SkillsDir, 0o700); err != nil {
-		return fmt.Errorf("prepare run directory: %w", err)
-	}
-	run := spec.Run
-	if run.IssueID == "" {
-		dir, err := s.privateDir(run.CompanyID, "agent-"+run.AgentID, workspaceMarker{CompanyID: run.CompanyID, AgentID: run.AgentID})
-		spec.Workdir = dir
-		return err
-	}
-	ws, err := s.projectWorkspace(ctx, run)
-	if err != nil {
-		return err
-	}
-	if ws == nil {
-		dir, err := s.privateDir(run.CompanyID, run.IssueID, workspaceMarker{CompanyID: run.CompanyID, TaskID: run.IssueID})
-		spec.Workdir = dir
-		return err
-	}
-	switch ws.Strategy {
-	case strategyLocalPath:
-		if !filepath.IsAbs(ws.Path) {
-			return fmt.Errorf("workspace_validation_failed: project workspace path %q must be absolute", ws.Path)
-		}
-		fi, err := os.Stat(ws.Path)
-		if err != nil || !fi.IsDir() {
-			return fmt.Errorf("workspace_validation_failed: project workspace %q is not an existing directory", ws.Path)
-		}
-		spec.Workdir = filepath.Clean(ws.Path)
-		return nil
-	case strategyGitWorktree:
-		dir, err := s.gitWorktree(ctx, run, ws.Path)
-		spec.Workdir = dir
-		return err
-	}
-	return fmt.Errorf("workspace_validation_failed: unsupported project workspace strategy %q", ws.Strategy)
-}
-
-// projectWorkspace returns the explicit workspace configuration of the
-// run's task's project, or nil when there is none.
-func (s *Service) projectWorkspace(ctx context.Context, run domain.Run) (*domain.ProjectWorkspace, error) {
-	issue, err := s.st.GetIssue(ctx, s.st.DB, run.IssueID)
-	if err != nil {
-		return nil, fmt.Errorf("prepare workspace: load task: %w", err)
-	}
-	if issue.CompanyID != run.CompanyID {
-		return nil, errors.New("prepare workspace: the task belongs to another company")
-	}
-	if issue.ProjectID == "" {
-		return nil, nil
-	}
-	p, err := s.st.GetProject(ctx, s.st.DB, issue.ProjectID)
-	if err != nil {
-		return nil, fmt.Errorf("prepare workspace: load project: %w", err)
-	}
-	if p.CompanyID != run.CompanyID {
-		return nil, errors.New("prepare workspace: the task's project belongs to another company")
-	}
-	if p.Workspace == nil || p.Workspace.Strategy == "" {
-		return nil, nil
-	}
-	return p.Workspace, nil
-}
-
-// gitWorktree returns the task's worktree of the git checkout at base,
-// creating it under the task's private directory on first use.
-func (s *Service) gitWorktree(ctx context.Context, run domain.Run, base string) (string, error) {
-	if !filepath.IsAbs(base) {
-		return "", fmt.Errorf("%w: project workspace path %q must be absolute", ErrGitWorktreeBase, base)
-	}
-	if _, err := os.Lstat(filepath.Join(base, ".git")); err != nil {
-		return "", fmt.Errorf("%w: project workspace %q is not a git checkout", ErrGitWorktreeBase, base)
-	}
-	dir, err := s.privateDir(run.CompanyID, run.IssueID, workspaceMarker{CompanyID: run.CompanyID, TaskID: run.IssueID})
-	if err != nil {
-		return "", err
-	}
-	wt := filepath.Join(dir, "worktree")
-	if fi, err := os.Lstat(wt); err == nil {
-		if fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
-			return "", fmt.Errorf("workspace_validation_failed: task worktree %s is not a directory", wt)
-		}
-		return wt, nil
-	}
-	git, err := exec.LookPath("git")
-	if err != nil {
-		return "", errors.New("workspace_validation_failed: git is required for git_worktree workspaces but was not found")
-	}
-	// Hooks of the base repository are not run: this executes on the host,
-	// outside any sandbox.
-	cmd := exec.CommandContext(ctx, git, "-c", "core.hooksPath=/dev/null", "-C", base, "worktree", "add", "--detach", wt)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_TERMINAL_PROMPT=0"}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("workspace_validation_failed: git worktree add failed: %w: %s", err, strings.TrimSpace(sanitizeLog(out)))
-	}
-	return wt, nil
-}
-
-// privateDir returns <workspaces>/<companyID>/<name>, creating each missing
-// component with mode 0700. An existing component that is a symlink, or not
-// a directory, is refused: a link could point the run (and the server's
-// own writes, such as the marker) at another task or at the Paperclip home.
-// The marker must name owner; a directory marked for another company or
-// task is refused rather than shared.
-func (s *Service) privateDir(companyID, name string, owner workspaceMarker) (string, error) {
-	root := filepath.Clean(s.opts.WorkspacesDir)
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return "", fmt.Errorf("prepare workspace: %w", err)
-	}
-	dir := root
-	for _, seg := range []string{companyID, name} {
-		// Ids come from the database, but never let one climb the tree.
-		if seg == "" || seg == "." || seg == ".." || strings.ContainsAny(seg, `/\`) {
-			return "", fmt.Errorf("prepare workspace: invalid path component %q", seg)
-		}
-		dir = filepath.Join(dir, seg)
-		if err := ensurePrivateDir(dir); err != nil {
-			return "", err
-		}
-	}
-	if err := checkMarker(dir, owner); err != nil {
-		return "", err
-	}
-	return dir, nil
-}
-
-func ensurePrivateDir(dir string) error {
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("prepare workspace: %w", err)
-		}
-		fi, err = os.Lstat(dir)
-	}
-	if err != nil {
-		return fmt.Errorf("prepare workspace: %w", err)
-	}
-	if fi.Mode()&os.ModeSymlink != 0 {
-		return fmt.Errorf("prepare workspace: %s is a symlink; refusing to use it as a task directory", dir)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("prepare workspace: %s is not a directory", dir)
-	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("prepare workspace: %w", err)
-		}
-	}
-	return nil
-}
-
-// checkMarker reads or writes the directory's owner marker. The directory
-// is writable by its agent, so access goes through os.Root: a planted
-// symlink cannot redirect the server's read or write outside it.
-func checkMarker(dir string, owner workspaceMarker) error {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return fmt.Errorf("prepare workspace: %w", err)
-	}
-	defer root.Close()
-	if fi, err := root.Lstat(filepath.Dir(markerPath)); err == nil && (fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir()) {
-		return fmt.Errorf("prepare workspace: %s/%s is not a directory", dir, filepath.Dir(markerPath))
-	}
-	raw, err := root.ReadFile(markerPath)
-	switch {
-	case err == nil:
-		var got workspaceMarker
-		if json.Unmarshal(raw, &got) != nil || got != owner {
-			return fmt.Errorf("prepare workspace: %w: %s belongs to another company or task", errMismatchedWorkspace, dir)
-		}
-		return nil
-	case !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("prepare workspace: read marker: %w", err)
-	}
-	if err := root.MkdirAll(filepath.Dir(markerPath), 0o700); err != nil {
-		return fmt.Errorf("prepare workspace: %w", err)
-	}
-	data, _ := json.Marshal(owner)
-	f, err := root.OpenFile(markerPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("prepare workspace: write marker: %w", err)
-	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("prepare workspace: write marker: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("prepare workspace: write marker: %w", err)
-	}
-	return nil
 }
 
 // sanitizeLog makes captured output storable as text on both databases

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,22 +15,34 @@ import (
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
-// wsEnv is a heartbeat service whose workspaces root the test can see.
+// wsEnv is a heartbeat service whose home and workspaces root the test
+// can see.
 type wsEnv struct {
 	*env
-	workspaces string
+	home, workspaces string
 }
 
 func newWSEnv(t *testing.T, d *db.DB) *wsEnv {
 	t.Helper()
 	st := store.New(d)
-	ws := t.TempDir()
+	home := t.TempDir()
+	ws := filepath.Join(home, "workspaces")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	user, err := sandbox.HostIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
 	svc := heartbeat.New(heartbeat.Options{Store: st, RunnerID: "test-runner", APIURL: "http://127.0.0.1:1/api",
 		Adapters: map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{KillGrace: time.Second}, "http": heartbeat.HTTPAdapter{}},
-		LeaseTTL: 3 * time.Second, WorkspacesDir: ws, RunsDir: t.TempDir(), ExclusiveDatabase: true})
+		LeaseTTL: 3 * time.Second, WorkspacesDir: ws, RunsDir: filepath.Join(home, "instance", "runs"), ExclusiveDatabase: true,
+		Home: home, Hidden: []string{filepath.Join(home, "instance")}, SandboxUser: user})
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -44,7 +57,7 @@ func newWSEnv(t *testing.T, d *db.DB) *wsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &wsEnv{env: &env{st: st, svc: svc, company: c.ID}, workspaces: ws}
+	return &wsEnv{env: &env{st: st, svc: svc, company: c.ID}, home: home, workspaces: ws}
 }
 
 func requireBwrap(t *testing.T) {
@@ -89,8 +102,19 @@ func (e *wsEnv) shAgent(t *testing.T, envID, script string) domain.Agent {
 // isolated execution settings inbound low-trust tasks carry.
 func (e *wsEnv) task(t *testing.T, agentID, projectID string) domain.Issue {
 	t.Helper()
+	return e.newTask(t, agentID, projectID, json.RawMessage(`{"mode":"isolated_workspace"}`))
+}
+
+// plainTask is task without execution settings (a board-created task).
+func (e *wsEnv) plainTask(t *testing.T, agentID, projectID string) domain.Issue {
+	t.Helper()
+	return e.newTask(t, agentID, projectID, nil)
+}
+
+func (e *wsEnv) newTask(t *testing.T, agentID, projectID string, settings json.RawMessage) domain.Issue {
+	t.Helper()
 	is := domain.Issue{CompanyID: e.company, Title: "t", AssigneeAgentID: agentID, Status: domain.IssueTodo, ProjectID: projectID,
-		ExecutionWorkspaceSettings: json.RawMessage(`{"mode":"isolated_workspace"}`)}
+		ExecutionWorkspaceSettings: settings}
 	if _, err := e.st.CreateIssue(context.Background(), e.st.DB, &is); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +243,10 @@ func TestUnsafeTaskDirectoriesRefused(t *testing.T) {
 }
 
 // TestProjectWorkspaces: an explicit workspace strategy applies and must be
-// usable; it is never replaced by the private directory.
+// usable; it is never replaced by the private directory. A task asking for
+// an isolated workspace never runs in a shared local_path directory, and
+// no project path may point into the Paperclip home (another task's or
+// company's workspace, the instance directory).
 func TestProjectWorkspaces(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d *db.DB) {
 		e := newWSEnv(t, d)
@@ -229,12 +256,30 @@ func TestProjectWorkspaces(t *testing.T) {
 		r, _ := e.run(t, a.ID, e.task(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "git_worktree", Path: plain})).ID)
 		mustFail(t, r, "git_worktree_base_not_git_checkout")
 
-		r, _ = e.run(t, a.ID, e.task(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "local_path", Path: filepath.Join(plain, "missing")})).ID)
+		r, _ = e.run(t, a.ID, e.plainTask(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "local_path", Path: filepath.Join(plain, "missing")})).ID)
 		mustFail(t, r, "is not an existing directory")
 
-		r, log := e.run(t, a.ID, e.task(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "local_path", Path: plain})).ID)
+		shared := e.project(t, &domain.ProjectWorkspace{Strategy: "local_path", Path: plain})
+		r, log := e.run(t, a.ID, e.plainTask(t, a.ID, shared).ID)
 		if r.Status != domain.RunSucceeded || log != plain+"\n" {
 			t.Fatalf("local_path run %s %q: %q", r.Status, r.Error, log)
+		}
+		r, log = e.run(t, a.ID, e.task(t, a.ID, shared).ID)
+		mustFail(t, r, "requires an isolated workspace")
+		if log != "" {
+			t.Fatalf("the isolated task ran in the shared directory: %q", log)
+		}
+
+		other := filepath.Join(e.workspaces, testkit.NewUUID(), testkit.NewUUID())
+		if err := os.MkdirAll(other, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{other, e.workspaces, filepath.Join(e.home, "instance"), filepath.Dir(e.home)} {
+			r, log = e.run(t, a.ID, e.plainTask(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "local_path", Path: p})).ID)
+			mustFail(t, r, "overlaps the Paperclip home")
+			if log != "" {
+				t.Fatalf("a run worked in %s: %q", p, log)
+			}
 		}
 
 		if _, err := exec.LookPath("git"); err != nil {
@@ -283,6 +328,12 @@ func TestSandboxedTaskRuns(t *testing.T) {
 		first, log := e.run(t, a.ID, task.ID)
 		if first.Status != domain.RunSucceeded || !strings.HasPrefix(log, dir+"\n") || strings.Contains(log, "LEAK") {
 			t.Fatalf("sandboxed run %s %q: %s", first.Status, first.Error, log)
+		}
+		// The private task directory belongs to the sandbox identity (an
+		// unprivileged user when the server is root).
+		user, _ := sandbox.HostIdentity()
+		if fi, err := os.Stat(dir); err != nil || int(fi.Sys().(*syscall.Stat_t).Uid) != user.UID {
+			t.Fatalf("task directory %v %v, want it owned by %+v", fi, err, user)
 		}
 		// No bridge configured in this service: no API URL either.
 		if !strings.Contains(log, "api:\n") {

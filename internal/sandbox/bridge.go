@@ -26,24 +26,43 @@ type Grant struct {
 	TaskID    string
 }
 
+// PublicationTask returns the company and task of an email publication
+// (send), or an error when there is none.
+type PublicationTask func(ctx context.Context, publicationID string) (companyID, taskID string, err error)
+
 // route is one allowlisted operation; check validates its path values
 // against the grant.
 type route struct {
 	pattern string
-	check   func(r *http.Request, g Grant) bool
+	check   func(r *http.Request, g Grant, pubs PublicationTask) bool
 }
 
-func sameTask(r *http.Request, g Grant) bool {
+func sameTask(r *http.Request, g Grant, _ PublicationTask) bool {
 	return g.TaskID != "" && r.PathValue("issueId") == g.TaskID
 }
 
-func sameCompany(r *http.Request, g Grant) bool {
+func sameCompany(r *http.Request, g Grant, _ PublicationTask) bool {
 	return r.PathValue("companyId") == g.CompanyID
 }
 
+// sameCompanyTask is a company route about the run's own task.
+func sameCompanyTask(r *http.Request, g Grant, pubs PublicationTask) bool {
+	return sameCompany(r, g, pubs) && sameTask(r, g, pubs)
+}
+
+// ownPublication is a company route about a send of the run's own task.
+// Without a lookup nothing is allowed: the bridge fails closed.
+func ownPublication(r *http.Request, g Grant, pubs PublicationTask) bool {
+	if !sameCompany(r, g, pubs) || g.TaskID == "" || pubs == nil {
+		return false
+	}
+	company, task, err := pubs(r.Context(), r.PathValue("publicationId"))
+	return err == nil && company == g.CompanyID && task == g.TaskID
+}
+
 // allowed is the whole API surface reachable from a sandbox: the run's task
-// and its comments, and the agent's explicit email actions (reference
-// "Sandbox execution"). Mailbox setup, credential inspection, address
+// and its comments, and the agent's explicit email actions, reads limited
+// to the run's own task (its thread and its sends). Mailbox setup, credential inspection, address
 // checks, reconnect, pause/resume/disconnect and delivery resolution are
 // deliberately absent: they are operator actions, and a low-trust agent
 // processing untrusted mail must not be able to reach them even if the
@@ -54,9 +73,9 @@ var allowed = []route{
 	{"GET /api/issues/{issueId}/comments", sameTask},
 	{"POST /api/issues/{issueId}/comments", sameTask},
 	{"GET /api/companies/{companyId}/email/inboxes", sameCompany},
-	{"GET /api/companies/{companyId}/email/tasks/{issueId}", sameCompany},
+	{"GET /api/companies/{companyId}/email/tasks/{issueId}", sameCompanyTask},
 	{"POST /api/companies/{companyId}/email/send", sameCompany},
-	{"GET /api/companies/{companyId}/email/deliveries/{publicationId}", sameCompany},
+	{"GET /api/companies/{companyId}/email/deliveries/{publicationId}", ownPublication},
 }
 
 // maxBody caps a request body passing the bridge (email sends are the
@@ -65,11 +84,12 @@ const maxBody = 4 << 20
 
 // Handler returns the bridge's HTTP handler: allowlisted requests are
 // forwarded to api with the grant's credentials; everything else gets 403.
-func Handler(api http.Handler, g Grant) http.Handler {
+// pubs resolves a publication's task for the delivery read.
+func Handler(api http.Handler, g Grant, pubs PublicationTask) http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range allowed {
 		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
-			if !rt.check(r, g) {
+			if !rt.check(r, g, pubs) {
 				deny(w)
 				return
 			}
@@ -111,27 +131,42 @@ type Bridge struct {
 	done   chan struct{}
 }
 
-// StartBridge listens on a fresh unix socket in a private (0700) temporary
-// directory and serves Handler(api, g) on it until Close. The socket lives
-// outside the task directory: the agent can write there, and the server
-// must not create files through paths the agent controls.
-func StartBridge(api http.Handler, g Grant, log *slog.Logger) (*Bridge, error) {
+// Options configure a bridge.
+type Options struct {
+	// Dir is the run's private bridge directory, created 0700 (it must
+	// not exist yet). It belongs under the hidden runs directory: never in
+	// a shared temporary directory, which an agent's command directory
+	// might expose, and never in the agent-writable task directory.
+	Dir string
+	// Owner is the sandbox identity; the socket is given to it so the
+	// sandboxed process may connect.
+	Owner Identity
+	// Publications resolves a publication's task (delivery reads).
+	Publications PublicationTask
+	Log          *slog.Logger
+}
+
+// StartBridge listens on a fresh unix socket in o.Dir and serves
+// Handler(api, g, o.Publications) on it until Close.
+func StartBridge(api http.Handler, g Grant, o Options) (*Bridge, error) {
+	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	dir, err := os.MkdirTemp("", "paperclip-bridge-")
-	if err != nil {
+	if !filepath.IsAbs(o.Dir) {
+		return nil, errors.New("sandbox bridge: the bridge directory must be an absolute path")
+	}
+	if err := os.Mkdir(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("sandbox bridge: %w", err)
 	}
-	socket := filepath.Join(dir, "api.sock")
-	ln, err := net.Listen("unix", socket)
+	b := &Bridge{dir: o.Dir, socket: filepath.Join(o.Dir, "api.sock"), done: make(chan struct{})}
+	ln, err := listenIn(o.Dir, "api.sock", o.Owner)
 	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("sandbox bridge: listen: %w", err)
+		_ = os.RemoveAll(o.Dir)
+		return nil, err
 	}
-	b := &Bridge{dir: dir, socket: socket, done: make(chan struct{}),
-		srv: &http.Server{Handler: Handler(api, g), ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
+	b.srv = &http.Server{Handler: Handler(api, g, o.Publications), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
 		defer close(b.done)
 		if err := b.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -139,6 +174,30 @@ func StartBridge(api http.Handler, g Grant, log *slog.Logger) (*Bridge, error) {
 		}
 	}()
 	return b, nil
+}
+
+// listenIn listens on the unix socket dir/name and gives it to owner. The
+// socket is bound through /proc/self/fd/<dir>: a run directory's full path
+// can exceed the 108 bytes a socket address holds.
+func listenIn(dir, name string, owner Identity) (net.Listener, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox bridge: %w", err)
+	}
+	defer d.Close()
+	ln, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), name))
+	if err != nil {
+		return nil, fmt.Errorf("sandbox bridge: listen: %w", err)
+	}
+	// The descriptor path dies with d: Close must not unlink through it
+	// (the number may name another file by then). The directory is
+	// removed as a whole instead.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := owner.Own(filepath.Join(dir, name)); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
 
 // Socket is the host path of the bridge socket (bind it at SocketPath).
@@ -157,12 +216,12 @@ func (b *Bridge) Close() error {
 	return errors.Join(err, os.RemoveAll(b.dir))
 }
 
-// Bridger returns a function that starts a bridge for one run and reports
-// its socket and a stop function; it is the form the heartbeat's process
-// adapter accepts (heartbeat.ProcessAdapter.Bridge).
-func Bridger(api http.Handler, log *slog.Logger) func(ctx context.Context, g Grant) (string, func(), error) {
-	return func(_ context.Context, g Grant) (string, func(), error) {
-		b, err := StartBridge(api, g, log)
+// Bridger returns a function that starts a bridge for one run in dir and
+// reports its socket and a stop function; it is the form the heartbeat's
+// process adapter accepts (heartbeat.ProcessAdapter.Bridge).
+func Bridger(api http.Handler, pubs PublicationTask, log *slog.Logger) func(ctx context.Context, g Grant, dir string, owner Identity) (string, func(), error) {
+	return func(_ context.Context, g Grant, dir string, owner Identity) (string, func(), error) {
+		b, err := StartBridge(api, g, Options{Dir: dir, Owner: owner, Publications: pubs, Log: log})
 		if err != nil {
 			return "", nil, err
 		}

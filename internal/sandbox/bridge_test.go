@@ -2,10 +2,15 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/paperclipai/paperclipai/internal/sandbox"
@@ -24,11 +29,25 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // TestBridgeAllowlist checks the bridge's whole decision table over a real
 // unix socket: allowlisted operations on the run's own task and company are
 // forwarded with the run's credentials (whatever the client sent); setup,
-// control and anything on another task or company is refused with 403.
+// control and anything on another task or company — including another
+// task's email thread and sends — is refused with 403.
 func TestBridgeAllowlist(t *testing.T) {
 	const company, task, other = "c0000000-0000-0000-0000-000000000001", "t0000000-0000-0000-0000-000000000001", "t0000000-0000-0000-0000-000000000002"
 	api := &recorder{}
-	b, err := sandbox.StartBridge(api, sandbox.Grant{Token: "pcr_run", RunID: "run-1", CompanyID: company, TaskID: task}, nil)
+	pubs := func(_ context.Context, id string) (string, string, error) {
+		switch id {
+		case "p1":
+			return company, task, nil
+		case "p-other-task":
+			return company, other, nil
+		case "p-other-company":
+			return "another-company", task, nil
+		}
+		return "", "", errors.New("not found")
+	}
+	dir := filepath.Join(t.TempDir(), "bridge")
+	b, err := sandbox.StartBridge(api, sandbox.Grant{Token: "pcr_run", RunID: "run-1", CompanyID: company, TaskID: task},
+		sandbox.Options{Dir: dir, Publications: pubs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +68,12 @@ func TestBridgeAllowlist(t *testing.T) {
 		{"GET", "/api/companies/" + company + "/email/tasks/" + task, true},
 		{"POST", "/api/companies/" + company + "/email/send", true},
 		{"GET", "/api/companies/" + company + "/email/deliveries/p1", true},
-		// Another task or company.
+		// Another task or company, its email thread and its sends.
 		{"GET", "/api/issues/" + other, false},
+		{"GET", "/api/companies/" + company + "/email/tasks/" + other, false},
+		{"GET", "/api/companies/" + company + "/email/deliveries/p-other-task", false},
+		{"GET", "/api/companies/" + company + "/email/deliveries/p-other-company", false},
+		{"GET", "/api/companies/" + company + "/email/deliveries/unknown", false},
 		{"POST", "/api/issues/" + other + "/comments", false},
 		{"GET", "/api/companies/other/email/inboxes", false},
 		// Setup, inspect, check-address, reconnect, control, resolve.
@@ -103,5 +126,62 @@ func TestBridgeAllowlist(t *testing.T) {
 	}
 	if _, err := net.Dial("unix", sock); err == nil {
 		t.Fatal("bridge still accepts connections after Close")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("bridge directory left behind: %v", err)
+	}
+}
+
+// TestBridgeSocketPlacement checks where a run's socket lives: in the
+// private run directory it was given (created 0700, refused if it already
+// exists), never in the shared temporary directory, given to the sandbox
+// identity, and reachable even when the path exceeds a socket address's
+// 108 bytes.
+func TestBridgeSocketPlacement(t *testing.T) {
+	runs := t.TempDir()
+	long := filepath.Join(runs, strings.Repeat("r", 60), strings.Repeat("u", 60))
+	if err := os.MkdirAll(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(long, "bridge")
+	owner := sandbox.Identity{}
+	if os.Geteuid() == 0 {
+		owner = sandbox.Identity{UID: sandbox.NobodyID, GID: sandbox.NobodyID, Name: "nobody", Switch: true}
+	}
+	b, err := sandbox.StartBridge(&recorder{}, sandbox.Grant{Token: "pcr_x", RunID: "r"}, sandbox.Options{Dir: dir, Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if len(b.Socket()) <= 108 || filepath.Dir(b.Socket()) != dir {
+		t.Fatalf("socket %q (%d bytes) is not the long path in the run directory", b.Socket(), len(b.Socket()))
+	}
+	if strings.HasPrefix(b.Socket(), os.TempDir()+"/paperclip-bridge-") {
+		t.Fatal("socket in the shared temporary directory")
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("bridge directory %v %v, want mode 0700", fi, err)
+	}
+	si, err := os.Lstat(b.Socket())
+	if err != nil || si.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("socket: %v %v", si, err)
+	}
+	if st := si.Sys().(*syscall.Stat_t); owner.Switch && (int(st.Uid) != owner.UID || int(st.Gid) != owner.GID) {
+		t.Fatalf("socket owned by %d:%d, want the sandbox identity", st.Uid, st.Gid)
+	}
+	// The socket answers (through a short path to the same directory).
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	conn, err := net.Dial("unix", "/proc/self/fd/"+strconv.Itoa(int(d.Fd()))+"/api.sock")
+	if err != nil {
+		t.Fatalf("dial the bridge: %v", err)
+	}
+	conn.Close()
+	if _, err := sandbox.StartBridge(&recorder{}, sandbox.Grant{}, sandbox.Options{Dir: dir}); err == nil {
+		t.Fatal("a second bridge reused an existing run directory")
 	}
 }

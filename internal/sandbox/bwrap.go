@@ -3,12 +3,15 @@
 //
 // A sandboxed process sees a read-only operating system, a private /tmp,
 // /proc and /dev, its task directory (read-write; its cwd and HOME), its
-// run's skills directory (read-only) and, when it lives outside the system
-// paths, the directory of its executable (read-only). It has no network and
-// no view of other processes. Nothing else of the host, in particular not
-// the Paperclip home (database, vault key, other tasks), is mounted. The
-// only way back to the control plane is a unix socket served by a Bridge,
-// which allows a fixed set of task and email operations.
+// run's skills directory (read-only), the server's own binary as
+// paperclipai and, when it lives outside the system paths, the directory of
+// its executable (read-only). It has no network, no view of other
+// processes and no capabilities, and never runs as host uid 0: a server
+// running as root starts bubblewrap as an unprivileged Identity. Nothing
+// else of the host, in particular not the Paperclip home (database, vault
+// key, other tasks), is mounted. The only way back to the control plane is
+// a unix socket served by a Bridge, which allows a fixed set of task and
+// email operations on the run's own task.
 package sandbox
 
 import (
@@ -17,7 +20,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
 )
 
 // ErrNoBwrap means bubblewrap is not installed on this host.
@@ -32,7 +38,58 @@ const (
 	SocketPath = ControlDir + "/api.sock"
 	// SkillsDir is where the run's skills directory is mounted.
 	SkillsDir = ControlDir + "/skills"
+	// BinDir holds the server's own executable as "paperclipai"; it is
+	// first on a sandboxed run's PATH.
+	BinDir = ControlDir + "/bin"
 )
+
+// minVersion is the oldest bubblewrap with everything Command relies on:
+// --disable-userns (0.8.0).
+var minVersion = [3]int{0, 8, 0}
+
+var versionCache sync.Map // bwrap path -> error
+
+// checkVersion refuses a bubblewrap older than minVersion (once per path).
+func checkVersion(bwrap string) error {
+	if v, ok := versionCache.Load(bwrap); ok {
+		err, _ := v.(error)
+		return err
+	}
+	out, err := exec.Command(bwrap, "--version").Output()
+	if err == nil {
+		err = compareVersion(strings.TrimSpace(string(out)))
+	} else {
+		err = fmt.Errorf("sandbox: run %s --version: %w", bwrap, err)
+	}
+	versionCache.Store(bwrap, err)
+	return err
+}
+
+// compareVersion checks a "bubblewrap X.Y.Z" version line.
+func compareVersion(line string) error {
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return fmt.Errorf("sandbox: unrecognised bubblewrap version %q", line)
+	}
+	parts := strings.SplitN(f[len(f)-1], ".", 3)
+	var got [3]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(strings.TrimLeftFunc(p, func(r rune) bool { return r < '0' || r > '9' }))
+		if err != nil {
+			return fmt.Errorf("sandbox: unrecognised bubblewrap version %q", line)
+		}
+		got[i] = n
+	}
+	for i := range got {
+		if got[i] != minVersion[i] {
+			if got[i] < minVersion[i] {
+				return fmt.Errorf("sandbox: bubblewrap %d.%d.%d or newer is required (found %q)", minVersion[0], minVersion[1], minVersion[2], line)
+			}
+			return nil
+		}
+	}
+	return nil
+}
 
 // APIURL is the PAPERCLIP_API_URL of a sandboxed run with a bridge.
 const APIURL = "unix:" + SocketPath
@@ -44,8 +101,7 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 
 // etcEntries is the part of /etc that ordinary tools need. The whole of /etc
 // is not exposed: it holds host secrets (shadow, SSH host keys, service
-// configuration that may name credentials), and a sandbox runs as the
-// server's user, which may be root.
+// configuration that may name credentials).
 var etcEntries = []string{
 	"/etc/alternatives", "/etc/ca-certificates", "/etc/ssl", "/etc/pki", "/etc/crypto-policies",
 	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/timezone",
@@ -56,7 +112,7 @@ var etcEntries = []string{
 // Spec describes one sandboxed process.
 type Spec struct {
 	// Workdir is the task directory: bound read-write at the same path and
-	// used as HOME.
+	// used as HOME. When the identity switches, it must belong to it.
 	Workdir string
 	// Cwd is the working directory (Workdir or inside it; default Workdir).
 	Cwd string
@@ -65,14 +121,26 @@ type Spec struct {
 	// Socket, when set, is the host path of the bridge socket, bound at
 	// SocketPath.
 	Socket string
+	// Binary, when set, is the host path of the server's own executable,
+	// bound read-only at BinDir/paperclipai.
+	Binary string
 	// Command is the executable to run (absolute, or found on PATH) and
 	// Args its arguments.
 	Command string
 	Args    []string
+	// Env is the complete environment of the sandboxed process. It reaches
+	// the process through bubblewrap's --setenv, never through
+	// bubblewrap's own environment (where LD_PRELOAD and friends would act
+	// on bubblewrap itself, outside the sandbox) nor its command line
+	// (which every host user can read).
+	Env map[string]string
 	// Hidden are host paths (the Paperclip home's workspaces and instance
-	// directories) whose contents must stay invisible except for the
-	// explicit binds above. A bind that would expose any of them is refused.
+	// directories, the master key) whose contents must stay invisible
+	// except for the explicit binds above. A bind that would expose any of
+	// them is refused.
 	Hidden []string
+	// User is the identity bubblewrap runs as.
+	User Identity
 }
 
 // LookBwrap returns the path of the bwrap executable or ErrNoBwrap.
@@ -84,15 +152,23 @@ func LookBwrap() (string, error) {
 	return p, nil
 }
 
-// Args returns bwrap's arguments for s, ending with the command and its
-// arguments. It refuses specs whose binds would expose hidden host paths.
-func Args(s Spec) ([]string, error) {
+// mount is one private bind of a host path. A server switching identity
+// stages it first (see Cmd.Start): the sandbox user may not be able to
+// traverse the directories around the source.
+type mount struct {
+	src, dest string
+	dir, rw   bool
+}
+
+// plan validates s and returns bubblewrap's options (without the private
+// mounts and --chdir), the private mounts and the resolved command.
+func plan(s Spec) ([]string, []mount, string, error) {
 	if !filepath.IsAbs(s.Workdir) {
-		return nil, errors.New("sandbox: task directory must be an absolute path")
+		return nil, nil, "", errors.New("sandbox: task directory must be an absolute path")
 	}
 	cmdPath, err := resolveCommand(s.Command)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	workdir := filepath.Clean(s.Workdir)
 	// The task directory is writable by the agent: it must not contain (be
@@ -100,21 +176,30 @@ func Args(s Spec) ([]string, error) {
 	// the read-only system tree, which would mask it or be masked by it.
 	for _, h := range s.Hidden {
 		if h != "" && within(filepath.Clean(h), workdir) {
-			return nil, errors.New("sandbox: task directory would expose the Paperclip home")
+			return nil, nil, "", errors.New("sandbox: task directory would expose the Paperclip home")
 		}
 	}
 	if underSystem(workdir) {
-		return nil, errors.New("sandbox: task directory must not be inside a read-only system directory")
+		return nil, nil, "", errors.New("sandbox: task directory must not be inside a read-only system directory")
+	}
+	if s.Cwd != "" && !within(filepath.Clean(s.Cwd), workdir) {
+		return nil, nil, "", errors.New("sandbox: working directory must be inside the task directory")
 	}
 	a := []string{
-		// No network, PIDs, IPC, UTS or user identity shared with the host.
-		"--unshare-all",
+		// No network, PIDs, IPC, UTS or user identity shared with the
+		// host, and no further user namespaces inside (they would hand the
+		// agent capabilities over its own namespaces: kernel attack surface).
+		"--unshare-all", "--unshare-user", "--disable-userns",
+		// No capabilities at all, even where bubblewrap would keep some.
+		"--cap-drop", "ALL",
 		// The sandbox dies with the server's child process, so a killed or
 		// timed-out run leaves nothing running.
 		"--die-with-parent",
 		// A new session: the agent cannot inject input into the server's
 		// terminal (TIOCSTI).
 		"--new-session",
+		// A fresh /proc of the sandbox's PID namespace; bubblewrap mounts
+		// /proc/sys read-only over it (and sysrq-trigger is absent).
 		"--proc", "/proc",
 		"--dev", "/dev",
 		"--tmpfs", "/tmp",
@@ -126,34 +211,47 @@ func Args(s Spec) ([]string, error) {
 	for _, e := range etcEntries {
 		a = append(a, "--ro-bind-try", e, e)
 	}
+	a = append(a, "--clearenv")
+	keys := make([]string, 0, len(s.Env))
+	for k := range s.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(s.Env[k], "\x00") {
+			return nil, nil, "", fmt.Errorf("sandbox: invalid environment variable %q", k)
+		}
+		a = append(a, "--setenv", k, s.Env[k])
+	}
+	var mounts []mount
 	if s.SkillsDir != "" {
-		a = append(a, "--ro-bind", s.SkillsDir, SkillsDir)
+		mounts = append(mounts, mount{src: s.SkillsDir, dest: SkillsDir, dir: true})
 	}
 	if s.Socket != "" {
-		a = append(a, "--bind", s.Socket, SocketPath)
+		mounts = append(mounts, mount{src: s.Socket, dest: SocketPath, rw: true})
+	}
+	if s.Binary != "" {
+		bin, err := filepath.EvalSymlinks(s.Binary)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("sandbox: find the paperclipai binary: %w", err)
+		}
+		mounts = append(mounts, mount{src: bin, dest: BinDir + "/paperclipai"})
 	}
 	if dir := filepath.Dir(cmdPath); !underSystem(dir) && !within(dir, workdir) {
 		// The executable's directory is exposed read-only, so it must not
 		// contain or sit inside anything hidden, nor contain the task dir.
 		if within(workdir, dir) {
-			return nil, errors.New("sandbox: the command's directory contains the task directory; install the agent command elsewhere")
+			return nil, nil, "", errors.New("sandbox: the command's directory contains the task directory; install the agent command elsewhere")
 		}
 		for _, h := range s.Hidden {
 			if h != "" && (within(filepath.Clean(h), dir) || within(dir, filepath.Clean(h))) {
-				return nil, errors.New("sandbox: the command's directory overlaps the Paperclip home; install the agent command elsewhere")
+				return nil, nil, "", errors.New("sandbox: the command's directory overlaps the Paperclip home; install the agent command elsewhere")
 			}
 		}
-		a = append(a, "--ro-bind", dir, dir)
+		mounts = append(mounts, mount{src: dir, dest: dir, dir: true})
 	}
-	cwd := workdir
-	if s.Cwd != "" {
-		cwd = filepath.Clean(s.Cwd)
-		if !within(cwd, workdir) {
-			return nil, errors.New("sandbox: working directory must be inside the task directory")
-		}
-	}
-	a = append(a, "--bind", workdir, workdir, "--chdir", cwd, "--", cmdPath)
-	return append(a, s.Args...), nil
+	mounts = append(mounts, mount{src: workdir, dest: workdir, dir: true, rw: true})
+	return a, mounts, cmdPath, nil
 }
 
 // resolveCommand makes the command absolute (resolving symlinks, so the
@@ -207,6 +305,9 @@ func underSystem(p string) bool {
 	}
 	return within(p, "/etc")
 }
+
+// Within reports whether the clean path p is dir or inside it.
+func Within(p, dir string) bool { return within(p, dir) }
 
 // within reports whether p is dir or inside it.
 func within(p, dir string) bool {

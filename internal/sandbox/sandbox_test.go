@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,30 +31,14 @@ func requireBwrap(t *testing.T) {
 	}
 }
 
-// toolDir returns a directory outside the Paperclip home holding the built
-// paperclipai binary and the agent script (the adapter's command), the way
-// an operator would install an agent command.
+// toolDir returns a directory outside the Paperclip home holding the agent
+// script (the adapter's command), the way an operator would install an
+// agent command: readable and executable by the sandbox user.
 func toolDir(t *testing.T, script string) string {
 	t.Helper()
 	dir := t.TempDir()
-	bin := testkit.Binary(t)
-	dst := filepath.Join(dir, "paperclipai")
-	if err := os.Link(bin, dst); err != nil {
-		src, err := os.Open(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer src.Close()
-		out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(out, src); err != nil {
-			t.Fatal(err)
-		}
-		if err := out.Close(); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "agent.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -67,8 +50,10 @@ func toolDir(t *testing.T, script string) string {
 // check prints FAIL and exits non-zero, so the run's status and log tell
 // the test what happened.
 const agentScript = `#!/bin/sh
-PC="$(dirname "$0")/paperclipai"
 fail() { echo "FAIL: $*"; exit 1; }
+# The server's own binary is on PATH as paperclipai.
+[ "$(command -v paperclipai)" = /run/paperclip/bin/paperclipai ] || fail "paperclipai on PATH: $(command -v paperclipai)"
+PC=paperclipai
 
 # The Paperclip home: no master key, database or other tasks.
 [ -e "$PROBE_KEY" ] && fail "master key visible"
@@ -96,6 +81,13 @@ if [ -f keep.txt ]; then echo "kept:$(cat keep.txt)"; else echo "$PAPERCLIP_RUN_
 grep -q "$PROBE_ADDRESS" inboxes.json || fail "inbox list lacks the address: $(cat inboxes.json)"
 "$PC" email thread "$PAPERCLIP_TASK_ID" > thread.json || fail "email thread"
 grep -q "the secret plan" thread.json || fail "thread lacks the message: $(cat thread.json)"
+# Another task's thread is not reachable, even in the same company.
+out=$("$PC" api GET "/companies/$PAPERCLIP_COMPANY_ID/email/tasks/$PROBE_OTHER_TASK_ID" 2>&1) && fail "other thread reachable: $out"
+echo "$out" | grep -q "not available inside the sandbox (HTTP 403)" || fail "other thread answer: $out"
+# No other run's bridge socket is visible: only this run's socket.
+# (Bind mount points read as regular files in directory listings: test each.)
+sockets=$(find "$HOME" "$(dirname "$0")" /tmp /run ! -type d 2>/dev/null | while read -r f; do [ -S "$f" ] && echo "$f"; done)
+[ "$sockets" = /run/paperclip/api.sock ] || fail "sockets visible: $sockets"
 # Mailbox setup is not reachable from the sandbox.
 out=$("$PC" api POST "/companies/$PAPERCLIP_COMPANY_ID/email/inboxes" --data '{}' 2>&1) && fail "setup reachable: $out"
 echo "$out" | grep -q "not available inside the sandbox (HTTP 403)" || fail "setup answer: $out"
@@ -124,8 +116,9 @@ func TestSandboxedLowTrustEmailRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		tools := toolDir(t, agentScript)
+		otherTaskID := testkit.ID(e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/issues", map[string]any{"title": "Other"}, 201))
 		probe := map[string]string{"PROBE_HOME": e.Home, "PROBE_KEY": e.Config.MasterKeyFile,
-			"PROBE_API": e.URL() + "/api", "PROBE_OTHER_TASK": otherTask}
+			"PROBE_API": e.URL() + "/api", "PROBE_OTHER_TASK": otherTask, "PROBE_OTHER_TASK_ID": otherTaskID}
 		adapterConfig := map[string]any{"command": filepath.Join(tools, "agent.sh"), "env": probe, "timeoutSec": 60}
 		e.AgentID = testkit.ID(e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/agents", map[string]any{
 			"name": "Careful", "adapterType": "process", "adapterConfig": adapterConfig, "environmentId": envID,

@@ -70,6 +70,9 @@ type Server struct {
 type Options struct {
 	// LogOutput receives the structured logs (default stderr).
 	LogOutput io.Writer
+	// AgentBinary is the paperclipai executable put on every run's PATH
+	// (default: this process's own executable).
+	AgentBinary string
 }
 
 // Start opens everything, starts the workers and begins serving; it returns
@@ -122,6 +125,19 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.Vault.OnResolve = red.Add
 	s.Metrics = metrics.New()
 
+	// Sandboxes never run as root: a root server starts them as the
+	// dedicated unprivileged identity.
+	sandboxUser, err := sandbox.HostIdentity()
+	if err != nil {
+		return nil, err
+	}
+	binary := opts.AgentBinary
+	if binary == "" {
+		if binary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("find the paperclipai executable: %w", err)
+		}
+	}
+
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -136,10 +152,12 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 			// Sandboxed runs reach the API only through a per-run bridge
 			// (an allowlist, as the run); s.Mux is set before any run starts.
 			Bridge: sandbox.Bridger(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.Mux.ServeHTTP(w, r) }),
-				logger.With("component", "sandbox")),
+				s.publicationTask, logger.With("component", "sandbox")),
 		}, "http": heartbeat.HTTPAdapter{}},
 		LeaseTTL: cfg.RunLeaseTTL, MaxConcurrent: cfg.MaxConcurrentRuns, LogMaxBytes: cfg.RunLogMaxBytes,
 		ExclusiveDatabase: exclusive, WorkspacesDir: cfg.WorkspacesDir(), RunsDir: cfg.RunsDir(),
+		Home: cfg.Home, Hidden: []string{filepath.Join(cfg.Home, "instance"), cfg.MasterKeyFile},
+		SandboxUser: sandboxUser, Binary: binary, BinDir: filepath.Join(cfg.Home, "instance", "bin"),
 		Observer: heartbeat.Observer{
 			RunStarted: func(d time.Duration) { s.Metrics.RunsStarted.Inc(); s.Metrics.WakeToStart.Observe(d.Seconds()) },
 			RunFinished: func(status string, d time.Duration) {
@@ -223,6 +241,19 @@ func newGuard(cfg config.Config) (*websec.Guard, error) {
 	}
 	return websec.New(websec.Options{LocalOnly: cfg.DeploymentMode == config.ModeLocalTrusted,
 		TrustedOrigins: origins, BodyReadTimeout: cfg.BodyReadTimeout})
+}
+
+// publicationTask resolves a send's company and task for the sandbox
+// bridge, which lets a run read only its own task's deliveries.
+func (s *Server) publicationTask(ctx context.Context, id string) (string, string, error) {
+	if !store.ValidID(id) {
+		return "", "", store.ErrNotFound
+	}
+	p, err := s.Store.GetPublication(ctx, s.Store.DB, id)
+	if err != nil {
+		return "", "", err
+	}
+	return p.CompanyID, p.IssueID, nil
 }
 
 // Addr is the bound listen address.

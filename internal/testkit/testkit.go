@@ -70,7 +70,9 @@ func Config(t testing.TB, databaseURL string) config.Config {
 func Start(t testing.TB, cfg config.Config) *Instance {
 	t.Helper()
 	logs := &SyncBuffer{}
-	srv, err := server.Start(context.Background(), cfg, server.Options{LogOutput: logs})
+	// Runs find the real CLI as paperclipai (the test binary would run
+	// the tests again).
+	srv, err := server.Start(context.Background(), cfg, server.Options{LogOutput: logs, AgentBinary: Binary(t)})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
