@@ -2,18 +2,21 @@ package server_test
 
 import (
 	"bufio"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/server"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -140,4 +143,32 @@ func TestSlowWebhookBodyCutOff(t *testing.T) {
 		}
 		testkit.NewClient(t, inst.URL()).JSON("GET", "/api/health", nil, 200)
 	})
+}
+
+// Issue 9 item 14: the server refuses to start with a master key file that
+// group or others can read, and says how to fix it.
+func TestStartRefusesExposedMasterKey(t *testing.T) {
+	cfg := testkit.Config(t, "")
+	if err := os.MkdirAll(filepath.Dir(cfg.MasterKeyFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n"
+	if err := os.WriteFile(cfg.MasterKeyFile, []byte(key), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(cfg.MasterKeyFile, 0o644); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	srv, err := server.Start(t.Context(), cfg, server.Options{LogOutput: io.Discard})
+	if err == nil {
+		_ = srv.Shutdown(t.Context())
+		t.Fatal("started with a world-readable master key")
+	}
+	if !strings.Contains(err.Error(), "chmod 600 "+cfg.MasterKeyFile) {
+		t.Fatalf("refusal does not say the fix: %v", err)
+	}
+	if err := os.Chmod(cfg.MasterKeyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Start(t, cfg)
 }

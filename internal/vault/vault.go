@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,8 @@ type Vault struct {
 
 // LoadMasterKey returns the 32-byte master key: from envB64 (base64) when
 // set, else from path, creating path with a fresh random key (mode 0600,
-// directory 0700) when it does not exist.
+// directory 0700) when it does not exist. An existing file readable by
+// group or others is refused (ErrKeyFileExposed).
 func LoadMasterKey(path, envB64 string) ([]byte, error) {
 	if envB64 != "" {
 		k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(envB64))
@@ -49,7 +51,10 @@ func LoadMasterKey(path, envB64 string) ([]byte, error) {
 		}
 		return k, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := readPrivateFile(path)
+	if errors.Is(err, ErrKeyFileExposed) {
+		return nil, err
+	}
 	if err == nil {
 		k, derr := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
 		if derr != nil || len(k) != 32 {
@@ -84,6 +89,30 @@ func LoadMasterKey(path, envB64 string) ([]byte, error) {
 		return nil, fmt.Errorf("vault: write master key: %w", err)
 	}
 	return k, nil
+}
+
+// ErrKeyFileExposed means the master key file is readable by its group or
+// by others; the server refuses to start with it.
+var ErrKeyFileExposed = errors.New("vault: master key file is readable by group or others")
+
+// readPrivateFile reads path, refusing a file whose mode grants group or
+// other users any access. The mode is checked on the open file, so a
+// rename between the check and the read cannot swap in another file.
+func readPrivateFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("%w: %s has mode %04o; anyone who reads it can decrypt every company's secrets. Fix it with: chmod 600 %s",
+			ErrKeyFileExposed, path, perm, path)
+	}
+	return io.ReadAll(f)
 }
 
 // New returns a vault over the given 32-byte master key.

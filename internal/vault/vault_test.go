@@ -47,6 +47,32 @@ func TestMasterKeyFileIsCreatedPrivateAndReused(t *testing.T) {
 	}
 }
 
+// Issue 9 item 14: a master key file readable by group or others is
+// refused, and the message says how to fix it.
+func TestMasterKeyFileModeEnforced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secrets", "master.key")
+	if _, err := vault.LoadMasterKey(path, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o660} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := vault.LoadMasterKey(path, "")
+		if !errors.Is(err, vault.ErrKeyFileExposed) || !strings.Contains(err.Error(), "chmod 600 "+path) {
+			t.Fatalf("mode %04o: %v", mode, err)
+		}
+	}
+	for _, mode := range []os.FileMode{0o600, 0o400} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := vault.LoadMasterKey(path, ""); err != nil {
+			t.Fatalf("mode %04o: %v", mode, err)
+		}
+	}
+}
+
 func TestSealOpen(t *testing.T) {
 	key := make([]byte, 32)
 	key[0] = 1
