@@ -10,6 +10,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -72,6 +73,9 @@ func validName(field, v string, max int) (string, error) {
 	}
 	if len(v) > max {
 		return "", httpx.Errorf(http.StatusBadRequest, "%s must be at most %d characters", field, max)
+	}
+	if err := safetext.Line(v); err != nil {
+		return "", httpx.Errorf(http.StatusBadRequest, "%s must be one line: it %s", field, err)
 	}
 	return v, nil
 }
@@ -190,7 +194,7 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) error {
 	}
 	if body.Email != "" {
 		addr, err := mail.ParseAddress(body.Email)
-		if err != nil || addr.Address != strings.TrimSpace(body.Email) {
+		if err != nil || addr.Address != strings.TrimSpace(body.Email) || safetext.Token(addr.Address) != nil {
 			return httpx.Errorf(http.StatusBadRequest, "email is not a valid address")
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -30,8 +31,8 @@ type ConnectInput struct {
 }
 
 func (in *ConnectInput) validate() error {
-	if in.APIKey == "" || len(in.APIKey) > 4096 {
-		return httpx.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
+	if err := checkAPIKey(in.APIKey); err != nil {
+		return err
 	}
 	if in.GrantKind == "" {
 		in.GrantKind = "user"
@@ -52,6 +53,9 @@ func (in *ConnectInput) validate() error {
 	}
 	if len(in.Name) > 200 {
 		return httpx.Errorf(http.StatusBadRequest, "name must be at most 200 characters")
+	}
+	if err := safetext.Line(in.Name); err != nil {
+		return httpx.Errorf(http.StatusBadRequest, "name must be one line: it %s", err)
 	}
 	return nil
 }

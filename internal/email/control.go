@@ -261,8 +261,8 @@ type ReconnectInput struct {
 // live socket stops, so a refused registration leaves receiving untouched.
 func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID string, in ReconnectInput) (domain.EmailEndpointSummary, error) {
 	var zero domain.EmailEndpointSummary
-	if in.APIKey == "" || len(in.APIKey) > 4096 {
-		return zero, httpx.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
+	if err := checkAPIKey(in.APIKey); err != nil {
+		return zero, err
 	}
 	if in.ReceiveMode != domain.ReceiveWebSocket && in.ReceiveMode != domain.ReceiveWebhook {
 		return zero, httpx.Errorf(http.StatusBadRequest, "receiveMode must be websocket or webhook")

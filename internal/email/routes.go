@@ -159,8 +159,8 @@ func (s *Service) checkAddress(w http.ResponseWriter, r *http.Request) error {
 	if in.Domain == "" {
 		in.Domain = DefaultDomain
 	}
-	if len(in.Domain) > 253 {
-		return httpx.Errorf(http.StatusBadRequest, "domain is not a valid domain name")
+	if err := checkDomain(in.Domain); err != nil {
+		return err
 	}
 	out, err := s.CheckAddress(r.Context(), key, in.Username, in.Domain)
 	if err != nil {
@@ -322,8 +322,8 @@ func (s *Service) inspectKey(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	if in.APIKey == "" || len(in.APIKey) > 4096 {
-		return httpx.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
+	if err := checkAPIKey(in.APIKey); err != nil {
+		return err
 	}
 	out, err := s.Inspect(r.Context(), in.APIKey)
 	if err != nil {

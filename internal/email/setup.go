@@ -49,8 +49,10 @@ func (in *SetupInput) validate() error {
 	if (in.APIKey == "") == (in.CredentialConnectionID == "") {
 		return httpx.Errorf(http.StatusBadRequest, "AgentMail API key required: give exactly one of apiKey or credentialConnectionId")
 	}
-	if len(in.APIKey) > 4096 {
-		return httpx.Errorf(http.StatusBadRequest, "apiKey must be at most 4096 characters")
+	if in.APIKey != "" {
+		if err := checkAPIKey(in.APIKey); err != nil {
+			return err
+		}
 	}
 	if in.CredentialConnectionID != "" && !store.ValidID(in.CredentialConnectionID) {
 		return httpx.Errorf(http.StatusBadRequest, "credentialConnectionId must be a UUID")
@@ -65,8 +67,8 @@ func (in *SetupInput) validate() error {
 	if in.Username != "" && (len(in.Username) > 64 || !usernameRE.MatchString(in.Username)) {
 		return httpx.Errorf(http.StatusBadRequest, "username may contain letters, digits, dot, underscore and hyphen (at most 64)")
 	}
-	if len(in.Domain) > 253 || strings.ContainsAny(in.Domain, " @/") {
-		return httpx.Errorf(http.StatusBadRequest, "domain is not a valid domain name")
+	if err := checkDomain(in.Domain); err != nil {
+		return err
 	}
 	in.Domain = strings.ToLower(in.Domain)
 	if in.ReceiveMode == "" {

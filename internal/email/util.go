@@ -1,6 +1,13 @@
 package email
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+
+	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/safetext"
+)
 
 func mustJSON(v any) string {
 	b, err := json.Marshal(v)
@@ -8,4 +15,28 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// checkAPIKey validates a provider API key given by a user: present, at
+// most 4096 characters and a single token. A CR or LF would split the
+// Authorization header of every provider call made with it.
+func checkAPIKey(key string) error {
+	if key == "" || len(key) > 4096 {
+		return httpx.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
+	}
+	if err := safetext.Token(key); err != nil {
+		return httpx.Errorf(http.StatusBadRequest, "apiKey must be the key alone: it %s", err)
+	}
+	return nil
+}
+
+// domainRE is a DNS name of at least two labels (letters, digits, hyphens).
+var domainRE = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$`)
+
+// checkDomain validates an optional inbox domain name.
+func checkDomain(d string) error {
+	if d != "" && (len(d) > 253 || !domainRE.MatchString(d)) {
+		return httpx.Errorf(http.StatusBadRequest, "domain is not a valid domain name")
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -111,6 +112,11 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) error 
 	}
 	if dec.More() {
 		return Errorf(http.StatusBadRequest, "invalid JSON body: unexpected data after the JSON object")
+	}
+	// Every API text field at once: NUL cannot be stored in PostgreSQL,
+	// and other controls have no business in names, tasks or mail.
+	if err := safetext.JSON(body); err != nil {
+		return Errorf(http.StatusBadRequest, "invalid JSON body: %s; text may hold only tab, line feed and carriage return", err)
 	}
 	return nil
 }

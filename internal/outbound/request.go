@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -59,7 +60,7 @@ func normalizeAddresses(field string, in []string) ([]string, error) {
 	for _, a := range in {
 		a = strings.TrimSpace(a)
 		addr, err := mail.ParseAddress(a)
-		if a == "" || len(a) > maxAddressLen || err != nil || addr.Address != a || strings.ContainsAny(a, "\r\n") {
+		if a == "" || len(a) > maxAddressLen || err != nil || addr.Address != a || safetext.Token(a) != nil {
 			return nil, badRequest("%s contains an invalid email address", field)
 		}
 		out = append(out, a)
@@ -83,8 +84,8 @@ func (r *SendRequest) Validate() error {
 	if r.ConversationID != "" && !store.ValidID(r.ConversationID) {
 		return badRequest("conversationId must be a UUID")
 	}
-	if r.ReplyToMessageID != "" && (len(r.ReplyToMessageID) > maxMessageID || strings.ContainsAny(r.ReplyToMessageID, "\r\n")) {
-		return badRequest("replyToMessageId must be 1 to %d characters", maxMessageID)
+	if r.ReplyToMessageID != "" && (len(r.ReplyToMessageID) > maxMessageID || safetext.Token(r.ReplyToMessageID) != nil) {
+		return badRequest("replyToMessageId must be 1 to %d characters, without spaces or control characters", maxMessageID)
 	}
 	var err error
 	if r.To, err = normalizeAddresses("to", r.To); err != nil {
@@ -98,8 +99,8 @@ func (r *SendRequest) Validate() error {
 	}
 	if r.Subject != nil {
 		s := strings.TrimSpace(*r.Subject)
-		if strings.ContainsAny(*r.Subject, "\r\n") {
-			return badRequest("subject must not contain line breaks")
+		if err := safetext.Line(*r.Subject); err != nil {
+			return badRequest("subject must be one line: it %s", err)
 		}
 		if s == "" || len(s) > maxSubjectLen {
 			return badRequest("subject must be 1 to %d characters", maxSubjectLen)
@@ -109,6 +110,9 @@ func (r *SendRequest) Validate() error {
 	r.Text = strings.TrimSpace(r.Text)
 	if r.Text == "" || len(r.Text) > maxTextLen {
 		return badRequest("text is required (at most %d characters)", maxTextLen)
+	}
+	if err := safetext.Text(r.Text); err != nil {
+		return badRequest("text %s; only tab, line feed and carriage return are allowed", err)
 	}
 	if r.AttachmentIDs == nil {
 		r.AttachmentIDs = []string{}

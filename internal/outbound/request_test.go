@@ -22,6 +22,11 @@ func TestValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil || ok.To[0] != "a@example.com" || *ok.Subject != "Hi" || ok.Text != "hello" || ok.AttachmentIDs == nil {
 		t.Fatalf("valid new email: %v %+v", err, ok)
 	}
+	tabs := newEmail()
+	tabs.Text = "col1\tcol2\r\nline two\n"
+	if err := tabs.Validate(); err != nil {
+		t.Fatalf("tabs and line breaks stay allowed in text: %v", err)
+	}
 	r := reply()
 	if err := r.Validate(); err != nil || r.ReplyAll == nil || *r.ReplyAll {
 		t.Fatalf("a reply defaults replyAll to false: %v", err)
@@ -31,8 +36,8 @@ func TestValidate(t *testing.T) {
 		mut  func() SendRequest
 		want string
 	}{
-		{"CRLF header injection in subject", func() SendRequest { r := newEmail(); r.Subject = ptr("Hi\r\nBcc: x@evil.test"); return r }, "line breaks"},
-		{"LF in subject", func() SendRequest { r := newEmail(); r.Subject = ptr("Hi\nthere"); return r }, "line breaks"},
+		{"CRLF header injection in subject", func() SendRequest { r := newEmail(); r.Subject = ptr("Hi\r\nBcc: x@evil.test"); return r }, "line break"},
+		{"LF in subject", func() SendRequest { r := newEmail(); r.Subject = ptr("Hi\nthere"); return r }, "line break"},
 		{"reply with bcc", func() SendRequest { r := reply(); r.Bcc = []string{"b@example.com"}; return r }, "use replyAll explicitly"},
 		{"reply with subject", func() SendRequest { r := reply(); r.Subject = ptr("x"); return r }, "use replyAll explicitly"},
 		{"reply without message id", func() SendRequest { r := reply(); r.ReplyToMessageID = ""; return r }, "exact message ID"},
@@ -44,6 +49,14 @@ func TestValidate(t *testing.T) {
 		{"huge text", func() SendRequest { r := newEmail(); r.Text = strings.Repeat("a", 100_001); return r }, "text is required"},
 		{"bad key", func() SendRequest { r := newEmail(); r.IdempotencyKey = "k1"; return r }, "idempotencyKey"},
 		{"too many attachments", func() SendRequest { r := newEmail(); r.AttachmentIDs = make([]string, 21); return r }, "at most 20"},
+		// Issue 9 item 13: control characters are refused (NUL breaks the
+		// PostgreSQL insert); text keeps its tabs and line breaks.
+		{"NUL in subject", func() SendRequest { r := newEmail(); r.Subject = ptr("Hi\x00"); return r }, "NUL"},
+		{"escape in subject", func() SendRequest { r := newEmail(); r.Subject = ptr("Hi\x1b[2J"); return r }, "control character"},
+		{"NUL in text", func() SendRequest { r := newEmail(); r.Text = "a\x00b"; return r }, "NUL"},
+		{"bell in text", func() SendRequest { r := newEmail(); r.Text = "a\ab"; return r }, "control character"},
+		{"C1 in address", func() SendRequest { r := newEmail(); r.To = []string{"a\u0085b@example.com"}; return r }, "invalid email address"},
+		{"NUL in reply message id", func() SendRequest { r := reply(); r.ReplyToMessageID = "<m1@x>\x00"; return r }, "control characters"},
 	}
 	for _, c := range cases {
 		req := c.mut()

@@ -1,0 +1,160 @@
+// Package safetext refuses control characters in user text before it is
+// stored or handed to a provider: NUL breaks PostgreSQL text columns, CR
+// and LF in a header value or an API key split the header, and other
+// controls hide text from people reading it. Text (bodies, comments) may
+// keep tab, line feed and carriage return; a line (names, subjects,
+// addresses, keys) may keep only tab.
+package safetext
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// Error is a refusal; it names the first offending character.
+type Error struct {
+	// Rune is the refused character.
+	Rune rune
+}
+
+func (e *Error) Error() string {
+	switch e.Rune {
+	case '\r', '\n':
+		return fmt.Sprintf("contains a line break (U+%04X)", e.Rune)
+	case ' ':
+		return "contains a space"
+	case 0:
+		return "contains a NUL character (U+0000)"
+	}
+	return fmt.Sprintf("contains a control character (U+%04X)", e.Rune)
+}
+
+func controlError(r rune) error { return &Error{Rune: r} }
+
+// isControl reports the Unicode Cc characters: C0, DEL and C1.
+func isControl(r rune) bool { return r < 0x20 || (r >= 0x7f && r <= 0x9f) }
+
+// Text checks multi-line text: no control characters other than tab, line
+// feed and carriage return.
+func Text(s string) error {
+	for _, r := range s {
+		if isControl(r) && r != '\t' && r != '\n' && r != '\r' {
+			return controlError(r)
+		}
+	}
+	return nil
+}
+
+// Line checks a single-line value: no control characters other than tab
+// (so no line breaks).
+func Line(s string) error {
+	for _, r := range s {
+		if isControl(r) && r != '\t' {
+			return controlError(r)
+		}
+	}
+	return nil
+}
+
+// Token checks a credential or identifier: no control characters and no
+// spaces or tabs at all.
+func Token(s string) error {
+	for _, r := range s {
+		if isControl(r) {
+			return controlError(r)
+		}
+		if r == ' ' {
+			return controlError(r)
+		}
+	}
+	return nil
+}
+
+// JSON checks every string (keys included) of a valid JSON document with
+// Text. The scan works on the raw bytes, where a control character can
+// only appear as an escape or as raw DEL or C1 bytes; only when it finds
+// one does it decode the document to name the field.
+func JSON(raw []byte) error {
+	if !rawHasControl(raw) {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("malformed JSON: %w", err)
+	}
+	path, err := walk(v, "")
+	if err == nil {
+		return nil
+	}
+	if path == "" {
+		return err
+	}
+	return fmt.Errorf("field %q %w", path, err)
+}
+
+// rawHasControl reports whether any string of a valid JSON document holds
+// a character Text refuses.
+func rawHasControl(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '\\' && i+1 < len(b):
+			switch b[i+1] {
+			case 'u':
+				if i+6 <= len(b) {
+					if cp, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 32); err == nil && Text(string(rune(cp))) != nil {
+						return true
+					}
+				}
+				i += 5
+			case 'b', 'f':
+				return true
+			default:
+				i++
+			}
+		case c < 0x20 && c != '\t' && c != '\n' && c != '\r':
+			return true
+		case c == 0x7f:
+			return true
+		case c == 0xc2 && i+1 < len(b) && b[i+1] >= 0x80 && b[i+1] <= 0x9f:
+			return true
+		}
+	}
+	return false
+}
+
+// walk returns the path and refusal of the first bad string in v.
+func walk(v any, path string) (string, error) {
+	switch x := v.(type) {
+	case string:
+		if err := Text(x); err != nil {
+			return path, err
+		}
+	case []any:
+		for i, e := range x {
+			if p, err := walk(e, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return p, err
+			}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if err := Text(k); err != nil {
+				return path, err
+			}
+			if p, err := walk(x[k], p); err != nil {
+				return p, err
+			}
+		}
+	}
+	return "", nil
+}

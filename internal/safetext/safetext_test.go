@@ -1,0 +1,76 @@
+package safetext_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/paperclipai/paperclipai/internal/safetext"
+)
+
+func TestTextLineToken(t *testing.T) {
+	cases := []struct {
+		s                 string
+		text, line, token bool // true = accepted
+	}{
+		{"plain words", true, true, false},
+		{"tab\there", true, true, false},
+		{"two\nlines\r\n", true, false, false},
+		{"am_key123", true, true, true},
+		{"nul\x00", false, false, false},
+		{"bell\a", false, false, false},
+		{"esc\x1b[31m", false, false, false},
+		{"del\x7f", false, false, false},
+		{"c1\u0085", false, false, false},
+		{"ünïcödé✓", true, true, true},
+		{"ünïcödé ✓", true, true, false},
+	}
+	for _, c := range cases {
+		if got := safetext.Text(c.s) == nil; got != c.text {
+			t.Errorf("Text(%q) accepted=%v", c.s, got)
+		}
+		if got := safetext.Line(c.s) == nil; got != c.line {
+			t.Errorf("Line(%q) accepted=%v", c.s, got)
+		}
+		if got := safetext.Token(c.s) == nil; got != c.token {
+			t.Errorf("Token(%q) accepted=%v", c.s, got)
+		}
+	}
+	var e *safetext.Error
+	if err := safetext.Line("a\r\nb"); !errors.As(err, &e) || !strings.Contains(err.Error(), "line break") {
+		t.Fatalf("CRLF: %v", err)
+	}
+	if err := safetext.Text("a\x00"); err == nil || !strings.Contains(err.Error(), "NUL") {
+		t.Fatalf("NUL: %v", err)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	ok := []string{
+		`{"a":"plain","b":["x\ty","l1\nl2\r\n"],"c":{"d":1,"e":null,"f":true}}`,
+		`{"escaped backslash":"\\u0000 is text here","quote":"\"\\"}`,
+		`{"emoji":"\ud83d\ude00","u":"\u00e9"}`,
+		`[1,2,3]`,
+	}
+	for _, s := range ok {
+		if err := safetext.JSON([]byte(s)); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+	bad := map[string]string{
+		`{"title":"a\u0000b"}`:               `field "title" contains a NUL`,
+		`{"x":{"items":["ok","\u001b[2J"]}}`: `field "x.items[1]" contains a control character (U+001B)`,
+		`{"text":"form\ffeed"}`:              `field "text" contains a control character (U+000C)`,
+		`{"name":"back\bspace"}`:             `field "name" contains a control character (U+0008)`,
+		"{\"raw\":\"del\x7f\"}":              `field "raw" contains a control character (U+007F)`,
+		"{\"c1\":\"next\u0085line\"}":        `field "c1" contains a control character (U+0085)`,
+		`{"k\u0000":"v"}`:                    `contains a NUL`,
+		`"\u0007"`:                           `contains a control character (U+0007)`,
+	}
+	for s, want := range bad {
+		err := safetext.JSON([]byte(s))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", s, err, want)
+		}
+	}
+}
