@@ -27,6 +27,10 @@ func (s *Server) routes() {
 	s.Handle("POST /api/companies/{companyId}/members", s.addMember)
 	s.Handle("GET /api/companies/{companyId}/members", s.listMembers)
 	s.Handle("POST /api/companies/{companyId}/board-keys", s.createBoardKey)
+	s.Handle("DELETE /api/companies/{companyId}/members/{userId}", s.removeMember)
+	s.Handle("GET /api/companies/{companyId}/board-keys", s.listCompanyBoardKeys)
+	s.Handle("GET /api/board-keys", s.listBoardKeys)
+	s.Handle("DELETE /api/board-keys/{keyId}", s.revokeBoardKey)
 
 	s.Handle("POST /api/companies/{companyId}/agents", s.createAgent)
 	s.Handle("GET /api/companies/{companyId}/agents", companyList(s, s.Store.ListAgents))

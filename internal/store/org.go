@@ -205,28 +205,47 @@ func (s *Store) ListMembers(ctx context.Context, q db.Querier, companyID string)
 	return out, rows.Err()
 }
 
-// CreateBoardKey stores a new board API key for userID (scoped to companyID
-// when not empty) and returns it with its one-time plaintext token.
-func (s *Store) CreateBoardKey(ctx context.Context, q db.Querier, userID, companyID, name string) (domain.BoardAPIKey, string, error) {
-	token := RandomToken("pcb_")
-	k := domain.BoardAPIKey{ID: NewID(), UserID: userID, CompanyID: companyID, Name: name, CreatedAt: s.Now()}
-	_, err := q.ExecContext(ctx, `INSERT INTO board_api_keys (id, user_id, company_id, name, token_hash, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, k.ID, userID, nullString(companyID), name, HashToken(token), k.CreatedAt)
-	if err != nil {
-		return k, "", fmt.Errorf("create board key: %w", err)
+// ErrLastOwner refuses a change that would leave a company without an
+// owner (a conflict: the company's other memberships decide it).
+var ErrLastOwner = fmt.Errorf("%w: a company must keep an owner; make another member owner first", ErrConflict)
+
+// LockMemberships serializes membership changes of a company inside tx
+// and returns userID's current membership (ErrNotFound when none). When
+// the change would take userID's owner role away (newRole is not owner;
+// "" means removal) and userID is the last owner, it returns ErrLastOwner.
+func (s *Store) LockMemberships(ctx context.Context, tx *sql.Tx, companyID, userID, newRole string) (domain.Membership, error) {
+	// Why lock the company row: two concurrent demotions of two owners
+	// would each count the other and leave none. On PostgreSQL the row
+	// lock orders them; SQLite's single writer (BEGIN IMMEDIATE) already
+	// does.
+	var id string
+	if err := tx.QueryRowContext(ctx, `SELECT id FROM companies WHERE id = $1`+s.DB.ForUpdate(), companyID).Scan(&id); err != nil {
+		return domain.Membership{}, notFound("get company", err)
 	}
-	return k, token, nil
+	m, err := s.GetMembership(ctx, tx, companyID, userID)
+	if err != nil || m.Role != domain.RoleOwner || newRole == domain.RoleOwner {
+		return m, err
+	}
+	var owners int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM company_memberships WHERE company_id = $1 AND role = $2`,
+		companyID, domain.RoleOwner).Scan(&owners); err != nil {
+		return m, fmt.Errorf("count owners: %w", err)
+	}
+	if owners <= 1 {
+		return m, ErrLastOwner
+	}
+	return m, nil
 }
 
-// LookupBoardKey returns the active board key whose token hashes to hash.
-func (s *Store) LookupBoardKey(ctx context.Context, q db.Querier, hash string) (domain.BoardAPIKey, error) {
-	var k domain.BoardAPIKey
-	var company sql.NullString
-	err := q.QueryRowContext(ctx, `SELECT id, user_id, company_id, name, created_at FROM board_api_keys
-		WHERE token_hash = $1 AND revoked_at IS NULL`, hash).Scan(&k.ID, &k.UserID, &company, &k.Name, &k.CreatedAt)
-	if err != nil {
-		return k, notFound("lookup board key", err)
+// DeleteMembership removes a user from a company and revokes the user's
+// board keys scoped to it.
+func (s *Store) DeleteMembership(ctx context.Context, tx *sql.Tx, companyID, userID string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM company_memberships WHERE company_id = $1 AND user_id = $2`, companyID, userID); err != nil {
+		return fmt.Errorf("delete membership: %w", err)
 	}
-	k.CompanyID = company.String
-	return k, nil
+	if _, err := tx.ExecContext(ctx, `UPDATE board_api_keys SET revoked_at = $3 WHERE company_id = $1 AND user_id = $2 AND revoked_at IS NULL`,
+		companyID, userID, s.Now()); err != nil {
+		return fmt.Errorf("revoke member keys: %w", err)
+	}
+	return nil
 }
