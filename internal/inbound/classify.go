@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // PublicationHeader is the header our own outbound messages carry; a
@@ -81,17 +82,27 @@ func automatic(m *agentmail.Message) bool {
 	return false
 }
 
-// own reports whether m is our own outbound mail: labelled sent by the
-// provider, carrying our publication header, or sent from the inbox's own
-// address (field-lessons §2 item 9: an agent mailing itself must not loop).
-func own(m *agentmail.Message, address string) bool {
-	if hasLabel(m.Labels, "sent") {
-		return true
-	}
-	if v, ok := m.Header(PublicationHeader); ok && strings.TrimSpace(v) != "" {
+// own reports whether m is our own outbound mail, judged by what a sender
+// cannot forge: the provider's sent label, or published (m is the provider
+// message of one of our publications, see publicationClaim). Mail from the
+// inbox's own address counts too (an agent mailing itself must not loop);
+// a forged From of our address fails the provider's sender
+// authentication and is filtered as unauthenticated before this. Our
+// publication header alone proves nothing: anyone can write it.
+func own(m *agentmail.Message, address string, published bool) bool {
+	if hasLabel(m.Labels, "sent") || published {
 		return true
 	}
 	return address != "" && strings.EqualFold(senderAddress(m.From), address)
+}
+
+// publicationClaim returns the publication id m's publication header
+// names, when it has the shape of one. It is only a claim: the caller
+// checks that the named publication produced exactly this provider message.
+func publicationClaim(m *agentmail.Message) (string, bool) {
+	v, ok := m.Header(PublicationHeader)
+	v = strings.TrimSpace(v)
+	return v, ok && store.ValidID(v)
 }
 
 // senderAddress returns the lower-cased bare address of a From value such

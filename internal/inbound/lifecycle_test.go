@@ -128,8 +128,9 @@ func TestFilteredAndAutomaticMail(t *testing.T) {
 }
 
 // Field lesson 9: our own mail never creates or advances a task: mail from
-// the inbox's own address, mail with our publication header and
-// sent-labelled mail are retained as context at most, and never wake.
+// the inbox's own address is retained as context at most and never wakes.
+// A publication header alone proves nothing (issue 9 item 16): a reply
+// carrying one that names no publication of ours wakes like any reply.
 func TestOwnMailNeverWakes(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := newEnv(t, url, "selfie", nil)
@@ -140,14 +141,54 @@ func TestOwnMailNeverWakes(t *testing.T) {
 
 		first := e.deliver(emulator.DeliverRequest{Subject: "Customer", Text: "Question"})
 		e.settled(2)
-		e.deliver(emulator.DeliverRequest{Subject: "Re: Customer", Text: "Echo of our reply", InReplyTo: first.MessageID,
-			Headers: map[string]string{inbound.PublicationHeader: testkit.NewUUID()}})
 		e.deliver(emulator.DeliverRequest{From: e.Address, Subject: "Re: Customer", Text: "Our own copy", InReplyTo: first.MessageID})
+		e.settled(3)
+		mustEqual(t, "wakes before the forged header", len(e.wakes()), 1)
+		e.deliver(emulator.DeliverRequest{Subject: "Re: Customer", Text: "Forged echo", InReplyTo: first.MessageID,
+			Headers: map[string]string{inbound.PublicationHeader: testkit.NewUUID()}})
 		e.settled(4)
 		tasks := e.tasks()
 		mustEqual(t, "tasks", len(tasks), 1)
 		mustEqual(t, "retained", len(e.messages(tasks[0].ID)), 3)
-		mustEqual(t, "wakes", len(e.wakes()), 1)
+		mustEqual(t, "wakes", len(e.wakes()), 2)
+	})
+}
+
+// Issue 9 item 16: an outside sender who copies the publication id of a
+// mail we really sent into X-Paperclip-Publication-Id still gets a task and
+// a wake; only the provider message of that publication counts as ours.
+func TestForgedPublicationHeaderStillWakes(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e := newEnv(t, url, "ours", nil)
+		e.waitSocket()
+		parent := testkit.ID(e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/issues", map[string]any{"title": "Outreach"}, 201))
+		key := testkit.NewUUID()
+		e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/email/send", map[string]any{"endpointId": e.EpID, "parentIssueId": parent,
+			"to": []string{"jane@example.com"}, "subject": "Hello Jane", "text": "Hi", "idempotencyKey": key}, 202)
+		var providerID string
+		testkit.Eventually(t, wait, "the send to be accepted by the provider", func() bool {
+			d := e.Board.JSON("GET", "/api/companies/"+e.CompanyID+"/email/deliveries/"+key, nil, 200)
+			providerID, _ = d["providerMessageId"].(string)
+			return providerID != ""
+		})
+		// A second inbox of ours receives the mails under test.
+		other := &env{EmailEnv: e.EmailEnv, t: t}
+		other.connect("theirs", nil)
+		testkit.Eventually(t, wait, "two sockets", func() bool { return e.Em.WebSocketCount() == 2 })
+		tasks0, wakes0 := len(e.tasks()), len(e.wakes())
+
+		other.deliver(emulator.DeliverRequest{From: "Jane <jane@example.com>", Subject: "Please act", Text: "Do it",
+			Headers: map[string]string{inbound.PublicationHeader: key}})
+		other.settled(1)
+		mustEqual(t, "a task for the forged header", len(e.tasks()), tasks0+1)
+		mustEqual(t, "a wake for the forged header", len(e.wakes()), wakes0+1)
+
+		// The genuine provider message of our publication is ours.
+		other.deliver(emulator.DeliverRequest{From: "Ours <" + e.Address + ">", Subject: "Hello Jane", Text: "Hi", MessageID: providerID,
+			Headers: map[string]string{inbound.PublicationHeader: key}})
+		other.settled(2)
+		mustEqual(t, "no task for our own message", len(e.tasks()), tasks0+1)
+		mustEqual(t, "no wake for our own message", len(e.wakes()), wakes0+1)
 	})
 }
 

@@ -220,7 +220,12 @@ func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult,
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		f := facts{receipt: !in.received, known: err == nil, automatic: automatic(msg), own: own(msg, ep.Address), status: status}
+		known := err == nil
+		published, err := w.ourPublication(ctx, tx, msg)
+		if err != nil {
+			return err
+		}
+		f := facts{receipt: !in.received, known: known, automatic: automatic(msg), own: own(msg, ep.Address, published), status: status}
 		commentID := ""
 		for {
 			a := decide(f)
@@ -371,4 +376,23 @@ func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbo
 		out = append(out, msg)
 	}
 	return out, nil
+}
+
+// ourPublication reports whether msg is the provider message of the
+// publication its header names. The header is forgeable; the provider
+// message id recorded when our send was accepted is not, so an outside
+// sender copying a publication id it saw in our mail is still a sender.
+func (w *Worker) ourPublication(ctx context.Context, tx *sql.Tx, msg *agentmail.Message) (bool, error) {
+	id, ok := publicationClaim(msg)
+	if !ok || msg.MessageID == "" {
+		return false, nil
+	}
+	p, err := w.st.GetPublication(ctx, tx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return p.ProviderMessageID == msg.MessageID, nil
 }
