@@ -204,6 +204,21 @@ func (s *Server) SetDeliveryDelay(d time.Duration) {
 	s.mu.Unlock()
 }
 
+// SetMaxPageSize caps every list page at n items (n <= 0 restores the
+// default of 100), so tests can exercise pagination with a few messages.
+func (s *Server) SetMaxPageSize(n int) {
+	s.pageMax.Store(int64(max(n, 0)))
+}
+
+// SetClockOffset shifts the emulator's clock by d: messages received while
+// it is set get created_at = now + d. A negative offset models mail the
+// provider accepted earlier but made visible only now (a late receipt).
+func (s *Server) SetClockOffset(d time.Duration) {
+	s.mu.Lock()
+	s.state.clockOffset = d
+	s.mu.Unlock()
+}
+
 // SetWebhookRetryDelays sets the webhook attempt schedule: one attempt per
 // entry, each after waiting that long. An empty schedule restores the
 // default.
@@ -425,8 +440,10 @@ func (s *Server) controlRoutes() http.Handler {
 	})
 	mux.HandleFunc("PUT /_emulator/settings", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
-			DeliveryDelayMS      *int  `json:"delivery_delay_ms"`
-			WebhookRetryDelaysMS []int `json:"webhook_retry_delays_ms"`
+			DeliveryDelayMS      *int   `json:"delivery_delay_ms"`
+			WebhookRetryDelaysMS []int  `json:"webhook_retry_delays_ms"`
+			MaxPageSize          *int   `json:"max_page_size"`
+			ClockOffsetMS        *int64 `json:"clock_offset_ms"`
 		}
 		if !decode(w, r, &req) {
 			return
@@ -441,8 +458,15 @@ func (s *Server) controlRoutes() http.Handler {
 			}
 			s.SetWebhookRetryDelays(ds)
 		}
+		if req.MaxPageSize != nil {
+			s.SetMaxPageSize(*req.MaxPageSize)
+		}
+		if req.ClockOffsetMS != nil {
+			s.SetClockOffset(time.Duration(*req.ClockOffsetMS) * time.Millisecond)
+		}
 		s.mu.Lock()
-		resp := map[string]any{"delivery_delay_ms": s.state.deliveryDelay.Milliseconds()}
+		resp := map[string]any{"delivery_delay_ms": s.state.deliveryDelay.Milliseconds(),
+			"max_page_size": s.pageMax.Load(), "clock_offset_ms": s.state.clockOffset.Milliseconds()}
 		ms := []int64{}
 		for _, d := range s.state.retryDelays {
 			ms = append(ms, d.Milliseconds())

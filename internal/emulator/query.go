@@ -78,6 +78,9 @@ func (c *call) listParams() (listParams, error) {
 		}
 		lp.limit = min(n, maxLimit)
 	}
+	if m := int(c.s.pageMax.Load()); m > 0 {
+		lp.limit = min(lp.limit, m)
+	}
 	var err error
 	if lp.asc, err = c.boolParam("ascending"); err != nil {
 		return lp, err

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -66,6 +67,11 @@ type Server struct {
 	// stalled fault cannot block other requests.
 	mu    sync.Mutex
 	state state
+
+	// pageMax is the largest page a list returns (0: the default
+	// maxLimit). It is atomic because list parameters are parsed before
+	// the state lock is taken.
+	pageMax atomic.Int64
 }
 
 // Start listens on opts.Listen (and opts.SMTPListen when set) and serves the

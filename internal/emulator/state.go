@@ -25,6 +25,7 @@ type fileRef struct {
 type state struct {
 	seq           uint64
 	now           func() time.Time
+	clockOffset   time.Duration // added to the wall clock (tests: late receipts)
 	deliveryDelay time.Duration
 	retryDelays   []time.Duration
 
@@ -51,7 +52,7 @@ type state struct {
 const maxRecorded = 10000
 
 func (st *state) init(delay time.Duration) {
-	st.now = func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+	st.now = func() time.Time { return time.Now().Add(st.clockOffset).UTC().Truncate(time.Millisecond) }
 	st.deliveryDelay = delay
 	st.retryDelays = defaultRetryDelays()
 	st.orgs = map[string]*organization{}

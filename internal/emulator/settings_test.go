@@ -1,0 +1,38 @@
+package emulator
+
+import (
+	"testing"
+	"time"
+)
+
+// The test settings: a small page cap pages every listing, and a clock
+// offset stamps received mail with an earlier created_at (a late receipt).
+func TestPageCapAndClockOffset(t *testing.T) {
+	t.Parallel()
+	s, key := startTest(t, Options{})
+	in := createInbox(t, s, key, "pager")
+	r := control(t, s, "PUT", "/_emulator/settings", map[string]any{"max_page_size": 2, "clock_offset_ms": -180000})
+	if r.status != 200 || r.body["max_page_size"].(float64) != 2 || r.body["clock_offset_ms"].(float64) != -180000 {
+		t.Fatalf("settings: %d %s", r.status, r.raw)
+	}
+	before := time.Now()
+	for _, subj := range []string{"a", "b", "c"} {
+		deliver(t, s, in, map[string]any{"from": "x@example.com", "subject": subj, "text": "t"})
+	}
+	page := mustCall(t, s, key, "GET", "/inboxes/"+esc(in)+"/messages?limit=50", nil, 200)
+	if page.body["count"].(float64) != 2 || page.str("next_page_token") == "" {
+		t.Fatalf("capped page: %s", page.raw)
+	}
+	created, err := time.Parse(time.RFC3339, page.list("messages")[0].(map[string]any)["created_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := before.Sub(created); d < 170*time.Second || d > 200*time.Second {
+		t.Fatalf("created_at %s is %s before the delivery, want about 3 minutes", created, d)
+	}
+	control(t, s, "PUT", "/_emulator/settings", map[string]any{"max_page_size": 0, "clock_offset_ms": 0})
+	page = mustCall(t, s, key, "GET", "/inboxes/"+esc(in)+"/messages", nil, 200)
+	if page.body["count"].(float64) != 3 {
+		t.Fatalf("uncapped page: %s", page.raw)
+	}
+}
