@@ -156,6 +156,33 @@ func (s *Server) DropWebSockets() int { return s.hub.dropAll() }
 // WebSocketCount returns the number of live WebSocket connections.
 func (s *Server) WebSocketCount() int { return s.hub.count() }
 
+// SubscribedCount returns the number of live WebSockets whose subscription
+// would receive a message.received event of the inbox with address
+// inboxID: subscribed, in the key's scope, and not filtered away by
+// inbox_ids/pod_ids. It lets a client wait until a live connection is
+// really listening, which the connection count alone does not say.
+func (s *Server) SubscribedCount(inboxID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ib := s.state.lookupInbox(inboxID)
+	if ib == nil {
+		return 0
+	}
+	ev := &event{orgID: ib.orgID, podID: ib.podID, inboxID: ib.id, typ: evReceived}
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	n := 0
+	for sub := range s.hub.subs {
+		sub.mu.Lock()
+		if sub.subscribed && eventWanted(sub.eventTypes, ev.typ) &&
+			scopeMatches(ev, sub.orgID, sub.podID, sub.inboxID, sub.inboxIDs, sub.podIDs) {
+			n++
+		}
+		sub.mu.Unlock()
+	}
+	return n
+}
+
 // VerifyDomain marks a custom domain VERIFIED and emits domain.verified.
 func (s *Server) VerifyDomain(name string) error {
 	s.mu.Lock()
@@ -410,7 +437,11 @@ func (s *Server) controlRoutes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]int{"dropped": s.DropWebSockets()})
 	})
 	mux.HandleFunc("GET /_emulator/websockets", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]int{"count": s.WebSocketCount()})
+		out := map[string]int{"count": s.WebSocketCount()}
+		if inbox := r.URL.Query().Get("inbox_id"); inbox != "" {
+			out["subscribed"] = s.SubscribedCount(inbox)
+		}
+		writeJSON(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("POST /_emulator/domains/{domain}/verify", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()

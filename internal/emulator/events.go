@@ -211,11 +211,19 @@ func defaultRetryDelays() []time.Duration {
 	return []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
 }
 
-var webhookClient = &http.Client{
-	Timeout: 15 * time.Second,
-	CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
-	},
+// newWebhookClient returns the client of webhook deliveries: a 15 s
+// timeout and no redirects, like Svix.
+func newWebhookClient(rt http.RoundTripper) *http.Client {
+	if rt == nil {
+		rt = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	return &http.Client{
+		Transport: rt,
+		Timeout:   15 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
 }
 
 // signSvix returns the svix-signature value for a payload.
@@ -249,7 +257,7 @@ func (s *Server) scheduleWebhookLocked(wh *webhook, ev *event) {
 			if !alive {
 				return
 			}
-			code, err := deliverWebhook(ctx, url, secret, svixID, headers, ev.payload)
+			code, err := deliverWebhook(ctx, s.webhooks, url, secret, svixID, headers, ev.payload)
 			ok := err == nil && code >= 200 && code < 300
 			att := WebhookAttempt{WebhookID: whID, URL: url, SvixID: svixID, EventID: ev.id, EventType: ev.typ, Attempt: i + 1, StatusCode: code, Succeeded: ok, At: time.Now().UTC()}
 			if err != nil {
@@ -265,7 +273,7 @@ func (s *Server) scheduleWebhookLocked(wh *webhook, ev *event) {
 	})
 }
 
-func deliverWebhook(ctx context.Context, url, secret, svixID string, headers map[string]string, body []byte) (int, error) {
+func deliverWebhook(ctx context.Context, client *http.Client, url, secret, svixID string, headers map[string]string, body []byte) (int, error) {
 	now := time.Now().Unix()
 	sig, err := signSvix(secret, svixID, now, body)
 	if err != nil {
@@ -283,7 +291,7 @@ func deliverWebhook(ctx context.Context, url, secret, svixID string, headers map
 	req.Header.Set("svix-id", svixID)
 	req.Header.Set("svix-timestamp", strconv.FormatInt(now, 10))
 	req.Header.Set("svix-signature", sig)
-	resp, err := webhookClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("post webhook: %w", err)
 	}

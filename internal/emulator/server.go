@@ -42,6 +42,10 @@ type Options struct {
 	DeliveryDelay time.Duration
 	// Logger receives diagnostic logs; nil discards them.
 	Logger *slog.Logger
+	// WebhookTransport carries webhook deliveries; nil means a clone of
+	// http.DefaultTransport. Tests pass the transport of a loopback TLS
+	// server standing in front of the receiver (the public HTTPS URL).
+	WebhookTransport http.RoundTripper
 }
 
 // Server is a running emulator. All methods are safe for concurrent use.
@@ -72,6 +76,8 @@ type Server struct {
 	// maxLimit). It is atomic because list parameters are parsed before
 	// the state lock is taken.
 	pageMax atomic.Int64
+
+	webhooks *http.Client
 }
 
 // Start listens on opts.Listen (and opts.SMTPListen when set) and serves the
@@ -103,12 +109,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		log:     logger,
-		ln:      ln,
-		baseURL: "http://" + ln.Addr().String(),
-		ctx:     sctx,
-		cancel:  cancel,
-		hub:     newHub(),
+		log:      logger,
+		ln:       ln,
+		baseURL:  "http://" + ln.Addr().String(),
+		ctx:      sctx,
+		cancel:   cancel,
+		webhooks: newWebhookClient(opts.WebhookTransport),
+		hub:      newHub(),
 	}
 	s.state.init(delay)
 	if len(opts.APIKeys) > 0 {

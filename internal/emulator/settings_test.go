@@ -36,3 +36,25 @@ func TestPageCapAndClockOffset(t *testing.T) {
 		t.Fatalf("uncapped page: %s", page.raw)
 	}
 }
+
+// SubscribedCount counts only subscriptions that would receive the inbox's
+// mail: a connection that has not subscribed yet, or one filtered to
+// another inbox, does not count.
+func TestSubscribedCount(t *testing.T) {
+	t.Parallel()
+	s, key := startTest(t, Options{})
+	a := createInbox(t, s, key, "subs-a")
+	b := createInbox(t, s, key, "subs-b")
+	conn := dialWS(t, s, key)
+	if n := s.SubscribedCount(a); n != 0 {
+		t.Fatalf("before subscribe: subscribed %d", n)
+	}
+	conn.subscribe(t, map[string]any{"type": "subscribe", "inbox_ids": []string{b}})
+	if s.SubscribedCount(a) != 0 || s.SubscribedCount(b) != 1 {
+		t.Fatalf("filtered: a %d, b %d", s.SubscribedCount(a), s.SubscribedCount(b))
+	}
+	r := control(t, s, "GET", "/_emulator/websockets?inbox_id="+esc(b), nil)
+	if r.body["subscribed"].(float64) != 1 || r.body["count"].(float64) != 1 {
+		t.Fatalf("control: %s", r.raw)
+	}
+}
