@@ -211,12 +211,16 @@ type PublicationSummary struct {
 	ProviderMessageID *string         `json:"providerMessageId"`
 	Request           json.RawMessage `json:"request"`
 	CreatedAt         time.Time       `json:"createdAt"`
+	// SentAt is when the provider accepted the send; DeliveredAt when its
+	// delivery receipt arrived.
+	SentAt      *time.Time `json:"sentAt"`
+	DeliveredAt *time.Time `json:"deliveredAt"`
 }
 
 // Summary presents a publication.
 func Summary(p store.EmailPublication) PublicationSummary {
 	out := PublicationSummary{ID: p.ID, IssueID: p.IssueID, ConversationID: p.ConversationID, EndpointID: p.EndpointID,
-		Outcome: p.Outcome, Request: p.Request, CreatedAt: p.CreatedAt}
+		Outcome: p.Outcome, Request: p.Request, CreatedAt: p.CreatedAt, SentAt: p.PublishedAt, DeliveredAt: p.DeliveredAt}
 	if p.Error != "" {
 		e := p.Error
 		out.Error = &e

@@ -227,3 +227,11 @@ func (s *Store) ExistingDeduplicationKeys(ctx context.Context, q db.Querier, end
 	}
 	return out, nil
 }
+
+// ListDeliveriesByConversation returns the deliveries bound to a
+// conversation in admission order (received_at, then id), for the stage
+// timestamps of a task's mail.
+func (s *Store) ListDeliveriesByConversation(ctx context.Context, q db.Querier, conversationID string) ([]EmailDelivery, error) {
+	return queryAll(ctx, q, "list conversation deliveries", scanDelivery, `SELECT `+deliveryCols+` FROM email_deliveries
+		WHERE conversation_id = $1 ORDER BY received_at, id`, conversationID)
+}

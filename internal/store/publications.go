@@ -33,26 +33,29 @@ type EmailPublication struct {
 	Outcome        string
 	Attachments    json.RawMessage
 	FirstAttemptAt *time.Time
+	// DeliveredAt is when the delivery receipt set the outcome delivered.
+	DeliveredAt *time.Time
 }
 
 const pubCols = `p.id, p.company_id, p.endpoint_id, p.conversation_id, p.issue_id, p.state, p.provider_message_id,
 	p.provider_thread_id, p.attempts, p.redacted_error, p.next_attempt_at, p.published_at, p.created_at,
-	s.request, s.actor, s.digest, s.outcome, s.attachments, s.first_attempt_at`
+	s.request, s.actor, s.digest, s.outcome, s.attachments, s.first_attempt_at, s.delivered_at`
 
 const pubFrom = ` FROM email_publications p JOIN email_sends s ON s.publication_id = p.id`
 
 func scanPublication(row rowScanner) (EmailPublication, error) {
 	var p EmailPublication
 	var msgID, threadID, errText sql.NullString
-	var next, published, first sql.NullTime
+	var next, published, first, delivered sql.NullTime
 	var req, actor, atts []byte
 	err := row.Scan(&p.ID, &p.CompanyID, &p.EndpointID, &p.ConversationID, &p.IssueID, &p.State, &msgID, &threadID,
-		&p.Attempts, &errText, &next, &published, &p.CreatedAt, &req, &actor, &p.Digest, &p.Outcome, &atts, &first)
+		&p.Attempts, &errText, &next, &published, &p.CreatedAt, &req, &actor, &p.Digest, &p.Outcome, &atts, &first, &delivered)
 	if err != nil {
 		return p, err
 	}
 	p.ProviderMessageID, p.ProviderThreadID, p.Error = msgID.String, threadID.String, errText.String
 	p.NextAttemptAt, p.PublishedAt, p.FirstAttemptAt = timePtr(next), timePtr(published), timePtr(first)
+	p.DeliveredAt = timePtr(delivered)
 	p.CreatedAt = p.CreatedAt.UTC()
 	p.Request, p.Actor, p.Attachments = rawJSON(req), rawJSON(actor), rawJSON(atts)
 	return p, nil
@@ -148,10 +151,16 @@ func (s *Store) SetPublicationState(ctx context.Context, q db.Querier, id, state
 }
 
 // SetSendOutcome writes the user-facing outcome when the current outcome is
-// one of from (empty from means unconditionally).
+// one of from (empty from means unconditionally). The first change to
+// delivered records delivered_at.
 func (s *Store) SetSendOutcome(ctx context.Context, q db.Querier, id, outcome string, from ...string) (bool, error) {
-	query := `UPDATE email_sends SET outcome = $2, updated_at = $3 WHERE publication_id = $1`
-	args := []any{id, outcome, s.Now()}
+	var delivered *time.Time
+	now := s.Now()
+	if outcome == "delivered" {
+		delivered = &now
+	}
+	query := `UPDATE email_sends SET outcome = $2, updated_at = $3, delivered_at = COALESCE(delivered_at, $4) WHERE publication_id = $1`
+	args := []any{id, outcome, now, nullTime(delivered)}
 	if len(from) > 0 {
 		query += ` AND outcome IN (`
 		for i, f := range from {
