@@ -79,6 +79,6 @@ func newEmailCmd() *cobra.Command {
 	for _, c := range []*cobra.Command{sendCmd, replyCmd} {
 		c.Flags().String("file", "", "JSON request file, or - for stdin")
 	}
-	cmd.AddCommand(inboxes, thread, sendCmd, replyCmd, delivery)
+	cmd.AddCommand(inboxes, thread, sendCmd, replyCmd, delivery, newQualifyCmd())
 	return cmd
 }
