@@ -55,6 +55,13 @@ type Config struct {
 	// BodyReadTimeout bounds how long a request body may take to arrive
 	// once its headers are in (slow-body clients are cut off).
 	BodyReadTimeout time.Duration
+	// Email timing overrides, for tests and drills that must see lease
+	// expiry, catch-up or reconnects within seconds; zero keeps the
+	// defaults (90 s leases, catch-up every 60 s, reconnect backoff from
+	// 2 s). PAPERCLIP_EMAIL_LEASE_TTL, _CATCHUP_INTERVAL, _RECONNECT_MIN.
+	EmailLeaseTTL        time.Duration
+	EmailCatchupInterval time.Duration
+	EmailReconnectMin    time.Duration
 }
 
 // Flags holds the raw flag values; empty means "not given".
@@ -140,6 +147,22 @@ func Load(f Flags, getenv Getenv) (Config, error) {
 			return c, errors.New("config: PAPERCLIP_AGENTMAIL_TIMEOUT must be a duration of at least 100ms")
 		}
 		c.AgentMailTimeout = d
+	}
+	for _, o := range []struct {
+		env string
+		dst *time.Duration
+	}{
+		{"PAPERCLIP_EMAIL_LEASE_TTL", &c.EmailLeaseTTL},
+		{"PAPERCLIP_EMAIL_CATCHUP_INTERVAL", &c.EmailCatchupInterval},
+		{"PAPERCLIP_EMAIL_RECONNECT_MIN", &c.EmailReconnectMin},
+	} {
+		if v := getenv(o.env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return c, fmt.Errorf("config: %s must be a positive duration such as 5s", o.env)
+			}
+			*o.dst = d
+		}
 	}
 	if v := getenv("PAPERCLIP_SHUTDOWN_GRACE"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -105,12 +105,6 @@ func (s *Service) stopEndpoint(ctx context.Context, tx *sql.Tx, ep *domain.Email
 	return s.Store.UpdateEndpoint(ctx, tx, ep)
 }
 
-func (s *Service) stopped(id string) {
-	if s.OnStopped != nil {
-		s.OnStopped(id)
-	}
-}
-
 // Control pauses, resumes or removes (disconnects) an endpoint.
 func (s *Service) Control(ctx context.Context, a authz.Actor, endpointID, action string) (domain.EmailEndpointSummary, error) {
 	var zero domain.EmailEndpointSummary
@@ -144,12 +138,9 @@ func (s *Service) Control(ctx context.Context, a authz.Actor, endpointID, action
 		}
 		return err
 	})
-	s.stopped(endpointID)
+	s.changed()
 	if err != nil {
 		return zero, err
-	}
-	if ep.Status == domain.EndpointActive && s.OnActivated != nil {
-		s.OnActivated(ep.ID)
 	}
 	return s.Summary(ctx, ep), nil
 }
@@ -321,7 +312,7 @@ func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID strin
 		if err != nil {
 			return err
 		}
-		s.stopped(ep.ID)
+		s.changed()
 		if !s.cleanupProvider(ctx, ep, oldWebhook, oldKey, oldControl) {
 			s.Log.Warn("reconnect could not remove old provider registrations", "endpoint", ep.ID)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/vault"
 )
@@ -33,8 +34,8 @@ const (
 	PathWebhookSecret = "credentials.webhookSecret"
 )
 
-// Service implements the email channel's operator side.
-type Service struct {
+// Options configure the email channel.
+type Options struct {
 	Store  *store.Store
 	Vault  *vault.Vault
 	Authz  *authz.Service
@@ -45,20 +46,38 @@ type Service struct {
 	Client *agentmail.Client
 	// Holder names this process in leases.
 	Holder string
-	// WorkLeaseTTL bounds setup/control operations.
+	// WorkLeaseTTL bounds setup/control operations (default 2 minutes).
 	WorkLeaseTTL time.Duration
-	// OnActivated is told when an endpoint becomes active (start receiving).
-	OnActivated func(endpointID string)
-	// OnStopped is told when an endpoint stops (close its socket).
-	OnStopped func(endpointID string)
+	// Changed are signalled after an inbox starts or stops (setup,
+	// reconnect, pause, resume, disconnect): the receiving and sending
+	// workers' work signals, which then look at the inbox again.
+	Changed []notify.Signal
 }
 
-// New returns a Service; client must be configured with the provider base URL.
-func New(st *store.Store, v *vault.Vault, az *authz.Service, cfg config.Config, client *agentmail.Client, log *slog.Logger, holder string) *Service {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// Service is the email channel's core: credentials and their grants,
+// inbox setup and lifecycle, and the checks the receiving and sending
+// pipelines call before they act (ActiveEndpoint, CheckActive).
+type Service struct {
+	Options
+}
+
+// New returns a Service; o.Client must be configured with the provider
+// base URL.
+func New(o Options) *Service {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{Store: st, Vault: v, Authz: az, Config: cfg, Log: log, Client: client, Holder: holder, WorkLeaseTTL: 2 * time.Minute}
+	if o.WorkLeaseTTL <= 0 {
+		o.WorkLeaseTTL = 2 * time.Minute
+	}
+	return &Service{Options: o}
+}
+
+// changed signals the pipelines that an inbox started or stopped.
+func (s *Service) changed() {
+	for _, c := range s.Changed {
+		c.Notify()
+	}
 }
 
 // providerError turns a provider failure into the email routes' HTTP error

@@ -509,8 +509,6 @@ func (s *Service) activate(ctx context.Context, a authz.Actor, ep *domain.EmailE
 	if err != nil {
 		return err
 	}
-	if s.OnActivated != nil {
-		s.OnActivated(ep.ID)
-	}
+	s.changed()
 	return nil
 }

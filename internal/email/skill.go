@@ -12,6 +12,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
 )
 
 // SkillName is the runtime name of the email skill.
@@ -119,6 +120,13 @@ func (s *Service) SkillMarkdown(ctx context.Context, ag domain.Agent) (string, e
 	b.WriteString("\n```\n")
 	fmt.Fprintf(&b, "\n<!-- tools revision %s -->\n", hex.EncodeToString(sum[:8]))
 	return b.String(), nil
+}
+
+// PrepareRun is the heartbeat's per-run preparation hook
+// (heartbeat.Options.Prepare): it writes the agentmail skill into the run's
+// skills directory when the agent has an active inbox.
+func (s *Service) PrepareRun(ctx context.Context, spec *heartbeat.RunSpec) error {
+	return s.WriteSkill(ctx, spec.Agent, spec.SkillsDir)
 }
 
 // WriteSkill writes the agent's email skill read-only into dir/agentmail

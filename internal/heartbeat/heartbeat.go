@@ -17,6 +17,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -101,11 +102,13 @@ type Service struct {
 	opts    Options
 	st      *store.Store
 	log     *slog.Logger
-	signal  chan struct{}
+	signal  notify.Signal
 	mu      sync.Mutex
 	active  map[string]context.CancelFunc
 	wg      sync.WaitGroup
 	stopped chan struct{}
+	// cancel stops the scheduling loop (set by Start).
+	cancel context.CancelFunc
 	// runCtx is the parent of every run; cancelled only when the grace
 	// period of a shutdown is over.
 	runCtx    context.Context
@@ -128,23 +131,15 @@ func New(o Options) *Service {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	rc, cancel := context.WithCancel(context.Background())
-	return &Service{opts: o, st: o.Store, log: o.Logger, signal: make(chan struct{}, 1),
+	return &Service{opts: o, st: o.Store, log: o.Logger, signal: notify.New(),
 		active: map[string]context.CancelFunc{}, stopped: make(chan struct{}), runCtx: rc, runCancel: cancel}
 }
-
-// SetPrepare installs the per-run preparation hook (before Start).
-func (s *Service) SetPrepare(fn func(ctx context.Context, spec *RunSpec) error) { s.opts.Prepare = fn }
 
 // RunnerID names this process in leases and run ownership.
 func (s *Service) RunnerID() string { return s.opts.RunnerID }
 
 // Notify nudges the scheduler to look for queued runs now.
-func (s *Service) Notify() {
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
-}
+func (s *Service) Notify() { s.signal.Notify() }
 
 // Wakeup records a wake request for agent as a run (queued, or refused with
 // a reason) and returns it. A repeated idempotency key returns the earlier

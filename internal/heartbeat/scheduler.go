@@ -20,7 +20,8 @@ import (
 const pollInterval = 2 * time.Second
 
 // Start recovers orphaned runs and starts the scheduling loop; it returns
-// once the first recovery pass is done.
+// once the first recovery pass is done. ctx bounds only that startup: the
+// loop runs until Shutdown.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.linkBinary(); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
@@ -28,7 +29,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.sweepOrphans(ctx, s.opts.ExclusiveDatabase); err != nil {
 		return fmt.Errorf("heartbeat: recover orphaned runs: %w", err)
 	}
-	go s.loop(ctx)
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	go s.loop(lctx)
 	s.Notify()
 	return nil
 }
@@ -291,21 +294,30 @@ func (s *Service) sweepOrphans(ctx context.Context, all bool) error {
 
 // Shutdown stops starting runs and waits for running ones to finish; when
 // ctx ends first, the remaining runs are cancelled (their processes are
-// stopped and the runs recorded as cancelled) before it returns.
+// stopped and the runs recorded as cancelled) before it returns. Then it
+// stops the scheduling loop and waits for it.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
+	var err error
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		s.runCancel()
 		<-done
-		return errors.New("heartbeat: shutdown grace period ended; remaining runs cancelled")
+		err = errors.New("heartbeat: shutdown grace period ended; remaining runs cancelled")
 	}
+	if s.cancel != nil {
+		s.cancel()
+		select {
+		case <-s.stopped:
+		case <-ctx.Done():
+		}
+	}
+	return err
 }
 
 // Cancel stops a run executing in this process, if any.

@@ -21,6 +21,8 @@ const (
 	SourceWebSocket = "websocket"
 	SourceWebhook   = "webhook"
 	SourceCatchup   = "catchup"
+	// SourceOutbound admits our own sent message as thread context.
+	SourceOutbound = "outbound"
 )
 
 // notifyChannel is the PostgreSQL channel on which commits that create
@@ -125,6 +127,36 @@ func (w *Worker) AdmitEvent(ctx context.Context, ep domain.EmailEndpoint, ev age
 // inbox fails the whole call with ErrWrongInbox before anything is written.
 func (w *Worker) AdmitEvents(ctx context.Context, ep domain.EmailEndpoint, evs []agentmail.Event, source string) (int, error) {
 	start := time.Now()
+	inserted := 0
+	err := w.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		inserted, err = AdmitTx(ctx, tx, w.st, ep, evs, source)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	per := time.Since(start).Seconds() / float64(len(evs))
+	for range evs {
+		w.m.Admission.WithLabelValues(source).Observe(per)
+	}
+	if inserted > 0 {
+		w.Notify()
+	}
+	if dup := len(evs) - inserted; dup > 0 {
+		w.m.Deliveries.WithLabelValues("duplicate").Add(float64(dup))
+	}
+	return inserted, nil
+}
+
+// AdmitTx admits events of one inbox inside the caller's transaction and
+// returns how many were new: one email_deliveries row per event, with no
+// provider call and no task. It queues the cross-replica work signal
+// (delivered on commit); the caller signals the local worker after commit
+// (Options.Work). An event for another inbox is ErrWrongInbox and an inbox
+// that is not active is email.ErrInboxNotActive, both before anything is
+// written.
+func AdmitTx(ctx context.Context, tx *sql.Tx, st *store.Store, ep domain.EmailEndpoint, evs []agentmail.Event, source string) (int, error) {
 	ds := make([]store.EmailDelivery, 0, len(evs))
 	for _, ev := range evs {
 		if !strings.EqualFold(ev.InboxID, ep.Address) {
@@ -141,53 +173,36 @@ func (w *Worker) AdmitEvents(ctx context.Context, ep domain.EmailEndpoint, evs [
 			DeduplicationKey: ev.DedupKey(), EventKind: "message", Source: source, ProviderThreadID: ev.ThreadID,
 			NormalizedEvent: raw})
 	}
-	inserted := 0
-	err := w.tx(ctx, func(tx *sql.Tx) error {
-		inserted = 0
-		// A cheap status read instead of the full credential check: the
-		// webhook route has already run that check, the socket is closed
-		// when the inbox stops, and processing re-checks everything; this
-		// only keeps a stopping inbox from growing its queue. It is a plain
-		// read on purpose: a shared row lock here would deadlock against a
-		// concurrent admission upgrading to update last_event_at.
-		cur, err := w.st.GetEndpoint(ctx, tx, ep.ID)
-		if err != nil {
-			return err
-		}
-		if cur.Status != domain.EndpointActive {
-			return email.ErrInboxNotActive
-		}
-		for i := range ds {
-			ok, err := w.st.InsertDelivery(ctx, tx, &ds[i])
-			if err != nil {
-				return err
-			}
-			if ok {
-				inserted++
-			}
-		}
-		if inserted == 0 {
-			return nil
-		}
-		if err := w.st.TouchEndpointEvent(ctx, tx, ep.ID); err != nil {
-			return err
-		}
-		return w.notifyTx(ctx, tx)
-	})
+	// A cheap status read instead of the full credential check: the
+	// webhook route has already run that check, the socket is closed when
+	// the inbox stops, and processing re-checks everything; this only keeps
+	// a stopping inbox from growing its queue. It is a plain read on
+	// purpose: a shared row lock here would deadlock against a concurrent
+	// admission upgrading to update last_event_at.
+	cur, err := st.GetEndpoint(ctx, tx, ep.ID)
 	if err != nil {
 		return 0, err
 	}
-	per := time.Since(start).Seconds() / float64(len(ds))
-	for range ds {
-		w.m.Admission.WithLabelValues(source).Observe(per)
+	if cur.Status != domain.EndpointActive {
+		return 0, email.ErrInboxNotActive
 	}
-	if inserted > 0 {
-		w.Notify()
+	inserted := 0
+	for i := range ds {
+		ok, err := st.InsertDelivery(ctx, tx, &ds[i])
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			inserted++
+		}
 	}
-	if dup := len(ds) - inserted; dup > 0 {
-		w.m.Deliveries.WithLabelValues("duplicate").Add(float64(dup))
+	if inserted == 0 {
+		return 0, nil
 	}
-	return inserted, nil
+	if err := st.TouchEndpointEvent(ctx, tx, ep.ID); err != nil {
+		return 0, err
+	}
+	return inserted, st.DB.NotifyTx(ctx, tx, notifyChannel)
 }
 
 // notifyTx queues the cross-replica work signal, delivered only if tx

@@ -45,26 +45,33 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-// ReceiptHandler applies a delivery receipt (message.sent, .delivered,
-// .bounced, .complained or .rejected) to the outbound side inside the
-// processing transaction. msg is the authoritative provider message the
-// receipt refers to. Returning an error rolls the transaction back and
-// retries the delivery later.
-type ReceiptHandler func(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event, msg *agentmail.Message) error
+// Receipts is the send side as receiving sees it; *outbound.Service has
+// both methods. They run inside the receiving transaction: an error rolls
+// it back and the delivery is retried later.
+type Receipts interface {
+	// HandleReceipt applies a receipt (message.sent, .delivered, .bounced,
+	// .complained or .rejected) to the send that produced msg, the
+	// authoritative provider message the receipt refers to.
+	HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event, msg *agentmail.Message) error
+	// BindSent is told about every sent-labelled message of this inbox
+	// found in a thread being received, so the send side can bind it to
+	// its send (by the X-Paperclip-Publication-Id header). Such messages
+	// are retained as context and never wake an agent.
+	BindSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, msg *agentmail.Message) error
+}
 
-// SentMessageHandler is told, inside the processing transaction, about
-// every sent-labelled message of this inbox found in a thread being
-// processed, so the outbound side can bind it to its publication (by the
-// X-Paperclip-Publication-Id header). Such messages are retained as context
-// and never wake an agent.
-type SentMessageHandler func(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, msg *agentmail.Message) error
-
-// WakeFunc records a wake request inside tx; it has the signature of
-// heartbeat.Service.WakeupTx, which is the default.
-type WakeFunc func(ctx context.Context, tx *sql.Tx, agentID string, req heartbeat.WakeRequest) (domain.Run, bool, error)
+// Waker is the heartbeat as receiving sees it; *heartbeat.Service has both
+// methods.
+type Waker interface {
+	// WakeupTx records a wake request inside tx.
+	WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req heartbeat.WakeRequest) (domain.Run, bool, error)
+	// Notify tells the scheduler, after commit, that a run was queued.
+	Notify()
+}
 
 // Timing holds the worker's lease, catch-up and reconnect parameters. Zero
 // fields take the defaults of DefaultTiming.
@@ -155,9 +162,17 @@ func (t Timing) withDefaults() Timing {
 
 // Options configure a Worker.
 type Options struct {
-	Store     *store.Store
-	Email     *email.Service
-	Heartbeat *heartbeat.Service
+	Store *store.Store
+	Email *email.Service
+	// Wake records the agent's wakes (the heartbeat scheduler).
+	Wake Waker
+	// Receipts is the send side; nil marks receipts processed and ignores
+	// our own sent messages.
+	Receipts Receipts
+	// Work wakes the worker: admissions signal it, and so do the email
+	// service when an inbox starts or stops and the send side after
+	// admitting a sent message. nil creates a private signal.
+	Work notify.Signal
 	// Client is the provider client without a key; the worker derives keyed
 	// clients with WithAPIKey.
 	Client *agentmail.Client
@@ -176,24 +191,20 @@ type Options struct {
 	// then belong to a dead predecessor and are cleared at once.
 	ExclusiveDatabase bool
 	Timing            Timing
-	// ReceiptHandler applies receipts; nil marks them processed.
-	ReceiptHandler ReceiptHandler
-	// SentMessageHandler binds our own sent messages; nil ignores them.
-	SentMessageHandler SentMessageHandler
-	// Wake records wakes; nil means Heartbeat.WakeupTx.
-	Wake WakeFunc
 }
 
 // Worker runs the inbound pipeline of one process.
 type Worker struct {
-	o      Options
-	st     *store.Store
-	db     *db.DB
-	q      *countingQuerier
-	log    *slog.Logger
-	m      *Metrics
-	t      Timing
-	signal chan struct{}
+	o   Options
+	st  *store.Store
+	db  *db.DB
+	q   *countingQuerier
+	log *slog.Logger
+	m   *Metrics
+	t   Timing
+	// wakeFn is the wake request function (Options.Wake.WakeupTx, or a
+	// test's stand-in; see export_test.go).
+	wakeFn func(ctx context.Context, tx *sql.Tx, agentID string, req heartbeat.WakeRequest) (domain.Run, bool, error)
 
 	mu      sync.Mutex
 	sockets map[string]*socketState
@@ -213,47 +224,23 @@ func New(o Options) *Worker {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)
 	}
-	if o.Wake == nil && o.Heartbeat != nil {
-		o.Wake = o.Heartbeat.WakeupTx
+	if o.Work == nil {
+		o.Work = notify.New()
 	}
 	w := &Worker{o: o, st: o.Store, db: o.Store.DB, log: o.Logger, m: o.Metrics, t: o.Timing.withDefaults(),
-		signal: make(chan struct{}, 1), sockets: map[string]*socketState{}}
+		sockets: map[string]*socketState{}}
+	if o.Wake != nil {
+		w.wakeFn = o.Wake.WakeupTx
+	}
 	w.q = &countingQuerier{db: o.Store.DB}
 	return w
 }
 
-// SetWake replaces the wake function (tests use it to fail a wake once).
-// Call it before Start or while no delivery is being processed.
-func (w *Worker) SetWake(f WakeFunc) {
+// wakeRequest returns the wake request function.
+func (w *Worker) wakeRequest() func(ctx context.Context, tx *sql.Tx, agentID string, req heartbeat.WakeRequest) (domain.Run, bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.o.Wake = f
-}
-
-func (w *Worker) wakeFunc() WakeFunc {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.o.Wake
-}
-
-// SetReceiptHandler installs the outbound side's receipt hook.
-func (w *Worker) SetReceiptHandler(h ReceiptHandler) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.o.ReceiptHandler = h
-}
-
-// SetSentMessageHandler installs the outbound side's sent-message hook.
-func (w *Worker) SetSentMessageHandler(h SentMessageHandler) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.o.SentMessageHandler = h
-}
-
-func (w *Worker) hooks() (ReceiptHandler, SentMessageHandler) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.o.ReceiptHandler, w.o.SentMessageHandler
+	return w.wakeFn
 }
 
 // Queries returns the number of database round trips the worker has made
@@ -263,36 +250,12 @@ func (w *Worker) Queries() int64 { return w.q.n.Load() }
 
 // Notify wakes the worker to look for work now. It never blocks; several
 // signals before the worker runs collapse into one tick.
-func (w *Worker) Notify() {
-	select {
-	case w.signal <- struct{}{}:
-	default:
-	}
-}
+func (w *Worker) Notify() { w.o.Work.Notify() }
 
-// EndpointActivated is the email service's OnActivated callback: a newly
-// active (or reconnected) inbox starts receiving at the next tick. Any
-// reconnect backoff is forgotten: the credentials may have just been
-// replaced after the old ones were refused.
-func (w *Worker) EndpointActivated(endpointID string) {
-	w.mu.Lock()
-	if s := w.sockets[endpointID]; s != nil && !s.running {
-		s.reconnectAt, s.backoff = time.Time{}, 0
-	}
-	w.mu.Unlock()
-	w.Notify()
-}
-
-// EndpointStopped is the email service's OnStopped callback: the inbox's
-// socket is closed now (its lease row is released by the socket goroutine).
-func (w *Worker) EndpointStopped(endpointID string) {
-	w.closeSocket(endpointID)
-	w.Notify()
-}
-
-// Start begins receiving and processing. On an exclusive database it first
-// clears receiving leases left by a dead predecessor, so threads are not
-// blocked until those leases expire.
+// Start begins receiving and processing and returns at once; ctx bounds
+// only the start, the worker runs until Shutdown. On an exclusive database
+// it first clears receiving leases left by a dead predecessor, so threads
+// are not blocked until those leases expire.
 func (w *Worker) Start(ctx context.Context) error {
 	if w.o.ExclusiveDatabase {
 		if err := w.st.DeleteReceivingLeases(ctx, w.q); err != nil {
@@ -341,7 +304,7 @@ func (w *Worker) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.signal:
+		case <-w.o.Work:
 		case <-timer.C:
 		}
 		next := w.tick(ctx)

@@ -180,7 +180,7 @@ type receiveResult struct {
 // commits with the wake pending, for retryWake.
 func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult, error) {
 	ep, it, msg := in.ep, in.it, in.msg
-	receiptHook, sentHook := w.hooks()
+	receipts := w.o.Receipts
 	var r receiveResult
 	err := it.gate.tx(ctx, w, func(tx *sql.Tx) error {
 		r = receiveResult{}
@@ -204,10 +204,10 @@ func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult,
 			r.ev, r.handled = ev, true
 			return nil
 		}
-		if sentHook != nil {
+		if receipts != nil {
 			for _, m := range in.threadMsgs {
 				if hasLabel(m.Labels, "sent") {
-					if err := sentHook(ctx, tx, ep, m); err != nil {
+					if err := receipts.BindSent(ctx, tx, ep, m); err != nil {
 						return err
 					}
 				}
@@ -233,8 +233,8 @@ func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult,
 			case actReceipt:
 				// A receipt of our own send: the send side applies it, and
 				// the message is kept as context when its thread is known.
-				if receiptHook != nil {
-					if err := receiptHook(ctx, tx, ep, ev.Event, msg); err != nil {
+				if receipts != nil {
+					if err := receipts.HandleReceipt(ctx, tx, ep, ev.Event, msg); err != nil {
 						return err
 					}
 				}

@@ -30,6 +30,11 @@ type socketState struct {
 	cancel      context.CancelFunc
 	reconnectAt time.Time
 	backoff     time.Duration
+	// config is the updated_at of the inbox row the last socket started
+	// with. Only operator changes (setup, reconnect, pause, resume) touch
+	// it, so a newer row means the socket must start again with the new
+	// configuration and any reconnect backoff is void.
+	config time.Time
 	// catchupDue asks the next tick for a catch-up scan that starts after
 	// the request (see requestCatchup).
 	catchupDue bool
@@ -50,9 +55,20 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 		w.sockets[ep.ID] = s
 	}
 	if s.running {
-		// The socket goroutine renews its own lease; nothing to do here.
+		if !ep.UpdatedAt.Equal(s.config) {
+			// The inbox was changed since this socket started (reconnected,
+			// or paused and resumed): close it; the next tick starts one
+			// with the new configuration.
+			s.cancel()
+		}
+		// The socket goroutine renews its own lease; nothing else to do.
 		w.mu.Unlock()
 		return now.Add(time.Hour)
+	}
+	if ep.UpdatedAt.After(s.config) {
+		// Forget any reconnect backoff: the credentials may have just been
+		// replaced after the old ones were refused.
+		s.reconnectAt, s.backoff = time.Time{}, 0
 	}
 	if now.Before(s.reconnectAt) {
 		at := s.reconnectAt
@@ -80,7 +96,7 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 	}
 	sctx, cancel := context.WithCancel(w.ctx)
 	w.mu.Lock()
-	s.lease, s.running, s.connected, s.cancel = l, true, false, cancel
+	s.lease, s.running, s.connected, s.cancel, s.config = l, true, false, cancel, ep.UpdatedAt
 	w.mu.Unlock()
 	w.wg.Add(2)
 	go w.renewSocketLease(sctx, cancel, ep, l)

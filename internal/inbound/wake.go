@@ -38,7 +38,7 @@ type wakeResult struct {
 // it (until commit) are kept to the minimum. Its idempotency key is the
 // delivery's, so a repeated wake after a failure is the same wake.
 func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, d store.EmailDelivery, ev deliveryEvent) (wakeResult, error) {
-	wakeFn := w.wakeFunc()
+	wakeFn := w.wakeRequest()
 	if wakeFn == nil {
 		return wakeResult{}, errors.New("no wake function configured")
 	}
@@ -122,8 +122,8 @@ func (w *Worker) retryWake(ctx context.Context, l *store.Lease, it *item) error 
 // about a queued run.
 func (w *Worker) observeWake(res wakeResult) {
 	w.m.Wake.Observe(res.a2w.Seconds())
-	if res.queued && w.o.Heartbeat != nil {
-		w.o.Heartbeat.Notify()
+	if res.queued && w.o.Wake != nil {
+		w.o.Wake.Notify()
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -228,7 +229,7 @@ func (s *Service) decide(ctx context.Context, actor authz.Actor, ep domain.Email
 	return refused
 }
 
-func refusal(d policyDecision) error {
+func refusal(d policy.Decision) error {
 	if d.Allowed {
 		return nil
 	}

@@ -73,7 +73,7 @@ func benchSends(b *testing.B, url string, acceptors int, waitEach bool) {
 	sent := make(chan struct{}, b.N)
 	// The hook is set before the first send is accepted; the HTTP round trip
 	// of that acceptance orders this write before the worker's first read.
-	e.Outbound.Observe = func(d time.Duration) {
+	e.SendWorker.Observe = func(d time.Duration) {
 		mu.Lock()
 		lat = append(lat, d)
 		mu.Unlock()

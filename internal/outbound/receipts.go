@@ -7,9 +7,10 @@ import (
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
-	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/inbound"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -22,10 +23,10 @@ import (
 // can overtake the send's own response (the send is still unbound); the
 // message's publication header then binds it first, so the receipt is never
 // lost.
-func (s *Service) HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event, msg *SentMessage) error {
+func (s *Service) HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event, msg *agentmail.Message) error {
 	pub, err := s.Store.PublicationByProviderMessage(ctx, tx, ep.ID, ev.MessageID)
 	if isNotFound(err) && msg != nil && msg.MessageID == ev.MessageID {
-		if err := s.BindSent(ctx, tx, ep, *msg); err != nil {
+		if err := s.BindSent(ctx, tx, ep, msg); err != nil {
 			return err
 		}
 		pub, err = s.Store.PublicationByProviderMessage(ctx, tx, ep.ID, ev.MessageID)
@@ -55,7 +56,7 @@ func (s *Service) HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.Email
 	if err != nil {
 		return err
 	}
-	return s.audit(ctx, tx, systemActor(), ep.CompanyID, "email.receipt", pub.ID, map[string]any{"kind": ev.Kind})
+	return s.audit(ctx, tx, systemActor, ep.CompanyID, "email.receipt", pub.ID, map[string]any{"kind": ev.Kind})
 }
 
 // suppress records recipients that must not be mailed again: permanent
@@ -86,15 +87,6 @@ func (s *Service) suppress(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpo
 	return nil
 }
 
-// SentMessage is what BindSent needs of a retained sent message.
-type SentMessage struct {
-	MessageID string
-	ThreadID  string
-	From      string
-	Labels    []string
-	Headers   map[string]string
-}
-
 // BindSent reconciles a message seen in thread context with the send that
 // produced it (reference §6.8): the message must be from this inbox, labelled
 // sent, and carry our publication header naming a send of this endpoint. A
@@ -102,14 +94,10 @@ type SentMessage struct {
 // the thread and marks the send published and sent (never downgrading
 // delivered), so a reply racing ahead of the send response finds one
 // conversation.
-func (s *Service) BindSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, m SentMessage) error {
-	pubID := ""
-	for k, v := range m.Headers {
-		if strings.EqualFold(k, PublicationHeader) {
-			pubID = strings.TrimSpace(v)
-		}
-	}
-	if !store.ValidID(pubID) || !strings.EqualFold(addressOf(m.From), ep.Address) || !hasLabel(m.Labels, "sent") {
+func (s *Service) BindSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, m *agentmail.Message) error {
+	h, _ := m.Header(PublicationHeader)
+	pubID := strings.TrimSpace(h)
+	if !store.ValidID(pubID) || !strings.EqualFold(addressOf(m.From), ep.Address) || !m.HasLabel("sent") {
 		return nil
 	}
 	pub, err := s.Store.GetPublication(ctx, tx, pubID)
@@ -137,112 +125,36 @@ func (s *Service) BindSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpo
 	return err
 }
 
-func hasLabel(labels []string, l string) bool {
-	for _, x := range labels {
-		if strings.EqualFold(x, l) {
-			return true
-		}
+// bindThread sets a conversation's provider thread (replacing a pending
+// placeholder); a conversation already bound to the same thread is kept.
+func (s *Service) bindThread(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conversationID, threadID string) error {
+	conv, err := s.Store.GetConversation(ctx, tx, conversationID)
+	if err != nil {
+		return err
 	}
-	return false
+	if conv.ExternalThreadID == threadID || !strings.HasPrefix(conv.ExternalThreadID, "pending:") {
+		return s.Store.TouchConversation(ctx, tx, conv.ID, "waiting")
+	}
+	return s.Store.SetConversationThread(ctx, tx, conv.ID, threadID, "waiting")
 }
 
-// ResolveInput settles an uncertain send.
-type ResolveInput struct {
-	Outcome           string `json:"outcome"`
-	ProviderMessageID string `json:"providerMessageId,omitempty"`
-}
-
-// Resolve lets a connection manager settle an uncertain send (reference
-// §6.10): "sent" when a provider message carrying our header proves it went
-// out, "failed" when the operator confirms it did not (a resend is then a new
-// explicit action).
-func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID string, in ResolveInput) (PublicationSummary, error) {
-	var zero PublicationSummary
-	if in.Outcome != OutcomeSent && in.Outcome != OutcomeFailed {
-		return zero, badRequest("outcome must be sent or failed")
-	}
-	if len(in.ProviderMessageID) > maxMessageID {
-		return zero, badRequest("providerMessageId is too long")
-	}
-	pub, err := s.Store.GetPublication(ctx, s.Store.DB, pubID)
-	if err != nil || pub.CompanyID != companyID {
-		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
-	}
-	if _, err := s.Email.LoadForManager(ctx, a, pub.EndpointID); err != nil {
-		return zero, err
-	}
-	if pub.Outcome != OutcomeUncertain {
-		return zero, &httpx.Error{Status: http.StatusConflict, Message: "This send is not uncertain"}
-	}
-	conv, err := s.Store.GetConversation(ctx, s.Store.DB, pub.ConversationID)
-	if err != nil {
-		return zero, err
-	}
-	l, _, err := s.Store.TryLease(ctx, s.Store.DB, pub.CompanyID, pub.EndpointID, store.ThreadLeaseKey(conv.ExternalThreadID), s.Holder, s.LeaseTTL)
-	if err != nil {
-		return zero, err
-	}
-	if l == nil {
-		return zero, &httpx.Error{Status: http.StatusConflict, Message: "An email operation is running; retry shortly"}
-	}
-	defer func() { _ = l.Release(ctx) }()
-	var sent *agentmail.Message
-	var ep domain.EmailEndpoint
-	if in.Outcome == OutcomeSent {
-		if in.ProviderMessageID == "" {
-			return zero, badRequest("A provider message ID is required")
-		}
-		var key string
-		ep, key, err = s.Email.ActiveEndpoint(ctx, s.Store.DB, pub.EndpointID)
-		if err != nil {
-			return zero, err
-		}
-		sent, err = s.Client.WithAPIKey(key).GetMessage(ctx, ep.Address, in.ProviderMessageID)
-		if err != nil {
-			return zero, badRequest("The message does not match this send intent")
-		}
-		h, _ := sent.Header(PublicationHeader)
-		if !strings.EqualFold(sent.InboxID, ep.Address) || strings.TrimSpace(h) != pub.ID || !sent.HasLabel("sent") {
-			return zero, badRequest("The message does not match this send intent")
-		}
-	}
-	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
-		cur, err := s.Store.GetPublication(ctx, tx, pub.ID)
-		if err != nil {
-			return err
-		}
-		if cur.Outcome != OutcomeUncertain {
-			return &httpx.Error{Status: http.StatusConflict, Message: "Delivery was already resolved"}
-		}
-		if in.Outcome == OutcomeFailed {
-			if err := s.Store.SetPublicationState(ctx, tx, pub.ID, "failed",
-				"Operator confirmed that this email was not sent. A new explicit send is required.", nil); err != nil {
-				return err
-			}
-			if _, err := s.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeFailed); err != nil {
-				return err
-			}
-		} else {
-			if err := s.Store.DB.AdvisoryXactLock(ctx, tx, "email:"+ep.ID+":"+sent.ThreadID); err != nil {
-				return err
-			}
-			if err := s.BindSent(ctx, tx, ep, SentMessage{MessageID: sent.MessageID, ThreadID: sent.ThreadID, From: sent.From,
-				Labels: sent.Labels, Headers: sent.Headers}); err != nil {
-				return err
-			}
-		}
-		return s.audit(ctx, tx, a, companyID, "email.resolved", pub.ID, map[string]any{"outcome": in.Outcome})
+// admitSent admits our sent message into the inbound queue, inside the
+// transaction that records the send, so the receiving side imports it as
+// thread context (a synthetic message.sent). It is best effort: under a
+// savepoint, so a failure (say the inbox was paused meanwhile) never undoes
+// the send's record; the catch-up scan admits the message later anyway.
+// The caller signals InboundWork after commit.
+func (s *Service) admitSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, messageID, threadID string) {
+	ev := agentmail.Event{Kind: agentmail.EventMessageSent, InboxID: ep.Address, MessageID: messageID, ThreadID: threadID,
+		EventID: "paperclip-sent:" + messageID}
+	failed, err := db.Savepoint(ctx, tx, "admit_sent", func() error {
+		_, err := inbound.AdmitTx(ctx, tx, s.Store, ep, []agentmail.Event{ev}, inbound.SourceOutbound)
+		return err
 	})
+	if err == nil {
+		err = failed
+	}
 	if err != nil {
-		return zero, err
+		s.Log.Warn("admit sent message for thread context", "endpoint", ep.ID, "message", messageID, "err", err)
 	}
-	if sent != nil && s.Admit != nil {
-		_ = s.Admit(ctx, ep.ID, agentmail.Event{Kind: agentmail.EventMessageSent, InboxID: ep.Address, MessageID: sent.MessageID,
-			ThreadID: sent.ThreadID, EventID: "paperclip-sent:" + sent.MessageID})
-	}
-	out, err := s.Store.GetPublication(ctx, s.Store.DB, pub.ID)
-	if err != nil {
-		return zero, err
-	}
-	return Summary(out), nil
 }

@@ -17,7 +17,7 @@ func (s *Service) Routes(rt httpx.Router) {
 			return err
 		}
 		var req SendRequest
-		if err := httpx.DecodeJSON(w, r, s.Config.RequestBodyMaxBytes, &req); err != nil {
+		if err := httpx.DecodeJSON(w, r, s.RequestBodyMaxBytes, &req); err != nil {
 			return err
 		}
 		out, err := s.Accept(r.Context(), httpx.Actor(r), companyID, req)
@@ -59,7 +59,7 @@ func (s *Service) Routes(rt httpx.Router) {
 	h("POST /api/companies/{companyId}/email/deliveries/{publicationId}/resolve", idRoute("publicationId", "Publication ID must be a UUID", http.StatusOK,
 		func(w http.ResponseWriter, r *http.Request, companyID, id string) (any, error) {
 			var in ResolveInput
-			if err := httpx.DecodeJSON(w, r, s.Config.RequestBodyMaxBytes, &in); err != nil {
+			if err := httpx.DecodeJSON(w, r, s.RequestBodyMaxBytes, &in); err != nil {
 				return nil, err
 			}
 			return s.Resolve(r.Context(), httpx.Actor(r), companyID, id, in)

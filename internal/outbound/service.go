@@ -2,7 +2,6 @@ package outbound
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -12,11 +11,11 @@ import (
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/authz"
-	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -50,54 +49,61 @@ const ConfirmWindow = 23 * time.Hour
 
 const expiredMsg = "The send confirmation window has expired. Check AgentMail before resolving this delivery."
 
-// Admitter hands a synthetic provider event to the inbound queue (the sent
-// message is then imported as thread context).
-type Admitter func(ctx context.Context, endpointID string, ev agentmail.Event) error
-
-// Service accepts and executes explicit email actions.
-type Service struct {
+// Options configure the send side. The same options serve the Service
+// (the API: Accept, Thread, Delivery, Resolve, receipts) and its Worker.
+type Options struct {
 	Store  *store.Store
 	Email  *email.Service
 	Authz  *authz.Service
 	Policy *policy.Service
-	Config config.Config
-	Log    *slog.Logger
+	// Client is the provider client without a key.
 	Client *agentmail.Client
-	Holder string
 	// Attachments is the content-addressed store the selected attachments
 	// are read from.
 	Attachments attachment.Store
-	// Admit, when set, admits the synthetic message.sent after a send.
-	Admit Admitter
-	// LeaseTTL is the per-thread lease time. It is not renewed: one attempt
-	// is bounded by the provider timeout (25 s), far below the default 90 s.
+	// RequestBodyMaxBytes bounds a JSON request body of the email routes.
+	RequestBodyMaxBytes int64
+	Log                 *slog.Logger
+	// Holder names this process in lease rows.
+	Holder string
+	// Work wakes the send worker; a committed send or resume signals it.
+	Work notify.Signal
+	// InboundWork wakes the inbound worker after a sent message was
+	// admitted as thread context.
+	InboundWork notify.Signal
+	// LeaseTTL is the per-thread lease time. The worker renews it right
+	// before the provider call; one attempt is bounded by the provider
+	// timeout (25 s), far below the default 90 s.
 	LeaseTTL time.Duration
 	// Concurrency bounds sends executing at once in this process.
 	Concurrency int
-	// Observe, when set, is told each accepted→sent latency.
-	Observe func(acceptToSent time.Duration)
+}
 
-	signal chan struct{}
-	now    func() time.Time
+// Service accepts explicit email actions and answers for them (thread and
+// delivery reads, resolution, receipts); its Worker executes them.
+type Service struct {
+	Options
 }
 
 // New returns a Service.
-func New(st *store.Store, em *email.Service, az *authz.Service, pol *policy.Service, cfg config.Config, client *agentmail.Client, log *slog.Logger, holder string) *Service {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+func New(o Options) *Service {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{Store: st, Email: em, Authz: az, Policy: pol, Config: cfg, Log: log, Client: client, Holder: holder,
-		Attachments: attachment.Store{Dir: cfg.AttachmentsDir(), MaxBytes: cfg.AttachmentMaxBytes, Allowed: cfg.AllowedAttachments},
-		LeaseTTL:    90 * time.Second, Concurrency: 4, signal: make(chan struct{}, 1), now: time.Now}
+	if o.Work == nil {
+		o.Work = notify.New()
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 90 * time.Second
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	return &Service{Options: o}
 }
 
 // Notify wakes the worker (call after committing new send work).
-func (s *Service) Notify() {
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
-}
+func (s *Service) Notify() { s.Work.Notify() }
 
 // Actor is the stored identity of a send's requester.
 type Actor struct {
@@ -245,9 +251,5 @@ func (s *Service) audit(ctx context.Context, q db.Querier, a authz.Actor, compan
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 
-var _ = sql.ErrNoRows
-
-type policyDecision = policy.Decision
-
 // systemActor is the worker's identity in the audit log.
-func systemActor() authz.Actor { return authz.Actor{} }
+var systemActor = authz.Actor{}

@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/logging"
 	"github.com/paperclipai/paperclipai/internal/mcpserver"
 	"github.com/paperclipai/paperclipai/internal/metrics"
+	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/sandbox"
@@ -50,21 +50,40 @@ type Server struct {
 	API       *api.Server
 	Metrics   *metrics.Metrics
 	Email     *email.Service
-	Outbound  *outbound.Service
-	MCP       *mcpserver.Server
-	Inbound   *inbound.Worker
-	Logger    *slog.Logger
-	Redactor  *logging.Redactor
-	Mux       *http.ServeMux
+	// Outbound is the send side's API (accept, read, resolve, receipts);
+	// SendWorker executes the accepted sends.
+	Outbound   *outbound.Service
+	SendWorker *outbound.Worker
+	Inbound    *inbound.Worker
+	MCP        *mcpserver.Server
+	Logger     *slog.Logger
+	Redactor   *logging.Redactor
+	Mux        *http.ServeMux
 
 	attachments attachment.Store
-	httpSrv     *http.Server
-	workers     sync.WaitGroup
-	listener    net.Listener
-	lock        *os.File
-	cancel      context.CancelFunc
-	serveDone   chan error
+	// workers are the background services started after the heartbeat,
+	// in start order; Shutdown stops them in reverse.
+	workers   []Service
+	httpSrv   *http.Server
+	listener  net.Listener
+	lock      *os.File
+	serveDone chan error
 }
+
+// Service is a background part of the process (the shape of River's
+// startstop.Service).
+type Service interface {
+	// Start returns once the service runs; ctx bounds the start only.
+	Start(ctx context.Context) error
+	// Shutdown stops the service and waits for it, at most until ctx ends.
+	Shutdown(ctx context.Context) error
+}
+
+var (
+	_ Service = (*heartbeat.Service)(nil)
+	_ Service = (*inbound.Worker)(nil)
+	_ Service = (*outbound.Worker)(nil)
+)
 
 // Options tune a server beyond its Config.
 type Options struct {
@@ -144,10 +163,21 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	}
 	s.listener = ln
 	hostname, _ := os.Hostname()
+	runnerID := fmt.Sprintf("%s:%d:%s", hostname, os.Getpid(), store.NewID()[:8])
+	s.attachments = attachment.Store{Dir: cfg.AttachmentsDir(), MaxBytes: cfg.AttachmentMaxBytes, Allowed: cfg.AllowedAttachments}
+	az := &authz.Service{Store: s.Store}
+	amClient, err := agentmail.New(agentmail.Options{BaseURL: cfg.AgentMailAPIURL, Timeout: cfg.AgentMailTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("agentmail client: %w", err)
+	}
+	// The email pipelines' work signals: each worker waits on its own, and
+	// the services that create its work hold it (see newEmailChannel).
+	receiveWork, sendWork := notify.New(), notify.New()
+	s.Email = email.New(email.Options{Store: s.Store, Vault: s.Vault, Authz: az, Config: cfg, Client: amClient,
+		Log: logger.With("component", "email"), Holder: runnerID, Changed: []notify.Signal{receiveWork, sendWork}})
 	s.Heartbeat = heartbeat.New(heartbeat.Options{
-		Store: s.Store, Logger: logger.With("component", "heartbeat"),
-		RunnerID: fmt.Sprintf("%s:%d:%s", hostname, os.Getpid(), store.NewID()[:8]),
-		APIURL:   "http://" + ln.Addr().String() + "/api",
+		Store: s.Store, Logger: logger.With("component", "heartbeat"), RunnerID: runnerID,
+		APIURL: "http://" + ln.Addr().String() + "/api",
 		Adapters: map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{
 			// Sandboxed runs reach the API only through a per-run bridge
 			// (an allowlist, as the run); s.Mux is set before any run starts.
@@ -158,6 +188,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		ExclusiveDatabase: exclusive, WorkspacesDir: cfg.WorkspacesDir(), RunsDir: cfg.RunsDir(),
 		Home: cfg.Home, Hidden: []string{filepath.Join(cfg.Home, "instance"), cfg.MasterKeyFile},
 		SandboxUser: sandboxUser, Binary: binary, BinDir: filepath.Join(cfg.Home, "instance", "bin"),
+		Prepare: s.Email.PrepareRun,
 		Observer: heartbeat.Observer{
 			RunStarted: func(d time.Duration) { s.Metrics.RunsStarted.Inc(); s.Metrics.WakeToStart.Observe(d.Seconds()) },
 			RunFinished: func(status string, d time.Duration) {
@@ -166,24 +197,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 			},
 		},
 	})
-	az := &authz.Service{Store: s.Store}
-	s.attachments = attachment.Store{Dir: cfg.AttachmentsDir(), MaxBytes: cfg.AttachmentMaxBytes, Allowed: cfg.AllowedAttachments}
 	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Attachments: s.attachments, Authz: az, Policy: &policy.Service{Store: s.Store},
 		Heartbeat: s.Heartbeat, Vault: s.Vault, Metrics: s.Metrics, Logger: logger.With("component", "api")})
-
-	amClient, err := agentmail.New(agentmail.Options{BaseURL: cfg.AgentMailAPIURL, Timeout: cfg.AgentMailTimeout})
-	if err != nil {
-		return nil, fmt.Errorf("agentmail client: %w", err)
-	}
-	s.Email = email.New(s.Store, s.Vault, az, cfg, amClient, logger.With("component", "email"), s.Heartbeat.RunnerID())
-	s.Email.Routes(s.API)
-	s.Outbound = outbound.New(s.Store, s.Email, az, &policy.Service{Store: s.Store}, cfg, amClient,
-		logger.With("component", "outbound"), s.Heartbeat.RunnerID())
-	s.Outbound.Routes(s.API)
-
-	s.Heartbeat.SetPrepare(func(ctx context.Context, spec *heartbeat.RunSpec) error {
-		return s.Email.WriteSkill(ctx, spec.Agent, spec.SkillsDir)
-	})
+	s.newEmailChannel(az, amClient, runnerID, exclusive, receiveWork, sendWork)
 	apiHandler := s.API.Handler()
 	s.MCP = &mcpserver.Server{Store: s.Store, Heartbeat: s.Heartbeat, Email: s.Email, Outbound: s.Outbound, Authz: az,
 		API: apiHandler, Log: logger.With("component", "mcp")}
@@ -203,16 +219,16 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	}
 	s.Mux.Handle("/", webUI)
 
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel = cancel
-	if err := s.Heartbeat.Start(wctx); err != nil {
+	if err := s.Heartbeat.Start(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.startEmailWorkers(wctx, exclusive); err != nil {
-		return nil, err
+	for i, w := range s.workers {
+		if err := w.Start(ctx); err != nil {
+			_ = s.stopWorkers(context.Background(), i)
+			_ = s.Heartbeat.Shutdown(context.Background())
+			return nil, err
+		}
 	}
-	s.workers.Add(1)
-	go func() { defer s.workers.Done(); s.Outbound.Run(wctx) }()
 	// No ReadTimeout or WriteTimeout: MCP responses stream and attachment
 	// downloads may be slow; the guard bounds each request body instead.
 	s.httpSrv = &http.Server{Handler: guard.Wrap(s.Mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
@@ -291,13 +307,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.httpSrv.Shutdown(gctx); err != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 	}
-	if err := s.stopEmailWorkers(gctx); err != nil {
-		errs = append(errs, err)
-	}
-	s.cancel()
-	s.workers.Wait()
+	// Then the background workers, newest first: in-flight requests (which
+	// queue their work) are done, and the database is still open.
+	errs = append(errs, s.stopWorkers(gctx, len(s.workers)))
 	s.closeResources()
 	s.Logger.Info("paperclipai stopped")
+	return errors.Join(errs...)
+}
+
+// stopWorkers shuts down the first n workers in reverse start order.
+func (s *Server) stopWorkers(ctx context.Context, n int) error {
+	var errs []error
+	for i := n - 1; i >= 0; i-- {
+		if err := s.workers[i].Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 

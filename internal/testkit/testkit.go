@@ -56,7 +56,14 @@ type Instance struct {
 func Config(t testing.TB, databaseURL string) config.Config {
 	t.Helper()
 	home := t.TempDir()
-	cfg, err := config.Load(config.Flags{Listen: "127.0.0.1:0", Home: home, DatabaseURL: databaseURL}, func(string) string { return "" })
+	// Only the email timing overrides come from the environment (tests
+	// set them with t.Setenv, as the crash tests do for the binary).
+	cfg, err := config.Load(config.Flags{Listen: "127.0.0.1:0", Home: home, DatabaseURL: databaseURL}, func(k string) string {
+		if strings.HasPrefix(k, "PAPERCLIP_EMAIL_") {
+			return os.Getenv(k)
+		}
+		return ""
+	})
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

@@ -1,0 +1,20 @@
+package inbound
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
+)
+
+// WakeFunc records a wake request inside tx, like heartbeat's WakeupTx.
+type WakeFunc = func(ctx context.Context, tx *sql.Tx, agentID string, req heartbeat.WakeRequest) (domain.Run, bool, error)
+
+// SetWake replaces the worker's wake request function, so a test can make
+// a wake fail. Tests only: production wiring is Options.Wake.
+func (w *Worker) SetWake(f WakeFunc) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.wakeFn = f
+}

@@ -1,0 +1,114 @@
+package outbound
+
+import (
+	"context"
+	"database/sql"
+	"net/http"
+	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// ResolveInput settles an uncertain send.
+type ResolveInput struct {
+	Outcome           string `json:"outcome"`
+	ProviderMessageID string `json:"providerMessageId,omitempty"`
+}
+
+// Resolve lets a connection manager settle an uncertain send (reference
+// §6.10): "sent" when a provider message carrying our header proves it went
+// out, "failed" when the operator confirms it did not (a resend is then a new
+// explicit action).
+func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID string, in ResolveInput) (PublicationSummary, error) {
+	var zero PublicationSummary
+	if in.Outcome != OutcomeSent && in.Outcome != OutcomeFailed {
+		return zero, badRequest("outcome must be sent or failed")
+	}
+	if len(in.ProviderMessageID) > maxMessageID {
+		return zero, badRequest("providerMessageId is too long")
+	}
+	pub, err := s.Store.GetPublication(ctx, s.Store.DB, pubID)
+	if err != nil || pub.CompanyID != companyID {
+		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
+	}
+	if _, err := s.Email.LoadForManager(ctx, a, pub.EndpointID); err != nil {
+		return zero, err
+	}
+	if pub.Outcome != OutcomeUncertain {
+		return zero, &httpx.Error{Status: http.StatusConflict, Message: "This send is not uncertain"}
+	}
+	conv, err := s.Store.GetConversation(ctx, s.Store.DB, pub.ConversationID)
+	if err != nil {
+		return zero, err
+	}
+	l, _, err := s.Store.TryLease(ctx, s.Store.DB, pub.CompanyID, pub.EndpointID, store.ThreadLeaseKey(conv.ExternalThreadID), s.Holder, s.LeaseTTL)
+	if err != nil {
+		return zero, err
+	}
+	if l == nil {
+		return zero, &httpx.Error{Status: http.StatusConflict, Message: "An email operation is running; retry shortly"}
+	}
+	defer func() { _ = l.Release(ctx) }()
+	var sent *agentmail.Message
+	var ep domain.EmailEndpoint
+	if in.Outcome == OutcomeSent {
+		if in.ProviderMessageID == "" {
+			return zero, badRequest("A provider message ID is required")
+		}
+		var key string
+		ep, key, err = s.Email.ActiveEndpoint(ctx, s.Store.DB, pub.EndpointID)
+		if err != nil {
+			return zero, err
+		}
+		sent, err = s.Client.WithAPIKey(key).GetMessage(ctx, ep.Address, in.ProviderMessageID)
+		if err != nil {
+			return zero, badRequest("The message does not match this send intent")
+		}
+		h, _ := sent.Header(PublicationHeader)
+		if !strings.EqualFold(sent.InboxID, ep.Address) || strings.TrimSpace(h) != pub.ID || !sent.HasLabel("sent") {
+			return zero, badRequest("The message does not match this send intent")
+		}
+	}
+	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		cur, err := s.Store.GetPublication(ctx, tx, pub.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Outcome != OutcomeUncertain {
+			return &httpx.Error{Status: http.StatusConflict, Message: "Delivery was already resolved"}
+		}
+		if in.Outcome == OutcomeFailed {
+			if err := s.Store.SetPublicationState(ctx, tx, pub.ID, "failed",
+				"Operator confirmed that this email was not sent. A new explicit send is required.", nil); err != nil {
+				return err
+			}
+			if _, err := s.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeFailed); err != nil {
+				return err
+			}
+		} else {
+			if err := s.Store.DB.AdvisoryXactLock(ctx, tx, "email:"+ep.ID+":"+sent.ThreadID); err != nil {
+				return err
+			}
+			if err := s.BindSent(ctx, tx, ep, sent); err != nil {
+				return err
+			}
+			s.admitSent(ctx, tx, ep, sent.MessageID, sent.ThreadID)
+		}
+		return s.audit(ctx, tx, a, companyID, "email.resolved", pub.ID, map[string]any{"outcome": in.Outcome})
+	})
+	if err != nil {
+		return zero, err
+	}
+	if sent != nil {
+		s.InboundWork.Notify()
+	}
+	out, err := s.Store.GetPublication(ctx, s.Store.DB, pub.ID)
+	if err != nil {
+		return zero, err
+	}
+	return Summary(out), nil
+}

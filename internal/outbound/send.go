@@ -1,0 +1,298 @@
+package outbound
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// errPaused tells execute that the inbox is paused: not a failure.
+var errPaused = &sendFailure{msg: "paused"}
+
+// sendFailure is a classified execution failure.
+type sendFailure struct {
+	transient bool
+	msg       string
+	retry     time.Duration
+}
+
+// execute runs one attempt of a send under its thread lease (reference §6.4).
+func (w *Worker) execute(ctx context.Context, pubID string, l *store.Lease) error {
+	pub, err := w.Store.GetPublication(ctx, w.Store.DB, pubID)
+	if err != nil {
+		return err
+	}
+	if pub.State != "pending" && pub.State != "streaming" && pub.State != "retry" {
+		return nil
+	}
+	if pub.Outcome != OutcomeQueued && pub.Outcome != OutcomeUncertain {
+		return nil
+	}
+	now := w.Store.Now()
+	if pub.NextAttemptAt != nil && pub.NextAttemptAt.After(now) {
+		return nil
+	}
+	if pub.FirstAttemptAt != nil && now.Sub(*pub.FirstAttemptAt) >= ConfirmWindow {
+		return w.Store.Tx(ctx, func(tx *sql.Tx) error {
+			if err := w.Store.SetPublicationState(ctx, tx, pub.ID, "delivery_unknown", expiredMsg, nil); err != nil {
+				return err
+			}
+			_, err := w.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeUncertain)
+			return err
+		})
+	}
+	var req SendRequest
+	var actor Actor
+	if err := json.Unmarshal(pub.Request, &req); err != nil {
+		return fmt.Errorf("decode send request: %w", err)
+	}
+	if err := json.Unmarshal(pub.Actor, &actor); err != nil {
+		return fmt.Errorf("decode send actor: %w", err)
+	}
+	ep, runtimeKey, in, fail := w.prepare(ctx, pub, req, actor)
+	if fail == errPaused {
+		return nil // the inbox was paused meanwhile: the send waits for resume
+	}
+	if fail != nil {
+		return w.recordFailure(ctx, pub, fail, false)
+	}
+	if err := w.Store.StartAttempt(ctx, w.Store.DB, pub.ID); err != nil {
+		return err
+	}
+	// Fence: the lease must still be ours right before the provider call
+	// (checking it also extends it by its TTL).
+	held, err := l.Renew(ctx)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return fmt.Errorf("send %s: thread lease lost before the provider call", pub.ID)
+	}
+	client := w.Client.WithAPIKey(runtimeKey)
+	var resp *agentmail.SendMessageResponse
+	if req.IsReply() {
+		resp, err = client.ReplyToMessage(ctx, ep.Address, req.ReplyToMessageID, in.reply, pub.ID)
+	} else {
+		resp, err = client.SendMessage(ctx, ep.Address, in.send, pub.ID)
+	}
+	if err != nil {
+		return w.recordFailure(ctx, pub, classify(err), true)
+	}
+	return w.recordSent(ctx, pub, ep, resp.MessageID, resp.ThreadID)
+}
+
+// prepared holds the provider request built for an attempt.
+type prepared struct {
+	send  agentmail.SendMessageRequest
+	reply agentmail.ReplyRequest
+}
+
+// prepare re-authorizes everything with the stored actor and builds the
+// provider request; any failure here is final (never sent).
+func (w *Worker) prepare(ctx context.Context, pub store.EmailPublication, req SendRequest, actor Actor) (domain.EmailEndpoint, string, prepared, *sendFailure) {
+	var in prepared
+	final := func(msg string) *sendFailure { return &sendFailure{msg: msg} }
+	ep, key, err := w.Email.ActiveEndpoint(ctx, w.Store.DB, pub.EndpointID)
+	if err != nil {
+		if ep.Status == domain.EndpointPaused {
+			return ep, "", in, errPaused
+		}
+		return ep, "", in, final(httpx.PublicMessage(err, "This email inbox is not available"))
+	}
+	task, err := w.Store.GetIssue(ctx, w.Store.DB, pub.IssueID)
+	if err != nil || task.Status == domain.IssueCancelled || (actor.AgentID != "" && task.AssigneeAgentID != actor.AgentID) {
+		return ep, "", in, final("Email task is no longer authorized for this send")
+	}
+	source := task
+	if !req.IsReply() {
+		if source, err = w.Store.GetIssue(ctx, w.Store.DB, req.ParentIssueID); err != nil {
+			return ep, "", in, final("Email task is no longer authorized for this send")
+		}
+	}
+	if err := w.authorize(ctx, w.Store.DB, actor, ep, source, false); err != nil {
+		return ep, "", in, final(httpx.PublicMessage(err, "Email send is no longer authorized"))
+	}
+	action := "email.send"
+	if req.IsReply() {
+		action = "email.reply"
+	}
+	if d, err := w.Policy.Check(ctx, w.Store.DB, ep.CompanyID, w.authzActor(ctx, w.Store.DB, actor), action); err != nil || !d.Allowed {
+		return ep, "", in, final("Action policy no longer allows this email")
+	}
+	atts, fail := w.loadAttachments(ctx, pub, source.ID)
+	if fail != nil {
+		return ep, "", in, fail
+	}
+	headers := map[string]string{PublicationHeader: pub.ID}
+	if auto, err := w.Store.EndpointAutoSubmitted(ctx, w.Store.DB, ep.ID); err == nil && auto {
+		// Loop guards (RFC 3834): agent mail is machine-generated, and
+		// Exchange-style auto-responders should stay quiet.
+		headers["Auto-Submitted"] = "auto-replied"
+		if !req.IsReply() {
+			headers["Auto-Submitted"] = "auto-generated"
+		}
+		headers["X-Auto-Response-Suppress"] = "All"
+	}
+	var recipients []string
+	if req.IsReply() {
+		target, err := w.Store.EmailMessageByProviderID(ctx, w.Store.DB, ep.ID, req.ReplyToMessageID)
+		if err != nil || target.ConversationID != pub.ConversationID {
+			return ep, "", in, final("Reply target is not in this inbox conversation")
+		}
+		to, cc := ReplyRecipients(target.Envelope.From, target.Envelope.To, target.Envelope.Cc, target.Envelope.ReplyTo, ep.Address, *req.ReplyAll)
+		if len(to) == 0 {
+			return ep, "", in, final("The reply has no external recipient")
+		}
+		recipients = append(to, cc...)
+		in.reply = agentmail.ReplyRequest{To: to, Cc: cc, Text: req.Text, Attachments: atts, Headers: headers}
+	} else {
+		recipients = append(append(append([]string{}, req.To...), req.Cc...), req.Bcc...)
+		in.send = agentmail.SendMessageRequest{To: req.To, Cc: req.Cc, Bcc: req.Bcc, Subject: *req.Subject, Text: req.Text,
+			Attachments: atts, Headers: headers}
+	}
+	if sup, err := w.Store.SuppressedAmong(ctx, w.Store.DB, ep.ID, lowerAll(recipients)); err == nil && len(sup) > 0 {
+		return ep, "", in, final("A recipient previously bounced permanently or complained; this email was not sent")
+	}
+	return ep, key, in, nil
+}
+
+// loadAttachments reads each selected attachment and checks its bytes still
+// match what was recorded at acceptance.
+func (w *Worker) loadAttachments(ctx context.Context, pub store.EmailPublication, sourceIssueID string) ([]agentmail.SendAttachment, *sendFailure) {
+	var refs []AttachmentRef
+	if len(pub.Attachments) > 0 {
+		if err := json.Unmarshal(pub.Attachments, &refs); err != nil {
+			return nil, &sendFailure{msg: "Email attachments could not be read"}
+		}
+	}
+	var out []agentmail.SendAttachment
+	for _, ref := range refs {
+		att, err := w.Store.GetAttachment(ctx, w.Store.DB, ref.ID)
+		if err != nil || att.CompanyID != pub.CompanyID || att.IssueID != sourceIssueID {
+			return nil, &sendFailure{msg: "Email attachments must belong to the source task"}
+		}
+		f, err := w.Attachments.Open(att.SHA256)
+		if err != nil {
+			return nil, &sendFailure{msg: "Email attachment changed after selection"}
+		}
+		data, err := io.ReadAll(io.LimitReader(f, w.Attachments.MaxBytes+1))
+		f.Close()
+		sum := sha256.Sum256(data)
+		if err != nil || int64(len(data)) != ref.SizeBytes || hex.EncodeToString(sum[:]) != ref.SHA256 {
+			return nil, &sendFailure{msg: "Email attachment changed after selection"}
+		}
+		out = append(out, agentmail.SendAttachment{Filename: ref.Filename, ContentType: ref.ContentType,
+			Content: base64.StdEncoding.EncodeToString(data)})
+	}
+	return out, nil
+}
+
+// classify decides whether a provider failure may have sent the email
+// (retry with the same key; outcome uncertain) or certainly did not (failed).
+func classify(err error) *sendFailure {
+	var pe *agentmail.Error
+	if errors.As(err, &pe) {
+		// Our request body is immutable per key, so a 409 on a keyed send
+		// can only mean the first attempt is still in flight at the
+		// provider: wait and retry with the same key, never give up.
+		if pe.Status >= 500 || pe.Status == 429 || pe.Status == 409 {
+			return &sendFailure{transient: true, retry: pe.RetryAfter, msg: fmt.Sprintf("AgentMail request failed (%d); retrying with the same idempotency key", pe.Status)}
+		}
+		return &sendFailure{msg: fmt.Sprintf("AgentMail refused the email (%d, %s)", pe.Status, pe.Code)}
+	}
+	if agentmail.MayHaveBeenSent(err) || agentmail.IsNetworkError(err) {
+		return &sendFailure{transient: true, msg: "The AgentMail request did not complete; retrying with the same idempotency key"}
+	}
+	var re *agentmail.ResponseError
+	if errors.As(err, &re) {
+		return &sendFailure{transient: true, msg: "AgentMail returned an unreadable response; retrying with the same idempotency key"}
+	}
+	return &sendFailure{msg: "The email could not be sent"}
+}
+
+// backoff is max(Retry-After clamped to 1–300 s, min(300 s, 2^min(attempts,8) s)).
+func backoff(attempts int, retryAfter time.Duration) time.Duration {
+	exp := min(300*time.Second, time.Second<<min(attempts, 8))
+	ra := min(max(retryAfter, time.Second), 300*time.Second)
+	return max(ra, exp)
+}
+
+// recordFailure writes a classified failure: transient → retry + uncertain
+// (only when an attempt was made), otherwise failed.
+func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, f *sendFailure, attempted bool) error {
+	return w.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if f.transient && attempted {
+			cur, err := w.Store.GetPublication(ctx, tx, pub.ID)
+			if err != nil {
+				return err
+			}
+			next := w.Store.Now().Add(backoff(cur.Attempts, f.retry))
+			if err := w.Store.SetPublicationState(ctx, tx, pub.ID, "retry", f.msg, &next); err != nil {
+				return err
+			}
+			_, err = w.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeUncertain, OutcomeQueued, OutcomeUncertain)
+			return err
+		}
+		if err := w.Store.SetPublicationState(ctx, tx, pub.ID, "failed", f.msg, nil); err != nil {
+			return err
+		}
+		if _, err := w.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeFailed, OutcomeQueued, OutcomeUncertain); err != nil {
+			return err
+		}
+		return w.audit(ctx, tx, systemActor, pub.CompanyID, "email.failed", pub.ID, map[string]any{"error": f.msg})
+	})
+}
+
+// recordSent stores a successful send: the conversation is bound to the
+// provider thread, the publication published and the outcome sent.
+func (w *Worker) recordSent(ctx context.Context, pub store.EmailPublication, ep domain.EmailEndpoint, messageID, threadID string) error {
+	err := w.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if err := w.Store.DB.AdvisoryXactLock(ctx, tx, "email:"+ep.ID+":"+threadID); err != nil {
+			return err
+		}
+		cur, err := w.Store.GetPublication(ctx, tx, pub.ID)
+		if err != nil {
+			return err
+		}
+		if cur.ProviderMessageID != "" && cur.ProviderMessageID != messageID {
+			return fmt.Errorf("send %s: AgentMail returned a different message for this send", pub.ID)
+		}
+		if err := w.bindThread(ctx, tx, ep, cur.ConversationID, threadID); err != nil {
+			return err
+		}
+		if err := w.Store.MarkPublished(ctx, tx, pub.ID, messageID, threadID); err != nil {
+			return err
+		}
+		if _, err := w.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeSent, OutcomeQueued, OutcomeUncertain); err != nil {
+			return err
+		}
+		if err := w.Store.TouchEndpointPublication(ctx, tx, ep.ID); err != nil {
+			return err
+		}
+		if err := w.audit(ctx, tx, systemActor, pub.CompanyID, "email.sent", pub.ID, map[string]any{"endpointId": ep.ID}); err != nil {
+			return err
+		}
+		w.admitSent(ctx, tx, ep, messageID, threadID)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.InboundWork.Notify()
+	if w.Observe != nil {
+		w.Observe(w.Store.Now().Sub(pub.CreatedAt))
+	}
+	return nil
+}

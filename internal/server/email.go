@@ -1,0 +1,58 @@
+package server
+
+import (
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/notify"
+	"github.com/paperclipai/paperclipai/internal/outbound"
+	"github.com/paperclipai/paperclipai/internal/policy"
+)
+
+// newEmailChannel builds the two email pipelines around s.Email and mounts
+// their routes. The couplings are all here, as constructor options:
+//
+//   - the email service signals receiveWork and sendWork when an inbox
+//     starts or stops (email.Options.Changed);
+//   - the send side admits its own sent message into the receiving queue
+//     (inbound.AdmitTx, inside the send's transaction) and then signals
+//     receiveWork (outbound.Options.InboundWork);
+//   - receiving hands receipts and our own sent messages to the send side
+//     (inbound.Options.Receipts is the outbound Service) and wakes agents
+//     through the heartbeat (inbound.Options.Wake).
+func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, holder string, exclusive bool,
+	receiveWork, sendWork notify.Signal) {
+	cfg := s.Config
+	timing := inboundTiming(cfg)
+	s.Outbound = outbound.New(outbound.Options{Store: s.Store, Email: s.Email, Authz: az, Policy: &policy.Service{Store: s.Store},
+		Client: client, Attachments: s.attachments, RequestBodyMaxBytes: cfg.RequestBodyMaxBytes,
+		Log: s.Logger.With("component", "outbound"), Holder: holder, Work: sendWork, InboundWork: receiveWork,
+		LeaseTTL: timing.ThreadLeaseTTL})
+	s.SendWorker = outbound.NewWorker(s.Outbound)
+	s.Inbound = inbound.New(inbound.Options{
+		Store: s.Store, Email: s.Email, Wake: s.Heartbeat, Receipts: s.Outbound, Work: receiveWork, Client: client,
+		WebSocketURL: cfg.AgentMailWSURL, Attachments: s.attachments,
+		Logger: s.Logger.With("component", "inbound"), Metrics: inbound.NewMetrics(s.Metrics.Registry),
+		Holder: holder, ExclusiveDatabase: exclusive, Timing: timing,
+	})
+	s.Email.Routes(s.API)
+	s.Outbound.Routes(s.API)
+	s.Inbound.Routes(s.API)
+	s.workers = append(s.workers, s.Inbound, s.SendWorker)
+}
+
+// inboundTiming applies the configuration's email timing overrides. A
+// lease TTL override also scales the socket lease renewal to the default
+// ratio (20 s of 90 s).
+func inboundTiming(cfg config.Config) inbound.Timing {
+	var t inbound.Timing
+	if ttl := cfg.EmailLeaseTTL; ttl > 0 {
+		t.SocketLeaseTTL, t.ThreadLeaseTTL = ttl, ttl
+		t.SocketRenew = max(ttl*2/9, 100*time.Millisecond)
+	}
+	t.CatchupInterval, t.ReconnectMin = cfg.EmailCatchupInterval, cfg.EmailReconnectMin
+	return t
+}
