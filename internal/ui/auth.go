@@ -14,6 +14,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/websec"
 )
@@ -36,6 +37,9 @@ type rc struct {
 	actor   authz.Actor
 	session *store.UISession
 	me      *api.Me
+	// companies is the switcher's list (loaded once).
+	companies       []domain.Company
+	companiesLoaded bool
 	// Company pages.
 	cid     string
 	company companyView
@@ -165,6 +169,15 @@ func (c *rc) Me() *api.Me {
 		c.me = &me
 	}
 	return c.me
+}
+
+// Companies returns the companies visible to the actor (once per request).
+func (c *rc) Companies() []domain.Company {
+	if !c.companiesLoaded {
+		c.companiesLoaded = true
+		_ = c.api("GET", "/companies", nil, &c.companies)
+	}
+	return c.companies
 }
 
 // api calls the JSON API as the request's actor.

@@ -3,6 +3,7 @@ package ui
 import (
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/api"
@@ -20,7 +21,14 @@ func (u *UI) company(fn func(c *rc)) http.HandlerFunc {
 			return
 		}
 		var co domain.Company
-		if e := c.api("GET", "/companies/"+cid, nil, &co); e != nil {
+		var e *APIError
+		// The header's data loads alongside the company itself.
+		parallel(func() { e = c.api("GET", "/companies/"+cid, nil, &co) }, func() { c.Me() }, func() {
+			if c.r.URL.Query().Get("fragment") == "" {
+				c.Companies()
+			}
+		})
+		if e != nil {
 			c.fail(e)
 			return
 		}
@@ -95,33 +103,39 @@ type overviewData struct {
 
 func (u *UI) overview(c *rc) {
 	d := overviewData{PollMS: u.pollInterval(10000), CompanyPath: "/c/" + c.cid}
-	agents, idx, e := c.agents()
-	if e != nil {
-		c.fail(e)
-		return
+	var (
+		agents         []domain.Agent
+		idx            agentIndex
+		runs           []domain.Run
+		inb            []domain.EmailEndpointSummary
+		e1, e2, e3, e4 *APIError
+		blocked        []domain.Issue
+	)
+	// Independent reads run concurrently: on PostgreSQL each is a few
+	// round trips, and the page waits only for the slowest.
+	parallel(
+		func() { agents, idx, e1 = c.agents() },
+		func() { e2 = c.api("GET", "/companies/"+c.cid+"/issue-counts", nil, &d.Counts) },
+		func() { e3 = c.api("GET", "/companies/"+c.cid+"/issues?limit=8", nil, &d.RecentTasks) },
+		func() { e4 = c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?limit=50", nil, &runs) },
+		func() { _ = c.api("GET", "/companies/"+c.cid+"/activity?limit=8", nil, &d.Activity) },
+		func() { inb = c.inboxes() },
+		func() { _ = c.api("GET", "/companies/"+c.cid+"/issues?status=blocked&limit=5", nil, &blocked) },
+	)
+	for _, e := range []*APIError{e1, e2, e3, e4} {
+		if e != nil {
+			c.fail(e)
+			return
+		}
 	}
 	d.Agents, d.AgentCount = idx, len(agents)
-	if e := c.api("GET", "/companies/"+c.cid+"/issue-counts", nil, &d.Counts); e != nil {
-		c.fail(e)
-		return
-	}
 	for _, s := range openStatuses {
 		d.Open += d.Counts.ByStatus[s]
 	}
 	d.HasAnyTask = d.Counts.Total > 0
-	if e := c.api("GET", "/companies/"+c.cid+"/issues?limit=8", nil, &d.RecentTasks); e != nil {
-		c.fail(e)
-		return
-	}
-	var runs []domain.Run
-	if e := c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?limit=50", nil, &runs); e != nil {
-		c.fail(e)
-		return
-	}
 	d.RecentRuns = runs[:min(len(runs), 8)]
-	_ = c.api("GET", "/companies/"+c.cid+"/activity?limit=8", nil, &d.Activity)
 
-	if inb := c.inboxes(); inb != nil {
+	if inb != nil {
 		d.EmailOn = true
 		for _, ib := range inb {
 			if ib.Status == "archived" {
@@ -143,8 +157,6 @@ func (u *UI) overview(c *rc) {
 		}
 	}
 	if d.Counts.ByStatus[domain.IssueBlocked] > 0 {
-		var blocked []domain.Issue
-		_ = c.api("GET", "/companies/"+c.cid+"/issues?status=blocked&limit=5", nil, &blocked)
 		for _, t := range blocked {
 			d.Attention = append(d.Attention, attentionItem{Kind: "task", Label: "Blocked", Tone: "red", Text: t.Title,
 				Href: "/c/" + c.cid + "/tasks/" + t.ID})
@@ -158,4 +170,14 @@ func (u *UI) overview(c *rc) {
 		}
 	}
 	c.render(http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Data: d})
+}
+
+// parallel runs fns concurrently and waits for all of them. Each fn writes
+// only its own variables.
+func parallel(fns ...func()) {
+	var wg sync.WaitGroup
+	for _, fn := range fns {
+		wg.Go(fn)
+	}
+	wg.Wait()
 }

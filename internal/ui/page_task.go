@@ -94,60 +94,60 @@ func (u *UI) renderTask(c *rc, status int, t domain.Issue, d taskData) {
 		}
 		return false
 	}
-	var e *APIError
-	if d.Agents, d.AgentIdx, e = c.agents(); e != nil {
-		c.fail(e)
-		return
+	var errs [5]*APIError
+	var members []domain.Membership
+	var projects []domain.Project
+	var fns []func()
+	fns = append(fns, func() { d.Agents, d.AgentIdx, errs[0] = c.agents() })
+	if need("task-runs", "task-header", "task-timeline") {
+		fns = append(fns, func() {
+			errs[1] = c.api("GET", fmt.Sprintf("/companies/%s/heartbeat-runs?issueId=%s&limit=20", c.cid, t.ID), nil, &d.Runs)
+		})
+	}
+	if need("task-timeline") {
+		fns = append(fns, func() { errs[2] = c.api("GET", "/issues/"+t.ID+"/comments", nil, &d.Comments) },
+			func() { _ = c.api("GET", "/companies/"+c.cid+"/members", nil, &members) })
+	}
+	if frag == "" {
+		fns = append(fns, func() { errs[3] = c.api("GET", "/issues/"+t.ID+"/attachments", nil, &d.Attachments) },
+			func() {
+				errs[4] = c.api("GET", fmt.Sprintf("/companies/%s/issues?parentId=%s&limit=100", c.cid, t.ID), nil, &d.Children)
+			})
+		if t.ParentID != "" {
+			fns = append(fns, func() {
+				var p domain.Issue
+				if c.api("GET", "/issues/"+t.ParentID, nil, &p) == nil {
+					d.Parent = &p
+				}
+			})
+		}
+		if t.ProjectID != "" {
+			fns = append(fns, func() { _ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &projects) })
+		}
+	}
+	// Independent reads run concurrently (see overview).
+	parallel(fns...)
+	for _, e := range errs {
+		if e != nil {
+			c.fail(e)
+			return
+		}
 	}
 	if a, ok := d.AgentIdx[t.AssigneeAgentID]; ok {
 		d.Assignee = &a
 	}
-	if need("task-runs", "task-header", "task-timeline") {
-		if e := c.api("GET", fmt.Sprintf("/companies/%s/heartbeat-runs?issueId=%s&limit=20", c.cid, t.ID), nil, &d.Runs); e != nil {
-			c.fail(e)
-			return
-		}
-		for _, r := range d.Runs {
-			if !r.Terminal() {
-				d.Active = true
-			}
+	for _, r := range d.Runs {
+		if !r.Terminal() {
+			d.Active = true
 		}
 	}
-	if need("task-timeline") {
-		if e := c.api("GET", "/issues/"+t.ID+"/comments", nil, &d.Comments); e != nil {
-			c.fail(e)
-			return
-		}
-		var members []domain.Membership
-		_ = c.api("GET", "/companies/"+c.cid+"/members", nil, &members)
-		d.Authors = map[string]string{}
-		for _, m := range members {
-			d.Authors[m.UserID] = personName(m.Email)
-		}
+	d.Authors = map[string]string{}
+	for _, m := range members {
+		d.Authors[m.UserID] = personName(m.Email)
 	}
-	if frag == "" {
-		if e := c.api("GET", "/issues/"+t.ID+"/attachments", nil, &d.Attachments); e != nil {
-			c.fail(e)
-			return
-		}
-		if e := c.api("GET", fmt.Sprintf("/companies/%s/issues?parentId=%s&limit=100", c.cid, t.ID), nil, &d.Children); e != nil {
-			c.fail(e)
-			return
-		}
-		if t.ParentID != "" {
-			var p domain.Issue
-			if c.api("GET", "/issues/"+t.ParentID, nil, &p) == nil {
-				d.Parent = &p
-			}
-		}
-		if t.ProjectID != "" {
-			var ps []domain.Project
-			_ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &ps)
-			for _, p := range ps {
-				if p.ID == t.ProjectID {
-					d.ProjectName = p.Name
-				}
-			}
+	for _, p := range projects {
+		if p.ID == t.ProjectID {
+			d.ProjectName = p.Name
 		}
 	}
 	d.HeaderPoll, d.TimelinePoll, d.RunsPoll = u.pollInterval(10000), u.pollInterval(10000), u.pollInterval(15000)

@@ -76,11 +76,6 @@ func (u *UI) tasksPage(c *rc) {
 		f.Origin = ""
 	}
 	d := tasksData{Filter: f, Filtered: f.Status != "" || f.Assignee != "" || f.Origin != "", PollMS: u.pollInterval(10000)}
-	var e *APIError
-	if d.Agents, d.AgentIdx, e = c.agents(); e != nil {
-		c.fail(e)
-		return
-	}
 	api := url.Values{}
 	api.Set("limit", strconv.Itoa(tasksPerPage+1))
 	api.Set("offset", strconv.Itoa((f.Page-1)*tasksPerPage))
@@ -93,9 +88,14 @@ func (u *UI) tasksPage(c *rc) {
 	if f.Origin == "email" {
 		api.Set("originKind", "chat_channel")
 	}
-	if e := c.api("GET", "/companies/"+c.cid+"/issues?"+api.Encode(), nil, &d.Tasks); e != nil {
-		c.fail(e)
-		return
+	var e1, e2 *APIError
+	parallel(func() { d.Agents, d.AgentIdx, e1 = c.agents() },
+		func() { e2 = c.api("GET", "/companies/"+c.cid+"/issues?"+api.Encode(), nil, &d.Tasks) })
+	for _, e := range []*APIError{e1, e2} {
+		if e != nil {
+			c.fail(e)
+			return
+		}
 	}
 	base := "/c/" + c.cid + "/tasks"
 	if len(d.Tasks) > tasksPerPage {

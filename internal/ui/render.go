@@ -125,10 +125,7 @@ func (c *rc) render(status int, page string, v view) {
 			v.Caps = caps{InstanceAdmin: me.User.IsInstanceAdmin && me.KeyCompanyID == ""}
 		}
 		if !v.Bare {
-			var list []domain.Company
-			if err := c.api("GET", "/companies", nil, &list); err == nil {
-				v.Companies = list
-			}
+			v.Companies = c.Companies()
 		}
 	}
 	v.Footer = c.u.footer(c)
