@@ -446,18 +446,18 @@ func (s *Service) Inspect(ctx context.Context, key string) (InspectResult, error
 		out.Inboxes = append(out.Inboxes, InboxInfo{InboxID: in.InboxID, Email: in.Email, DisplayName: in.DisplayName})
 		return out, nil
 	}
-	list, err := c.ListInboxes(ctx, agentmail.ListParams{Limit: 100})
+	list, err := allInboxes(ctx, c)
 	if err != nil {
 		return out, providerError(err)
 	}
-	for _, in := range list.Inboxes {
+	for _, in := range list {
 		out.Inboxes = append(out.Inboxes, InboxInfo{InboxID: in.InboxID, Email: in.Email, DisplayName: in.DisplayName})
 	}
-	doms, err := c.ListDomains(ctx, agentmail.ListParams{Limit: 100})
+	doms, err := allDomains(ctx, c)
 	if err != nil {
 		return out, providerError(err)
 	}
-	for _, d := range doms.Domains {
+	for _, d := range doms {
 		full, err := c.GetDomain(ctx, d.DomainID)
 		if err != nil {
 			return out, providerError(err)
@@ -479,11 +479,11 @@ type AddressCheck struct {
 // lookups, which would break creating that inbox's key moments later.
 func (s *Service) CheckAddress(ctx context.Context, key, username, domainName string) (AddressCheck, error) {
 	addr := strings.ToLower(username + "@" + domainName)
-	list, err := s.keyed(key).ListInboxes(ctx, agentmail.ListParams{Limit: 100})
+	list, err := allInboxes(ctx, s.keyed(key))
 	if err != nil {
 		return AddressCheck{}, providerError(err)
 	}
-	for _, in := range list.Inboxes {
+	for _, in := range list {
 		if strings.EqualFold(in.InboxID, addr) || strings.EqualFold(in.Email, addr) {
 			return AddressCheck{Address: addr, Status: "taken"}, nil
 		}

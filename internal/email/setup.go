@@ -377,11 +377,11 @@ func (s *Service) runSetup(ctx context.Context, a authz.Actor, endpointID string
 
 // requireVerifiedDomain refuses custom domains that are not VERIFIED.
 func (s *Service) requireVerifiedDomain(ctx context.Context, c *agentmail.Client, name string) error {
-	list, err := c.ListDomains(ctx, agentmail.ListParams{Limit: 100})
+	list, err := allDomains(ctx, c)
 	if err != nil {
 		return providerError(err)
 	}
-	for _, d := range list.Domains {
+	for _, d := range list {
 		if strings.EqualFold(d.Domain, name) {
 			full, err := c.GetDomain(ctx, d.DomainID)
 			if err != nil {
