@@ -37,7 +37,9 @@ func TestStageTimestamps(t *testing.T) {
 			t.Fatalf("stage order: accepted %s, sent %s, delivered %s", accepted, sent, delivered)
 		}
 
-		path := func(issue string) string { return "/api/companies/" + e.CompanyID + "/email/tasks/" + issue + "/deliveries" }
+		path := func(issue string) string {
+			return "/api/companies/" + e.CompanyID + "/email/tasks/" + issue + "/deliveries"
+		}
 		if got := e.Board.List(path(e.parent)); len(got) != 0 {
 			t.Fatalf("a task without email has deliveries: %v", got)
 		}
