@@ -422,16 +422,11 @@ func (s *Server) controlRoutes() http.Handler {
 		writeNoContent(w)
 	})
 	mux.HandleFunc("DELETE /_emulator/faults/{id}", func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for i, f := range s.state.faults {
-			if f.ID == r.PathValue("id") {
-				s.state.faults = append(s.state.faults[:i:i], s.state.faults[i+1:]...)
-				writeNoContent(w)
-				return
-			}
+		if err := s.RemoveFault(r.PathValue("id")); err != nil {
+			fail(w, http.StatusNotFound, "not_found", "fault not found")
+			return
 		}
-		fail(w, http.StatusNotFound, "not_found", "fault not found")
+		writeNoContent(w)
 	})
 	mux.HandleFunc("POST /_emulator/websockets/drop", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]int{"dropped": s.DropWebSockets()})

@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -69,6 +70,20 @@ func (s *Server) AddFault(f Fault) string {
 	cp := f
 	s.state.faults = append(s.state.faults, &cp)
 	return cp.ID
+}
+
+// RemoveFault removes one fault by id (DELETE /_emulator/faults/{id}); it
+// wraps ErrNotFound when no such fault is installed.
+func (s *Server) RemoveFault(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, f := range s.state.faults {
+		if f.ID == id {
+			s.state.faults = append(s.state.faults[:i:i], s.state.faults[i+1:]...)
+			return nil
+		}
+	}
+	return fmt.Errorf("remove fault %s: %w", id, ErrNotFound)
 }
 
 // ClearFaults removes every installed fault.

@@ -1,6 +1,8 @@
 package emulator
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -56,5 +58,48 @@ func TestSubscribedCount(t *testing.T) {
 	r := control(t, s, "GET", "/_emulator/websockets?inbox_id="+esc(b), nil)
 	if r.body["subscribed"].(float64) != 1 || r.body["count"].(float64) != 1 {
 		t.Fatalf("control: %s", r.raw)
+	}
+}
+
+// Blocked, spam and unauthenticated inbound mail is emitted as the
+// provider does: its own event variant, in that priority, only to
+// subscriptions that list it, and never as message.received; the message
+// keeps received and unread plus the classification label.
+func TestFilteredReceivedVariants(t *testing.T) {
+	t.Parallel()
+	s, key := startTest(t, Options{})
+	in := createInbox(t, s, key, "variants")
+	if err := s.SetBlockList(in, []string{"blocked.example"}); err != nil {
+		t.Fatal(err)
+	}
+	all := dialWS(t, s, key)
+	all.subscribe(t, map[string]any{"type": "subscribe", "event_types": []string{"message.received", "message.received.spam",
+		"message.received.blocked", "message.received.unauthenticated"}})
+	plain := dialWS(t, s, key)
+	plain.subscribe(t, map[string]any{"type": "subscribe"})
+	for _, m := range []map[string]any{
+		{"from": "x@blocked.example", "subject": "blocked", "headers": map[string]string{"X-Spam-Flag": "YES"}},
+		{"from": "x@example.com", "subject": "spam", "headers": map[string]string{"X-Spam-Flag": "YES", "X-Emulator-Auth": "fail"}},
+		{"from": "x@example.com", "subject": "unauthenticated", "headers": map[string]string{"X-Emulator-Auth": "fail"}},
+		{"from": "x@example.com", "subject": "normal"},
+	} {
+		m["text"] = "x"
+		deliver(t, s, in, m)
+	}
+	for _, want := range []struct{ typ, subject, label string }{
+		{"message.received.blocked", "blocked", "blocked"},
+		{"message.received.spam", "spam", "spam"},
+		{"message.received.unauthenticated", "unauthenticated", "unauthenticated"},
+		{"message.received", "normal", "unread"},
+	} {
+		ev := all.next(t)
+		msg := ev["message"].(map[string]any)
+		labels := fmt.Sprint(msg["labels"])
+		if ev["event_type"] != want.typ || msg["subject"] != want.subject || !strings.Contains(labels, "received") || !strings.Contains(labels, want.label) {
+			t.Fatalf("want %s for %q, got %v %v %s", want.typ, want.subject, ev["event_type"], msg["subject"], labels)
+		}
+	}
+	if ev := plain.next(t); ev["event_type"] != "message.received" || ev["message"].(map[string]any)["subject"] != "normal" {
+		t.Fatalf("a default subscription got %v", ev)
 	}
 }
