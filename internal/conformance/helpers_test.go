@@ -267,3 +267,9 @@ func (e *env) rawPost(path, body string) *http.Response {
 	resp.Body.Close()
 	return resp
 }
+
+// encode encodes v for a raw request body.
+func encode(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}

@@ -1,0 +1,70 @@
+package conformance_test
+
+import (
+	"testing"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/testkit"
+)
+
+// Complaint and rejection receipts fail the send with a clear error; a
+// complaint also suppresses the recipient (the next send to it fails at
+// acceptance and never reaches the provider), a rejection does not. A
+// receipt emitted while no socket is connected is applied by the catch-up
+// scan from the sent message's labels.
+func TestComplainedAndRejectedReceipts(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e := newEnv(t, url)
+		e.connect("receipts", nil)
+
+		complained := e.newEmail("complain@example.com", "Complained")
+		e.Board.JSON("POST", e.sendPath(), complained, 202)
+		d := e.waitOutcome(complained["idempotencyKey"].(string), "failed")
+		mustEqual(t, "complaint error", d["error"], any("AgentMail reported message.complained"))
+		if d["providerMessageId"] == nil || d["sentAt"] == nil || d["deliveredAt"] != nil {
+			t.Fatalf("complained send: %v", d)
+		}
+		before := e.providerSends()
+		again := e.newEmail("Complain@Example.com", "To a complainer")
+		acc := e.Board.JSON("POST", e.sendPath(), again, 202)
+		if acc["outcome"] != "failed" || acc["error"] == nil {
+			t.Fatalf("send to a suppressed recipient: %v", acc)
+		}
+
+		rejected := e.newEmail("reject@example.com", "Rejected")
+		e.Board.JSON("POST", e.sendPath(), rejected, 202)
+		d = e.waitOutcome(rejected["idempotencyKey"].(string), "failed")
+		mustEqual(t, "rejection error", d["error"], any("AgentMail reported message.rejected"))
+		retry := e.newEmail("reject@example.com", "Rejected again")
+		if acc := e.Board.JSON("POST", e.sendPath(), retry, 202); acc["outcome"] != "queued" {
+			t.Fatalf("a rejection must not suppress the recipient: %v", acc)
+		}
+		e.waitOutcome(retry["idempotencyKey"].(string), "failed")
+		mustEqual(t, "provider sends (none to the suppressed recipient)", e.providerSends(), before+2)
+
+		// No live connection while the complaint arrives: the catch-up
+		// scan finds it on the sent message.
+		fault := e.Em.AddFault(emulator.Fault{Match: emulator.FaultMatch{Operation: "websocket"}, Status: 503, Code: "service_unavailable"})
+		e.Em.DropWebSockets()
+		late := e.newEmail("complain@late.example", "Complained offline")
+		e.Board.JSON("POST", e.sendPath(), late, 202)
+		e.waitOutcome(late["idempotencyKey"].(string), "sent", "failed")
+		if err := e.Em.RemoveFault(fault); err != nil {
+			t.Fatal(err)
+		}
+		d = e.waitOutcome(late["idempotencyKey"].(string), "failed")
+		mustEqual(t, "caught-up complaint", d["error"], any("AgentMail reported message.complained"))
+		var source string
+		testkit.Eventually(t, wait, "the complaint's delivery", func() bool {
+			for _, dl := range e.deliveries() {
+				if dl.DeduplicationKey == "message.complained:"+d["providerMessageId"].(string) {
+					source = dl.Source
+				}
+			}
+			return source != ""
+		})
+		mustEqual(t, "complaint admitted by", source, "catchup")
+	})
+}
