@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
@@ -37,16 +36,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	httpx.WriteJSON(w, ae.Status, httpx.ErrorBody{Error: ae.Message, Code: ae.Code, Details: ae.Details})
 }
 
-// notFoundMessage turns "get issue: not found" into "issue not found".
+// notFoundMessage names the missing thing: "issue not found".
 func notFoundMessage(err error) string {
-	msg := err.Error()
-	first := strings.SplitN(msg, ":", 2)[0]
-	words := strings.Fields(first)
-	if len(words) >= 2 && (words[0] == "get" || words[0] == "lookup") {
-		return strings.Join(words[1:], " ") + " not found"
-	}
-	if len(words) == 1 {
-		return words[0] + " not found"
+	var nf *store.NotFoundError
+	if errors.As(err, &nf) && nf.What != "" {
+		return nf.What + " not found"
 	}
 	return "not found"
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"net/http"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
@@ -80,16 +79,7 @@ func (s *Server) routes() {
 // Audit writes an activity entry for a change made by the request's actor,
 // inside the change's transaction.
 func (s *Server) Audit(ctx context.Context, tx *sql.Tx, a authz.Actor, companyID, action, entityType, entityID string, details any) error {
-	raw := json.RawMessage(`{}`)
-	if details != nil {
-		b, err := json.Marshal(details)
-		if err != nil {
-			return err
-		}
-		raw = b
-	}
-	return s.Store.InsertActivity(ctx, tx, &domain.Activity{CompanyID: companyID, ActorKind: a.Kind, ActorID: a.ID(),
-		AgentID: a.AgentID(), RunID: a.RunID(), Action: action, EntityType: entityType, EntityID: entityID, Details: raw})
+	return s.Store.Audit(ctx, tx, a.AuditActor(), companyID, action, entityType, entityID, details)
 }
 
 // companyAccess checks the request actor's access to the path's company.

@@ -66,6 +66,16 @@ func (a Actor) ID() string {
 	return a.UserID
 }
 
+// AuditActor is the actor as an audit-log entry records it; an actor with
+// no kind (a background worker) is the system.
+func (a Actor) AuditActor() domain.ActivityActor {
+	kind := a.Kind
+	if kind == "" {
+		kind = "system"
+	}
+	return domain.ActivityActor{Kind: kind, ID: a.ID(), AgentID: a.AgentID(), RunID: a.RunID()}
+}
+
 type ctxKey struct{}
 
 // WithActor returns ctx carrying a.
@@ -95,7 +105,7 @@ type Access struct {
 // (write=true) companyID. Another company's resources answer ErrNotFound so
 // their existence does not leak.
 func (s *Service) CompanyAccess(ctx context.Context, q db.Querier, a Actor, companyID string, write bool) (Access, error) {
-	notFound := fmt.Errorf("company: %w", store.ErrNotFound)
+	notFound := &store.NotFoundError{Op: "company", What: "company"}
 	switch a.Kind {
 	case KindAgent:
 		if a.Agent == nil || a.Agent.CompanyID != companyID {

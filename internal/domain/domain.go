@@ -146,6 +146,13 @@ type Agent struct {
 	UpdatedAt          time.Time        `json:"updatedAt"`
 }
 
+// OverBudget reports whether the agent has spent its monthly budget in the
+// month (UTC) that contains now. An agent without a budget never is.
+func (a Agent) OverBudget(now time.Time) bool {
+	return a.BudgetMonthlyCents > 0 && a.SpendPeriod == now.UTC().Format("2006-01") &&
+		a.SpentMonthlyCents >= a.BudgetMonthlyCents
+}
+
 // ProcessAdapterConfig configures the process adapter.
 type ProcessAdapterConfig struct {
 	Command    string            `json:"command"`
@@ -256,6 +263,22 @@ type Activity struct {
 	EntityID   string          `json:"entityId"`
 	Details    json.RawMessage `json:"details"`
 	CreatedAt  time.Time       `json:"createdAt"`
+}
+
+// ActivityActor is who an audit-log entry is by: a board user, an agent in
+// a run, or the system (Kind "system", with a name such as "agentmail" as
+// ID and the agent it acted for as AgentID).
+type ActivityActor struct {
+	Kind    string
+	ID      string
+	AgentID string
+	RunID   string
+}
+
+// SystemActor is the audit actor of automatic work done by name on behalf
+// of agentID (which may be empty).
+func SystemActor(name, agentID string) ActivityActor {
+	return ActivityActor{Kind: "system", ID: name, AgentID: agentID}
 }
 
 // ActionPolicy allows or denies an actor a named action, optionally with a

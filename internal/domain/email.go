@@ -40,6 +40,37 @@ type EmailConnection struct {
 	Installs []EmailInstall `json:"installs,omitempty"`
 }
 
+// Grant kinds and statuses.
+const (
+	GrantOrganization = "organization" // every board user of the company
+	GrantUser         = "user"         // one board user
+	GrantActive       = "active"
+	GrantRevoked      = "revoked"
+)
+
+// GrantsAllow reports whether an active grant lets userID use a saved
+// credential: an organization grant, or a user grant to userID. (The local
+// board's exception stays with the caller.)
+func GrantsAllow(grants []EmailGrant, userID string) bool {
+	for _, g := range grants {
+		if g.Status == GrantActive && (g.Kind == GrantOrganization || (g.Kind == GrantUser && userID != "" && g.SubjectUserID == userID)) {
+			return true
+		}
+	}
+	return false
+}
+
+// AnyGrantActive reports whether a saved credential still has an active
+// grant; without one it is unusable by anybody.
+func AnyGrantActive(grants []EmailGrant) bool {
+	for _, g := range grants {
+		if g.Status == GrantActive {
+			return true
+		}
+	}
+	return false
+}
+
 // EmailGrant gives humans access to a saved credential.
 type EmailGrant struct {
 	ID            string     `json:"id"`

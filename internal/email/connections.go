@@ -37,7 +37,7 @@ func (in *ConnectInput) validate() error {
 	if in.GrantKind == "" {
 		in.GrantKind = "user"
 	}
-	if in.GrantKind != "user" && in.GrantKind != "organization" {
+	if in.GrantKind != domain.GrantUser && in.GrantKind != domain.GrantOrganization {
 		return httpx.Errorf(http.StatusBadRequest, "grantKind must be user or organization")
 	}
 	if len(in.AgentIDs) > 500 {
@@ -141,7 +141,7 @@ func (s *Service) Connect(ctx context.Context, a authz.Actor, companyID string, 
 		if err := s.Store.SetEmailConnectionInitialInstalls(ctx, tx, conn.ID, installs); err != nil {
 			return err
 		}
-		return s.audit(ctx, tx, a, companyID, "email.connection.created", "email_connection", conn.ID,
+		return s.Store.Audit(ctx, tx, a.AuditActor(), companyID, "email.connection.created", "email_connection", conn.ID,
 			map[string]any{"scope": ident.ScopeType, "grantKind": in.GrantKind, "allAgents": in.AllAgents, "agentCount": len(installs)})
 	})
 	if err != nil {
@@ -193,21 +193,10 @@ func (s *Service) credentialAccess(ctx context.Context, q db.Querier, a authz.Ac
 	if err != nil {
 		return "", err
 	}
-	active := 0
-	allowed := a.LocalBoard
-	for _, g := range grants {
-		if g.Status != "active" {
-			continue
-		}
-		active++
-		if g.Kind == "organization" || (g.Kind == "user" && g.SubjectUserID == a.UserID && a.UserID != "") {
-			allowed = true
-		}
-	}
-	if active == 0 {
+	if !domain.AnyGrantActive(grants) {
 		return "", httpx.Errorf(http.StatusForbidden, "AgentMail credential access has been revoked")
 	}
-	if !allowed {
+	if !a.LocalBoard && !domain.GrantsAllow(grants, a.UserID) {
 		return "", httpx.Errorf(http.StatusForbidden, "You do not have access to this AgentMail credential")
 	}
 	return key, nil
@@ -282,7 +271,7 @@ func (s *Service) allowAgent(ctx context.Context, tx *sql.Tx, a authz.Actor, c d
 		if err := s.Store.AddEmailInstall(ctx, tx, c.CompanyID, &domain.EmailInstall{ConnectionID: c.ID, TargetType: "agent", TargetID: agentID}); err != nil {
 			return err
 		}
-		return s.audit(ctx, tx, a, c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID, map[string]any{"agentId": agentID})
+		return s.Store.Audit(ctx, tx, a.AuditActor(), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID, map[string]any{"agentId": agentID})
 	}
 	has, err := s.AgentHasAccess(ctx, tx, c, agentID)
 	if err != nil || has {
@@ -291,7 +280,7 @@ func (s *Service) allowAgent(ctx context.Context, tx *sql.Tx, a authz.Actor, c d
 	if err := s.Store.AddEmailInstall(ctx, tx, c.CompanyID, &domain.EmailInstall{ConnectionID: c.ID, TargetType: "agent", TargetID: agentID}); err != nil {
 		return err
 	}
-	return s.audit(ctx, tx, a, c.CompanyID, "email.connection.agent_added", "email_connection", c.ID, map[string]any{"agentId": agentID})
+	return s.Store.Audit(ctx, tx, a.AuditActor(), c.CompanyID, "email.connection.agent_added", "email_connection", c.ID, map[string]any{"agentId": agentID})
 }
 
 func sameInstalls(installs []domain.EmailInstall, ids []string) bool {

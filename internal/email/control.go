@@ -12,6 +12,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // Errors of the active-endpoint check, shared by intake and sending.
@@ -57,18 +58,20 @@ func (s *Service) CheckActive(ctx context.Context, q db.Querier, ep domain.Email
 	}
 	if ep.CredentialConnectionID != "" {
 		c, err := s.Store.GetEmailConnection(ctx, q, ep.CredentialConnectionID)
-		if err != nil || c.Status != "active" {
+		if errors.Is(err, store.ErrNotFound) {
+			return "", ErrCredentialUnavailable
+		}
+		if err != nil {
+			return "", err
+		}
+		if c.Status != "active" {
 			return "", ErrCredentialUnavailable
 		}
 		grants, err := s.Store.ListEmailGrants(ctx, q, c.ID)
 		if err != nil {
 			return "", err
 		}
-		granted := false
-		for _, g := range grants {
-			granted = granted || g.Status == "active"
-		}
-		if !granted {
+		if !domain.AnyGrantActive(grants) {
 			return "", ErrCredentialUnavailable
 		}
 		ok, err := s.AgentHasAccess(ctx, q, c, ep.AssignedAgentID)
@@ -129,7 +132,7 @@ func (s *Service) Control(ctx context.Context, a authz.Actor, endpointID, action
 				if err := s.stopEndpoint(ctx, tx, &ep); err != nil {
 					return err
 				}
-				return s.audit(ctx, tx, a, ep.CompanyID, "email_endpoint.pause", "email_endpoint", ep.ID, nil)
+				return s.Store.Audit(ctx, tx, a.AuditActor(), ep.CompanyID, "email_endpoint.pause", "email_endpoint", ep.ID, nil)
 			})
 		case "resume":
 			err = s.resume(ctx, a, &ep)
@@ -171,7 +174,7 @@ func (s *Service) resume(ctx context.Context, a authz.Actor, ep *domain.EmailEnd
 			return err
 		}
 		*ep = cur
-		return s.audit(ctx, tx, a, ep.CompanyID, "email_endpoint.resume", "email_endpoint", ep.ID, nil)
+		return s.Store.Audit(ctx, tx, a.AuditActor(), ep.CompanyID, "email_endpoint.resume", "email_endpoint", ep.ID, nil)
 	})
 }
 
@@ -205,7 +208,7 @@ func (s *Service) remove(ctx context.Context, a authz.Actor, ep *domain.EmailEnd
 			return err
 		}
 		*ep = cur
-		return s.audit(ctx, tx, a, ep.CompanyID, "email_endpoint.remove", "email_endpoint", ep.ID,
+		return s.Store.Audit(ctx, tx, a.AuditActor(), ep.CompanyID, "email_endpoint.remove", "email_endpoint", ep.ID,
 			map[string]any{"providerCleanup": cleanupOK})
 	})
 }
@@ -350,7 +353,7 @@ func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID strin
 				return err
 			}
 			ep = cur
-			return s.audit(ctx, tx, a, ep.CompanyID, "email_endpoint.reconnect", "email_endpoint", ep.ID,
+			return s.Store.Audit(ctx, tx, a.AuditActor(), ep.CompanyID, "email_endpoint.reconnect", "email_endpoint", ep.ID,
 				map[string]any{"receiveMode": in.ReceiveMode})
 		})
 		if err != nil {

@@ -199,7 +199,7 @@ func (s *Service) addInstall(w http.ResponseWriter, r *http.Request) error {
 		if err := s.Store.AddEmailInstall(r.Context(), tx, c.CompanyID, &inst); err != nil {
 			return err
 		}
-		return s.audit(r.Context(), tx, httpx.Actor(r), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
+		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
 			map[string]any{"added": in.TargetType + ":" + in.TargetID})
 	})
 	if err != nil {
@@ -226,7 +226,7 @@ func (s *Service) deleteInstall(w http.ResponseWriter, r *http.Request) error {
 		if err := s.Store.DeleteEmailInstall(r.Context(), tx, c.ID, id); err != nil {
 			return err
 		}
-		return s.audit(r.Context(), tx, httpx.Actor(r), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
+		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
 			map[string]any{"removedInstall": id})
 	})
 	if err != nil {
@@ -266,7 +266,7 @@ func (s *Service) addGrant(w http.ResponseWriter, r *http.Request) error {
 		if err := s.Store.AddEmailGrant(r.Context(), tx, c.CompanyID, &g); err != nil {
 			return err
 		}
-		return s.audit(r.Context(), tx, httpx.Actor(r), c.CompanyID, "email.connection.grant_added", "email_connection", c.ID,
+		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.grant_added", "email_connection", c.ID,
 			map[string]any{"kind": g.Kind, "userId": g.SubjectUserID})
 	})
 	if err != nil {
@@ -289,7 +289,7 @@ func (s *Service) revokeGrant(w http.ResponseWriter, r *http.Request) error {
 		if err := s.Store.RevokeEmailGrant(r.Context(), tx, c.ID, id); err != nil {
 			return err
 		}
-		return s.audit(r.Context(), tx, httpx.Actor(r), c.CompanyID, "email.connection.grant_revoked", "email_connection", c.ID,
+		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.grant_revoked", "email_connection", c.ID,
 			map[string]any{"grantId": id})
 	})
 	if err != nil {

@@ -217,23 +217,6 @@ func (s *Service) unbindAndCollect(ctx context.Context, tx *sql.Tx, targetType, 
 	return nil
 }
 
-// audit records an email action.
-func (s *Service) audit(ctx context.Context, q db.Querier, a authz.Actor, companyID, action, entityType, entityID string, details map[string]any) error {
-	raw := []byte(`{}`)
-	if details != nil {
-		raw = []byte(mustJSON(details))
-	}
-	return s.Store.InsertActivity(ctx, q, &domain.Activity{CompanyID: companyID, ActorKind: actorKind(a), ActorID: a.ID(),
-		AgentID: a.AgentID(), RunID: a.RunID(), Action: action, EntityType: entityType, EntityID: entityID, Details: raw})
-}
-
-func actorKind(a authz.Actor) string {
-	if a.Kind == "" {
-		return "system"
-	}
-	return a.Kind
-}
-
 // WebhookSecret returns the vaulted Svix signing secret of an endpoint's
 // Paperclip-owned webhook, for verifying its deliveries. A missing secret is
 // an error that never quotes the value.

@@ -206,7 +206,7 @@ func (s *Service) ensureDraft(ctx context.Context, a authz.Actor, companyID stri
 		if !created {
 			return httpx.Errorf(http.StatusConflict, "Setup request already belongs to another inbox")
 		}
-		return s.audit(ctx, tx, a, companyID, "email_endpoint.draft_created", "email_endpoint", ep.ID, map[string]any{"agentId": ag.ID})
+		return s.Store.Audit(ctx, tx, a.AuditActor(), companyID, "email_endpoint.draft_created", "email_endpoint", ep.ID, map[string]any{"agentId": ag.ID})
 	})
 	return ep, err
 }
@@ -503,7 +503,7 @@ func (s *Service) activate(ctx context.Context, a authz.Actor, ep *domain.EmailE
 			return err
 		}
 		*ep = cur
-		return s.audit(ctx, tx, a, ep.CompanyID, "email_endpoint.connected", "email_endpoint", ep.ID,
+		return s.Store.Audit(ctx, tx, a.AuditActor(), ep.CompanyID, "email_endpoint.connected", "email_endpoint", ep.ID,
 			map[string]any{"address": ep.Address, "receiveMode": mode})
 	})
 	if err != nil {

@@ -1,21 +1,12 @@
 package email
 
 import (
-	"encoding/json"
 	"net/http"
 	"regexp"
 
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/safetext"
 )
-
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
 
 // checkAPIKey validates a provider API key given by a user: present, at
 // most 4096 characters and a single token. A CR or LF would split the

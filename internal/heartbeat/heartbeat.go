@@ -188,7 +188,7 @@ func (s *Service) WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req 
 			return domain.Run{}, false, err
 		}
 		if issue.CompanyID != agent.CompanyID {
-			return domain.Run{}, false, fmt.Errorf("wakeup: issue: %w", store.ErrNotFound)
+			return domain.Run{}, false, fmt.Errorf("wakeup: %w", &store.NotFoundError{Op: "issue", What: "issue"})
 		}
 	}
 	refusal, err := s.refusal(ctx, tx, agent, req.IssueStateGuard)
@@ -248,8 +248,7 @@ func (s *Service) refusal(ctx context.Context, q *sql.Tx, agent domain.Agent, gu
 	default:
 		return RefusedAgentNotActive, nil
 	}
-	if agent.BudgetMonthlyCents > 0 && agent.SpendPeriod == s.st.Now().Format("2006-01") &&
-		agent.SpentMonthlyCents >= agent.BudgetMonthlyCents {
+	if agent.OverBudget(s.st.Now()) {
 		return RefusedBudgetExceeded, nil
 	}
 	if guard != nil && guard.IssueID != "" {

@@ -7,11 +7,17 @@ import (
 	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
-// Processing errors recorded (redacted) on deliveries.
-var (
-	errLeaseLost     = errors.New("Email worker lease changed; inspect delivery before retrying")
-	errInboxStopped  = errors.New("Email inbox stopped")
-	errInboxMismatch = errors.New("Email delivery inbox mismatch")
+// notice is a processing failure whose text is a fixed sentence, recorded
+// as is on the delivery and shown to operators.
+type notice string
+
+func (n notice) Error() string { return string(n) }
+
+// Processing failures recorded on deliveries.
+const (
+	errLeaseLost     notice = "Email worker lease changed; inspect delivery before retrying"
+	errInboxStopped  notice = "Email inbox stopped"
+	errInboxMismatch notice = "Email delivery inbox mismatch"
 )
 
 const genericFailure = "Email operation failed; retry or reconnect the inbox."

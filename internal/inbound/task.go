@@ -39,7 +39,7 @@ func (w *Worker) reopen(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint
 			if err := w.st.CreateComment(ctx, tx, &c); err != nil {
 				return "", err
 			}
-			if err := w.audit(ctx, tx, ep, actionReopenLimited, "issue", issueID, map[string]any{"reason": "email_received",
+			if err := w.st.Audit(ctx, tx, auditBy(ep), ep.CompanyID, actionReopenLimited, "issue", issueID, map[string]any{"reason": "email_received",
 				"reopens": n, "limit": w.t.ReopenLimit, "windowSeconds": int64(w.t.ReopenWindow / time.Second), "commentId": c.ID}); err != nil {
 				return "", err
 			}
@@ -61,7 +61,7 @@ func (w *Worker) reopen(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint
 			return "", err
 		}
 	}
-	if err := w.audit(ctx, tx, ep, actionReopened, "issue", issueID, map[string]any{"reason": "email_received"}); err != nil {
+	if err := w.st.Audit(ctx, tx, auditBy(ep), ep.CompanyID, actionReopened, "issue", issueID, map[string]any{"reason": "email_received"}); err != nil {
 		return "", err
 	}
 	return domain.IssueTodo, nil
@@ -118,7 +118,7 @@ func (w *Worker) createTask(ctx context.Context, tx *sql.Tx, ep domain.EmailEndp
 		return domain.EmailConversation{}, err
 	}
 	if created {
-		if err := w.audit(ctx, tx, ep, "issue.created", "issue", issue.ID, map[string]any{"source": "email"}); err != nil {
+		if err := w.st.Audit(ctx, tx, auditBy(ep), ep.CompanyID, "issue.created", "issue", issue.ID, map[string]any{"source": "email"}); err != nil {
 			return domain.EmailConversation{}, err
 		}
 	}
@@ -130,8 +130,8 @@ func (w *Worker) createTask(ctx context.Context, tx *sql.Tx, ep domain.EmailEndp
 	return conv, nil
 }
 
-func (w *Worker) audit(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, action, entityType, entityID string, details map[string]any) error {
-	raw, _ := json.Marshal(details)
-	return w.st.InsertActivity(ctx, tx, &domain.Activity{CompanyID: ep.CompanyID, ActorKind: "system", ActorID: auditActor,
-		AgentID: ep.AssignedAgentID, Action: action, EntityType: entityType, EntityID: entityID, Details: raw})
+// auditBy is the audit actor of the receiving pipeline's own actions on an
+// inbox: the system name "agentmail" on behalf of the inbox's agent.
+func auditBy(ep domain.EmailEndpoint) domain.ActivityActor {
+	return domain.SystemActor(auditActor, ep.AssignedAgentID)
 }

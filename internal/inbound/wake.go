@@ -62,7 +62,7 @@ func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint,
 	if err != nil {
 		return wakeResult{}, fmt.Errorf("wake agent: %w", err)
 	}
-	if err := w.audit(ctx, tx, cur, "email.received", "issue", ev.IssueID,
+	if err := w.st.Audit(ctx, tx, auditBy(cur), cur.CompanyID, "email.received", "issue", ev.IssueID,
 		map[string]any{"deliveryId": d.ID, "runId": run.ID, "admissionToWakeMs": ms}); err != nil {
 		return wakeResult{}, err
 	}

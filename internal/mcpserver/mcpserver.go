@@ -45,7 +45,7 @@ const (
 )
 
 // errUnassigned is returned when a tool's inbox assignment is gone.
-var errUnassigned = errors.New("This connector is no longer assigned or authorized")
+var errUnassigned = httpx.Errorf(http.StatusForbidden, "This connector is no longer assigned or authorized")
 
 // Server serves /mcp.
 type Server struct {
@@ -245,12 +245,12 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 			r := outbound.SendRequest(in.Request)
 			// The send must belong to the run's current task.
 			if r.ParentIssueID != "" && r.ParentIssueID != c.run.IssueID {
-				return toolError(errors.New("Email send must belong to the current task"))
+				return toolError(httpx.Errorf(http.StatusForbidden, "Email send must belong to the current task"))
 			}
 			if r.ConversationID != "" {
 				th, err := s.Outbound.Thread(ctx, c.actor(), c.agent.CompanyID, c.run.IssueID)
 				if err != nil || th == nil || th.ConversationID != r.ConversationID {
-					return toolError(errors.New("Email send must belong to the current task"))
+					return toolError(httpx.Errorf(http.StatusForbidden, "Email send must belong to the current task"))
 				}
 			}
 			out, err := s.Outbound.Accept(ctx, c.actor(), c.agent.CompanyID, r)

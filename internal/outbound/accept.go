@@ -10,7 +10,9 @@ import (
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/store"
@@ -28,10 +30,10 @@ type AttachmentRef struct {
 
 // digest fingerprints {request, actor}: the same key with a different
 // digest is a conflicting reuse.
-func digest(req SendRequest, a Actor) string {
+func digest(req SendRequest, a email.Sender) string {
 	b, _ := json.Marshal(struct {
-		Input SendRequest `json:"input"`
-		Actor Actor       `json:"actor"`
+		Input SendRequest  `json:"input"`
+		Actor email.Sender `json:"actor"`
 	}{req, a})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
@@ -47,8 +49,11 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	if err := req.Validate(); err != nil {
 		return zero, err
 	}
-	a := ActorFrom(actor)
+	a := email.SenderOf(actor)
 	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, req.EndpointID)
+	if err != nil && !isNotFound(err) {
+		return zero, err
+	}
 	if err != nil || ep.CompanyID != companyID {
 		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email inbox not found"}
 	}
@@ -59,6 +64,9 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	var source domain.Issue
 	if req.IsReply() {
 		conv, err = s.Store.GetConversation(ctx, s.Store.DB, req.ConversationID)
+		if err != nil && !isNotFound(err) {
+			return zero, err
+		}
 		if err != nil || conv.EndpointID != ep.ID {
 			return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email conversation not found"}
 		}
@@ -66,10 +74,13 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	} else {
 		source, err = s.Store.GetIssue(ctx, s.Store.DB, req.ParentIssueID)
 	}
-	if err != nil {
+	if isNotFound(err) {
 		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Task not found"}
 	}
-	if err := s.authorize(ctx, s.Store.DB, a, ep, source, true); err != nil {
+	if err != nil {
+		return zero, err
+	}
+	if err := s.Email.AuthorizeSend(ctx, s.Store.DB, a, ep, source, true); err != nil {
 		return zero, err
 	}
 	dig := digest(req, a)
@@ -80,30 +91,15 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	}
 	// Recipients are known now for a new email, and from the retained
 	// envelope for a reply; both feed the loop guards below.
-	var recipients []string
-	var target domain.EmailMessage
-	if req.IsReply() {
-		target, err = s.Store.EmailMessageByProviderID(ctx, s.Store.DB, ep.ID, req.ReplyToMessageID)
-		if err != nil || target.ConversationID != conv.ID {
-			return zero, badRequest("Reply target is not in this inbox conversation")
-		}
-		to, cc := ReplyRecipients(target.Envelope.From, target.Envelope.To, target.Envelope.Cc, target.Envelope.ReplyTo, ep.Address, *req.ReplyAll)
-		if len(to) == 0 {
-			return zero, badRequest("The reply has no external recipient")
-		}
-		recipients = append(to, cc...)
-	} else {
-		recipients = append(append(append([]string{}, req.To...), req.Cc...), req.Bcc...)
+	_, _, recipients, err := s.recipients(ctx, s.Store.DB, ep, req, conv.ID)
+	if err != nil {
+		return zero, err
 	}
 	atts, err := s.selectAttachments(ctx, companyID, source.ID, req.AttachmentIDs)
 	if err != nil {
 		return zero, err
 	}
-	action := "email.send"
-	if req.IsReply() {
-		action = "email.reply"
-	}
-	if err := s.decide(ctx, actor, ep, conv, action, recipients); err != nil {
+	if err := s.decide(ctx, actor, ep, conv, sendAction(req), recipients); err != nil {
 		return zero, err
 	}
 	suppressed, err := s.Store.SuppressedAmong(ctx, s.Store.DB, ep.ID, lowerAll(recipients))
@@ -118,7 +114,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	if len(suppressed) > 0 {
 		// A permanently bounced recipient fails fast: recorded, never sent.
 		pub.State, pub.Outcome = "failed", OutcomeFailed
-		pub.Error = "A recipient previously bounced permanently or complained; this email was not sent"
+		pub.Error = suppressedMsg
 	}
 	var replayed *store.EmailPublication
 	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
@@ -157,7 +153,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		if err := s.Store.InsertPublication(ctx, tx, &pub); err != nil {
 			return err
 		}
-		return s.audit(ctx, tx, actor, companyID, "email.queued", pub.ID, map[string]any{"endpointId": ep.ID,
+		return s.Store.Audit(ctx, tx, actor.AuditActor(), companyID, "email.queued", "email_publication", pub.ID, map[string]any{"endpointId": ep.ID,
 			"issueId": pub.IssueID, "reply": req.IsReply(), "recipients": len(recipients), "outcome": pub.Outcome})
 	})
 	if err != nil {
@@ -246,6 +242,9 @@ func (s *Service) selectAttachments(ctx context.Context, companyID, sourceIssueI
 	out := []AttachmentRef{}
 	for _, id := range ids {
 		att, err := s.Store.GetAttachment(ctx, s.Store.DB, id)
+		if err != nil && !isNotFound(err) {
+			return nil, err
+		}
 		if err != nil || att.CompanyID != companyID || att.IssueID != sourceIssueID {
 			return nil, forbidden("Email attachments must belong to the source task")
 		}
@@ -255,4 +254,37 @@ func (s *Service) selectAttachments(ctx context.Context, companyID, sourceIssueI
 		out = append(out, AttachmentRef{ID: att.ID, Filename: att.Filename, ContentType: att.ContentType, SizeBytes: att.SizeBytes, SHA256: att.SHA256})
 	}
 	return out, nil
+}
+
+// suppressedMsg is the outcome of a send to a suppressed recipient.
+const suppressedMsg = "A recipient previously bounced permanently or complained; this email was not sent"
+
+// sendAction is the action-policy name of a send request.
+func sendAction(req SendRequest) string {
+	if req.IsReply() {
+		return "email.reply"
+	}
+	return "email.send"
+}
+
+// recipients resolves who a send goes to: for a new email its To, Cc and
+// Bcc; for a reply, from the retained envelope of the message it answers
+// (ReplyRecipients), which must be in the conversation. all is every
+// recipient, for the loop guards. A refusal is an *httpx.Error.
+func (s *Service) recipients(ctx context.Context, q db.Querier, ep domain.EmailEndpoint, req SendRequest, conversationID string) (to, cc, all []string, err error) {
+	if !req.IsReply() {
+		return req.To, req.Cc, append(append(append([]string{}, req.To...), req.Cc...), req.Bcc...), nil
+	}
+	target, err := s.Store.EmailMessageByProviderID(ctx, q, ep.ID, req.ReplyToMessageID)
+	if err != nil && !isNotFound(err) {
+		return nil, nil, nil, err
+	}
+	if err != nil || target.ConversationID != conversationID {
+		return nil, nil, nil, badRequest("Reply target is not in this inbox conversation")
+	}
+	to, cc = ReplyRecipients(target.Envelope.From, target.Envelope.To, target.Envelope.Cc, target.Envelope.ReplyTo, ep.Address, *req.ReplyAll)
+	if len(to) == 0 {
+		return nil, nil, nil, badRequest("The reply has no external recipient")
+	}
+	return to, cc, append(to, cc...), nil
 }

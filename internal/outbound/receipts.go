@@ -56,7 +56,7 @@ func (s *Service) HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.Email
 	if err != nil {
 		return err
 	}
-	return s.audit(ctx, tx, systemActor, ep.CompanyID, "email.receipt", pub.ID, map[string]any{"kind": ev.Kind})
+	return s.Store.Audit(ctx, tx, systemActor.AuditActor(), ep.CompanyID, "email.receipt", "email_publication", pub.ID, map[string]any{"kind": ev.Kind})
 }
 
 // suppress records recipients that must not be mailed again: permanent

@@ -98,7 +98,7 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 			}
 			s.admitSent(ctx, tx, ep, sent.MessageID, sent.ThreadID)
 		}
-		return s.audit(ctx, tx, a, companyID, "email.resolved", pub.ID, map[string]any{"outcome": in.Outcome})
+		return s.Store.Audit(ctx, tx, a.AuditActor(), companyID, "email.resolved", "email_publication", pub.ID, map[string]any{"outcome": in.Outcome})
 	})
 	if err != nil {
 		return zero, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -21,11 +22,48 @@ import (
 // errPaused tells execute that the inbox is paused: not a failure.
 var errPaused = &sendFailure{msg: "paused"}
 
-// sendFailure is a classified execution failure.
+// sendFailure is a classified execution failure. It is one of: final (the
+// send is refused and never made), transient (an attempt was made and may
+// have reached the provider: retry with the same key, outcome uncertain),
+// or recheck (no attempt was made because a check could not be made, say
+// the database is unwell: look again later, outcome unchanged).
 type sendFailure struct {
 	transient bool
+	recheck   bool
 	msg       string
 	retry     time.Duration
+	// err is the cause of a recheck, for the log (never stored or shown).
+	err error
+}
+
+// recheckDelay is how long a send whose checks could not be made waits
+// before they are made again.
+const recheckDelay = 5 * time.Second
+
+const recheckMsg = "The send could not be checked just now; it will be checked again before anything is sent"
+
+func final(msg string) *sendFailure { return &sendFailure{msg: msg} }
+
+func recheck(err error) *sendFailure { return &sendFailure{recheck: true, msg: recheckMsg, err: err} }
+
+// lookup classifies the error of a lookup the send depends on: a missing
+// row refuses the send with msg, any other failure is a recheck.
+func lookup(err error, msg string) *sendFailure {
+	if errors.Is(err, store.ErrNotFound) {
+		return final(msg)
+	}
+	return recheck(err)
+}
+
+// verdict classifies the error of an authority check: a refusal (an
+// *httpx.Error, shown as is) is final, anything else is a recheck. "Could
+// not check" is never taken for "no".
+func verdict(err error) *sendFailure {
+	var he *httpx.Error
+	if errors.As(err, &he) {
+		return final(he.Message)
+	}
+	return recheck(err)
 }
 
 // execute runs one attempt of a send under its thread lease (reference §6.4).
@@ -54,7 +92,7 @@ func (w *Worker) execute(ctx context.Context, pubID string, l *store.Lease) erro
 		})
 	}
 	var req SendRequest
-	var actor Actor
+	var actor email.Sender
 	if err := json.Unmarshal(pub.Request, &req); err != nil {
 		return fmt.Errorf("decode send request: %w", err)
 	}
@@ -100,35 +138,43 @@ type prepared struct {
 }
 
 // prepare re-authorizes everything with the stored actor and builds the
-// provider request; any failure here is final (never sent).
-func (w *Worker) prepare(ctx context.Context, pub store.EmailPublication, req SendRequest, actor Actor) (domain.EmailEndpoint, string, prepared, *sendFailure) {
+// provider request. A refusal here is final (the send is never made); a
+// check that could not be made is a recheck, so a database hiccup never
+// fails a send nor lets one pass a loop guard it could not read.
+func (w *Worker) prepare(ctx context.Context, pub store.EmailPublication, req SendRequest, actor email.Sender) (domain.EmailEndpoint, string, prepared, *sendFailure) {
 	var in prepared
-	final := func(msg string) *sendFailure { return &sendFailure{msg: msg} }
 	ep, key, err := w.Email.ActiveEndpoint(ctx, w.Store.DB, pub.EndpointID)
-	if err != nil {
-		if ep.Status == domain.EndpointPaused {
-			return ep, "", in, errPaused
-		}
-		return ep, "", in, final(httpx.PublicMessage(err, "This email inbox is not available"))
+	switch {
+	case err == nil:
+	case ep.Status == domain.EndpointPaused:
+		return ep, "", in, errPaused
+	case errors.Is(err, store.ErrNotFound):
+		return ep, "", in, final("This email inbox is not available")
+	default:
+		return ep, "", in, verdict(err)
 	}
+	const taskRefused = "Email task is no longer authorized for this send"
 	task, err := w.Store.GetIssue(ctx, w.Store.DB, pub.IssueID)
-	if err != nil || task.Status == domain.IssueCancelled || (actor.AgentID != "" && task.AssigneeAgentID != actor.AgentID) {
-		return ep, "", in, final("Email task is no longer authorized for this send")
+	if err != nil {
+		return ep, "", in, lookup(err, taskRefused)
+	}
+	if task.Status == domain.IssueCancelled || (actor.AgentID != "" && task.AssigneeAgentID != actor.AgentID) {
+		return ep, "", in, final(taskRefused)
 	}
 	source := task
 	if !req.IsReply() {
 		if source, err = w.Store.GetIssue(ctx, w.Store.DB, req.ParentIssueID); err != nil {
-			return ep, "", in, final("Email task is no longer authorized for this send")
+			return ep, "", in, lookup(err, taskRefused)
 		}
 	}
-	if err := w.authorize(ctx, w.Store.DB, actor, ep, source, false); err != nil {
-		return ep, "", in, final(httpx.PublicMessage(err, "Email send is no longer authorized"))
+	if err := w.Email.AuthorizeSend(ctx, w.Store.DB, actor, ep, source, false); err != nil {
+		return ep, "", in, verdict(err)
 	}
-	action := "email.send"
-	if req.IsReply() {
-		action = "email.reply"
+	d, err := w.Policy.Check(ctx, w.Store.DB, ep.CompanyID, w.authzActor(ctx, w.Store.DB, actor), sendAction(req))
+	if err != nil {
+		return ep, "", in, recheck(err)
 	}
-	if d, err := w.Policy.Check(ctx, w.Store.DB, ep.CompanyID, w.authzActor(ctx, w.Store.DB, actor), action); err != nil || !d.Allowed {
+	if !d.Allowed {
 		return ep, "", in, final("Action policy no longer allows this email")
 	}
 	atts, fail := w.loadAttachments(ctx, pub, source.ID)
@@ -136,7 +182,12 @@ func (w *Worker) prepare(ctx context.Context, pub store.EmailPublication, req Se
 		return ep, "", in, fail
 	}
 	headers := map[string]string{PublicationHeader: pub.ID}
-	if auto, err := w.Store.EndpointAutoSubmitted(ctx, w.Store.DB, ep.ID); err == nil && auto {
+	auto, err := w.Store.EndpointAutoSubmitted(ctx, w.Store.DB, ep.ID)
+	if err != nil {
+		// Never send without loop-guard headers we could not look up.
+		return ep, "", in, recheck(err)
+	}
+	if auto {
 		// Loop guards (RFC 3834): agent mail is machine-generated, and
 		// Exchange-style auto-responders should stay quiet.
 		headers["Auto-Submitted"] = "auto-replied"
@@ -145,25 +196,23 @@ func (w *Worker) prepare(ctx context.Context, pub store.EmailPublication, req Se
 		}
 		headers["X-Auto-Response-Suppress"] = "All"
 	}
-	var recipients []string
+	to, cc, recipients, err := w.recipients(ctx, w.Store.DB, ep, req, pub.ConversationID)
+	if err != nil {
+		return ep, "", in, verdict(err)
+	}
 	if req.IsReply() {
-		target, err := w.Store.EmailMessageByProviderID(ctx, w.Store.DB, ep.ID, req.ReplyToMessageID)
-		if err != nil || target.ConversationID != pub.ConversationID {
-			return ep, "", in, final("Reply target is not in this inbox conversation")
-		}
-		to, cc := ReplyRecipients(target.Envelope.From, target.Envelope.To, target.Envelope.Cc, target.Envelope.ReplyTo, ep.Address, *req.ReplyAll)
-		if len(to) == 0 {
-			return ep, "", in, final("The reply has no external recipient")
-		}
-		recipients = append(to, cc...)
 		in.reply = agentmail.ReplyRequest{To: to, Cc: cc, Text: req.Text, Attachments: atts, Headers: headers}
 	} else {
-		recipients = append(append(append([]string{}, req.To...), req.Cc...), req.Bcc...)
-		in.send = agentmail.SendMessageRequest{To: req.To, Cc: req.Cc, Bcc: req.Bcc, Subject: *req.Subject, Text: req.Text,
+		in.send = agentmail.SendMessageRequest{To: to, Cc: cc, Bcc: req.Bcc, Subject: *req.Subject, Text: req.Text,
 			Attachments: atts, Headers: headers}
 	}
-	if sup, err := w.Store.SuppressedAmong(ctx, w.Store.DB, ep.ID, lowerAll(recipients)); err == nil && len(sup) > 0 {
-		return ep, "", in, final("A recipient previously bounced permanently or complained; this email was not sent")
+	sup, err := w.Store.SuppressedAmong(ctx, w.Store.DB, ep.ID, lowerAll(recipients))
+	if err != nil {
+		// Never send past a suppression list we could not read.
+		return ep, "", in, recheck(err)
+	}
+	if len(sup) > 0 {
+		return ep, "", in, final(suppressedMsg)
 	}
 	return ep, key, in, nil
 }
@@ -174,24 +223,28 @@ func (w *Worker) loadAttachments(ctx context.Context, pub store.EmailPublication
 	var refs []AttachmentRef
 	if len(pub.Attachments) > 0 {
 		if err := json.Unmarshal(pub.Attachments, &refs); err != nil {
-			return nil, &sendFailure{msg: "Email attachments could not be read"}
+			return nil, final("Email attachments could not be read")
 		}
 	}
+	const foreign, changed = "Email attachments must belong to the source task", "Email attachment changed after selection"
 	var out []agentmail.SendAttachment
 	for _, ref := range refs {
 		att, err := w.Store.GetAttachment(ctx, w.Store.DB, ref.ID)
-		if err != nil || att.CompanyID != pub.CompanyID || att.IssueID != sourceIssueID {
-			return nil, &sendFailure{msg: "Email attachments must belong to the source task"}
+		if err != nil {
+			return nil, lookup(err, foreign)
+		}
+		if att.CompanyID != pub.CompanyID || att.IssueID != sourceIssueID {
+			return nil, final(foreign)
 		}
 		f, err := w.Attachments.Open(att.SHA256)
 		if err != nil {
-			return nil, &sendFailure{msg: "Email attachment changed after selection"}
+			return nil, final(changed)
 		}
 		data, err := io.ReadAll(io.LimitReader(f, w.Attachments.MaxBytes+1))
 		f.Close()
 		sum := sha256.Sum256(data)
 		if err != nil || int64(len(data)) != ref.SizeBytes || hex.EncodeToString(sum[:]) != ref.SHA256 {
-			return nil, &sendFailure{msg: "Email attachment changed after selection"}
+			return nil, final(changed)
 		}
 		out = append(out, agentmail.SendAttachment{Filename: ref.Filename, ContentType: ref.ContentType,
 			Content: base64.StdEncoding.EncodeToString(data)})
@@ -229,9 +282,15 @@ func backoff(attempts int, retryAfter time.Duration) time.Duration {
 	return max(ra, exp)
 }
 
-// recordFailure writes a classified failure: transient → retry + uncertain
-// (only when an attempt was made), otherwise failed.
+// recordFailure writes a classified failure: a recheck waits recheckDelay
+// with its outcome unchanged; transient → retry + uncertain (only when an
+// attempt was made); otherwise failed.
 func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, f *sendFailure, attempted bool) error {
+	if f.recheck {
+		w.Log.Warn("send checks could not be made; checking again later", "publication", pub.ID, "err", f.err)
+		next := w.Store.Now().Add(recheckDelay)
+		return w.Store.SetPublicationState(ctx, w.Store.DB, pub.ID, "retry", f.msg, &next)
+	}
 	return w.Store.Tx(ctx, func(tx *sql.Tx) error {
 		if f.transient && attempted {
 			cur, err := w.Store.GetPublication(ctx, tx, pub.ID)
@@ -251,7 +310,7 @@ func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, 
 		if _, err := w.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeFailed, OutcomeQueued, OutcomeUncertain); err != nil {
 			return err
 		}
-		return w.audit(ctx, tx, systemActor, pub.CompanyID, "email.failed", pub.ID, map[string]any{"error": f.msg})
+		return w.Store.Audit(ctx, tx, systemActor.AuditActor(), pub.CompanyID, "email.failed", "email_publication", pub.ID, map[string]any{"error": f.msg})
 	})
 }
 
@@ -281,7 +340,7 @@ func (w *Worker) recordSent(ctx context.Context, pub store.EmailPublication, ep 
 		if err := w.Store.TouchEndpointPublication(ctx, tx, ep.ID); err != nil {
 			return err
 		}
-		if err := w.audit(ctx, tx, systemActor, pub.CompanyID, "email.sent", pub.ID, map[string]any{"endpointId": ep.ID}); err != nil {
+		if err := w.Store.Audit(ctx, tx, systemActor.AuditActor(), pub.CompanyID, "email.sent", "email_publication", pub.ID, map[string]any{"endpointId": ep.ID}); err != nil {
 			return err
 		}
 		w.admitSent(ctx, tx, ep, messageID, threadID)

@@ -105,24 +105,8 @@ func New(o Options) *Service {
 // Notify wakes the worker (call after committing new send work).
 func (s *Service) Notify() { s.Work.Notify() }
 
-// Actor is the stored identity of a send's requester.
-type Actor struct {
-	UserID        string `json:"userId,omitempty"`
-	AgentID       string `json:"agentId,omitempty"`
-	RunID         string `json:"runId,omitempty"`
-	LocalImplicit bool   `json:"localImplicit,omitempty"`
-}
-
-// ActorFrom converts a request actor.
-func ActorFrom(a authz.Actor) Actor {
-	if a.Kind == authz.KindAgent {
-		return Actor{AgentID: a.AgentID(), RunID: a.RunID()}
-	}
-	return Actor{UserID: a.UserID, LocalImplicit: a.LocalBoard}
-}
-
 // authzActor rebuilds an authz actor for audit and policy decisions.
-func (s *Service) authzActor(ctx context.Context, q db.Querier, a Actor) authz.Actor {
+func (s *Service) authzActor(ctx context.Context, q db.Querier, a email.Sender) authz.Actor {
 	if a.AgentID != "" {
 		ag, err := s.Store.GetAgent(ctx, q, a.AgentID)
 		if err != nil {
@@ -134,77 +118,6 @@ func (s *Service) authzActor(ctx context.Context, q db.Querier, a Actor) authz.A
 }
 
 func forbidden(msg string) error { return &httpx.Error{Status: http.StatusForbidden, Message: msg} }
-
-// authorize applies the authority chain of reference §6.3 step 3 for the
-// source task. accepting=true additionally requires the agent's run to be
-// running and bound to the task.
-func (s *Service) authorize(ctx context.Context, q db.Querier, a Actor, ep domain.EmailEndpoint, task domain.Issue, accepting bool) error {
-	if task.CompanyID != ep.CompanyID {
-		return &httpx.Error{Status: http.StatusNotFound, Message: "Task not found"}
-	}
-	switch {
-	case a.UserID != "":
-		if ep.CredentialConnectionID != "" && !a.LocalImplicit {
-			grants, err := s.Store.ListEmailGrants(ctx, q, ep.CredentialConnectionID)
-			if err != nil {
-				return err
-			}
-			ok := false
-			for _, g := range grants {
-				ok = ok || (g.Status == "active" && (g.Kind == "organization" || g.SubjectUserID == a.UserID))
-			}
-			if !ok {
-				return forbidden("You do not have access to this AgentMail credential")
-			}
-		}
-		if !a.LocalImplicit {
-			u, err := s.Store.GetUser(ctx, q, a.UserID)
-			if err != nil {
-				return forbidden("Board user no longer has company write access")
-			}
-			if !u.IsInstanceAdmin {
-				m, err := s.Store.GetMembership(ctx, q, ep.CompanyID, a.UserID)
-				if err != nil || m.Role == domain.RoleViewer {
-					return forbidden("Board user no longer has company write access")
-				}
-			}
-		}
-	case a.AgentID != "":
-	default:
-		return forbidden("An authenticated actor is required")
-	}
-	if task.Status == domain.IssueCancelled {
-		return forbidden("Cancelled tasks cannot send email")
-	}
-	if a.AgentID == "" {
-		return nil
-	}
-	if a.AgentID != ep.AssignedAgentID || task.AssigneeAgentID != a.AgentID {
-		return forbidden("Only the assigned agent can use this inbox for its tasks")
-	}
-	ag, err := s.Store.GetAgent(ctx, q, a.AgentID)
-	if err != nil {
-		return forbidden("Agent is not available to send email")
-	}
-	if ok, err := s.Authz.WithinBoundary(ctx, q, ag, task); err != nil || !ok {
-		return forbidden("Only the assigned agent can use this inbox for its tasks")
-	}
-	if ag.Status != domain.AgentActive ||
-		(ag.BudgetMonthlyCents > 0 && ag.SpendPeriod == s.Store.Now().Format("2006-01") && ag.SpentMonthlyCents >= ag.BudgetMonthlyCents) {
-		return forbidden("Agent is not available to send email")
-	}
-	if a.RunID == "" {
-		return forbidden("An active task run is required to send email")
-	}
-	run, err := s.Store.GetRun(ctx, q, a.RunID)
-	if err != nil || run.CompanyID != ep.CompanyID || run.AgentID != a.AgentID || run.IssueID != task.ID {
-		return forbidden("Email action does not belong to this task run")
-	}
-	if accepting && (run.Status != domain.RunRunning || (task.ExecutionRunID != run.ID && task.CheckoutRunID != run.ID)) {
-		return forbidden("Email action does not belong to this task run")
-	}
-	return nil
-}
 
 // PublicationSummary is the API shape of a send.
 type PublicationSummary struct {
@@ -236,17 +149,6 @@ func Summary(p store.EmailPublication) PublicationSummary {
 		out.ProviderMessageID = &m
 	}
 	return out
-}
-
-// audit records an email action.
-func (s *Service) audit(ctx context.Context, q db.Querier, a authz.Actor, companyID, action, entityID string, details map[string]any) error {
-	raw, _ := json.Marshal(details)
-	kind := a.Kind
-	if kind == "" {
-		kind = "system"
-	}
-	return s.Store.InsertActivity(ctx, q, &domain.Activity{CompanyID: companyID, ActorKind: kind, ActorID: a.ID(),
-		AgentID: a.AgentID(), RunID: a.RunID(), Action: action, EntityType: "email_publication", EntityID: entityID, Details: raw})
 }
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

@@ -6,7 +6,6 @@ package policy
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -161,11 +160,8 @@ func (s *Service) Limit(ctx context.Context, tx *sql.Tx, companyID string, a aut
 }
 
 func (s *Service) audited(ctx context.Context, tx *sql.Tx, companyID string, a authz.Actor, action string, d Decision) (Decision, error) {
-	details, _ := json.Marshal(map[string]any{"action": action, "allowed": d.Allowed, "policyId": d.PolicyID,
-		"reason": d.Reason, "rateLimited": d.RateLimited})
-	if err := s.Store.InsertActivity(ctx, tx, &domain.Activity{CompanyID: companyID, ActorKind: a.Kind, ActorID: a.ID(),
-		AgentID: a.AgentID(), RunID: a.RunID(), Action: "policy.decided", EntityType: "action", EntityID: action,
-		Details: details}); err != nil {
+	if err := s.Store.Audit(ctx, tx, a.AuditActor(), companyID, "policy.decided", "action", action, map[string]any{"action": action,
+		"allowed": d.Allowed, "policyId": d.PolicyID, "reason": d.Reason, "rateLimited": d.RateLimited}); err != nil {
 		return Decision{}, err
 	}
 	return d, nil

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -38,6 +39,23 @@ func (s *Store) InsertActivity(ctx context.Context, q db.Querier, a *domain.Acti
 		return fmt.Errorf("insert activity: %w", err)
 	}
 	return nil
+}
+
+// Audit appends the audit entry of one action inside q (the transaction of
+// the change it records): by whom, in which company, the action, the entity
+// it touched and details (any JSON value; nil is {}). It is the one place
+// where audit entries are built.
+func (s *Store) Audit(ctx context.Context, q db.Querier, by domain.ActivityActor, companyID, action, entityType, entityID string, details any) error {
+	raw := []byte(`{}`)
+	if details != nil {
+		b, err := json.Marshal(details)
+		if err != nil {
+			return fmt.Errorf("audit %s: %w", action, err)
+		}
+		raw = b
+	}
+	return s.InsertActivity(ctx, q, &domain.Activity{CompanyID: companyID, ActorKind: by.Kind, ActorID: by.ID, AgentID: by.AgentID,
+		RunID: by.RunID, Action: action, EntityType: entityType, EntityID: entityID, Details: raw})
 }
 
 // ListActivity returns a company's audit log, newest first.

@@ -73,7 +73,7 @@ func (s *Store) LockAgent(ctx context.Context, tx *sql.Tx, id string) error {
 		return fmt.Errorf("lock agent: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("lock agent: %w", ErrNotFound)
+		return NotFound("lock agent")
 	}
 	return nil
 }
@@ -89,7 +89,7 @@ func (s *Store) UpdateAgent(ctx context.Context, q db.Querier, a *domain.Agent) 
 		return fmt.Errorf("update agent: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("update agent: %w", ErrNotFound)
+		return NotFound("update agent")
 	}
 	return nil
 }

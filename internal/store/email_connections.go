@@ -81,7 +81,7 @@ func (s *Store) LockEmailConnection(ctx context.Context, tx *sql.Tx, id string) 
 		return fmt.Errorf("lock email connection: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("get email connection: %w", ErrNotFound)
+		return NotFound("get email connection")
 	}
 	return nil
 }
@@ -149,7 +149,7 @@ func (s *Store) RevokeEmailGrant(ctx context.Context, q db.Querier, connectionID
 		return fmt.Errorf("revoke email grant: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("get email grant: %w", ErrNotFound)
+		return NotFound("get email grant")
 	}
 	return nil
 }
@@ -187,7 +187,7 @@ func (s *Store) DeleteEmailInstall(ctx context.Context, q db.Querier, connection
 		return fmt.Errorf("delete email install: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("get email install: %w", ErrNotFound)
+		return NotFound("get email install")
 	}
 	return nil
 }

@@ -141,7 +141,7 @@ func (s *Store) LockEndpoint(ctx context.Context, tx *sql.Tx, id string) error {
 		return fmt.Errorf("lock email inbox: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("get email inbox: %w", ErrNotFound)
+		return NotFound("get email inbox")
 	}
 	return nil
 }

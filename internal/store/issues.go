@@ -109,7 +109,7 @@ func (s *Store) UpdateIssue(ctx context.Context, q db.Querier, i *domain.Issue) 
 		return fmt.Errorf("update issue: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("update issue: %w", ErrNotFound)
+		return NotFound("update issue")
 	}
 	return nil
 }

@@ -64,7 +64,7 @@ func (s *Store) DeletePolicy(ctx context.Context, q db.Querier, companyID, id st
 		return fmt.Errorf("delete policy: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("delete policy: %w", ErrNotFound)
+		return NotFound("delete policy")
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,7 +20,33 @@ import (
 )
 
 // ErrNotFound is returned when a row does not exist (or is not visible).
+// The store returns it as a *NotFoundError naming the missing thing.
 var ErrNotFound = errors.New("not found")
+
+// NotFoundError is ErrNotFound for one operation (the io/fs PathError
+// pattern): errors.Is(err, ErrNotFound) holds, and What names the missing
+// thing for people without parsing the error text.
+type NotFoundError struct {
+	Op   string // the operation, for logs: "get issue"
+	What string // the missing thing: "issue"; "" when it has no name
+}
+
+// NotFound returns the *NotFoundError of op; What is the thing op gets or
+// looks up ("get email inbox" → "email inbox"), else empty.
+func NotFound(op string) *NotFoundError {
+	what := ""
+	for _, verb := range []string{"get ", "lookup "} {
+		if rest, ok := strings.CutPrefix(op, verb); ok {
+			what = rest
+		}
+	}
+	return &NotFoundError{Op: op, What: what}
+}
+
+func (e *NotFoundError) Error() string { return e.Op + ": not found" }
+
+// Is makes errors.Is(err, ErrNotFound) hold.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
 // ErrConflict is returned when a write collides with an existing row.
 var ErrConflict = errors.New("conflict")
@@ -122,7 +149,7 @@ func rawJSON(b []byte) json.RawMessage {
 // notFound maps sql.ErrNoRows to ErrNotFound with context.
 func notFound(what string, err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, ErrNotFound)
+		return NotFound(what)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
