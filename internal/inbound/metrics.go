@@ -49,3 +49,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	return m
 }
+
+// ConnectedSockets returns how many of this process's live connections
+// are subscribed now (the sockets gauge).
+func (w *Worker) ConnectedSockets() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, s := range w.sockets {
+		if s.connected {
+			n++
+		}
+	}
+	return n
+}

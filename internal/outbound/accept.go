@@ -162,6 +162,10 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	if replayed != nil {
 		return s.replay(*replayed, companyID, dig)
 	}
+	s.Metrics.Sends.WithLabelValues("accepted").Inc()
+	if pub.Outcome == OutcomeFailed {
+		s.Metrics.Sends.WithLabelValues(OutcomeFailed).Inc()
+	}
 	// Read the stored row before waking the worker, so the answer shows the
 	// accepted state rather than whatever the worker has done meanwhile.
 	stored, err := s.Store.GetPublication(ctx, s.Store.DB, pub.ID)

@@ -39,11 +39,14 @@ func (s *Service) HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.Email
 	}
 	switch ev.Kind {
 	case agentmail.EventMessageSent:
-		_, err = s.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeSent, OutcomeQueued, OutcomeUncertain)
+		_, err = s.setOutcome(ctx, tx, pub.ID, OutcomeSent, OutcomeQueued, OutcomeUncertain)
 	case agentmail.EventMessageDelivered:
-		_, err = s.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeDelivered, OutcomeQueued, OutcomeSent, OutcomeUncertain)
+		var changed bool
+		if changed, err = s.setOutcome(ctx, tx, pub.ID, OutcomeDelivered, OutcomeQueued, OutcomeSent, OutcomeUncertain); changed {
+			s.observeDelivered(pub)
+		}
 	case agentmail.EventMessageBounced, agentmail.EventMessageComplained, agentmail.EventMessageRejected:
-		if _, err = s.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeFailed); err != nil {
+		if _, err = s.setOutcome(ctx, tx, pub.ID, OutcomeFailed); err != nil {
 			return err
 		}
 		if err := s.Store.SetPublicationError(ctx, tx, pub.ID, "AgentMail reported "+ev.Kind); err != nil {
@@ -56,6 +59,7 @@ func (s *Service) HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.Email
 	if err != nil {
 		return err
 	}
+	s.Metrics.Receipts.WithLabelValues(ev.Kind).Inc()
 	return s.Store.Audit(ctx, tx, systemActor.AuditActor(), ep.CompanyID, "email.receipt", "email_publication", pub.ID, map[string]any{"kind": ev.Kind})
 }
 
@@ -121,7 +125,7 @@ func (s *Service) BindSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpo
 	if err := s.Store.MarkPublished(ctx, tx, pub.ID, m.MessageID, m.ThreadID); err != nil {
 		return err
 	}
-	_, err = s.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeSent, OutcomeQueued, OutcomeUncertain)
+	_, err = s.setOutcome(ctx, tx, pub.ID, OutcomeSent, OutcomeQueued, OutcomeUncertain)
 	return err
 }
 

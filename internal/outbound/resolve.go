@@ -86,7 +86,7 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 				"Operator confirmed that this email was not sent. A new explicit send is required.", nil); err != nil {
 				return err
 			}
-			if _, err := s.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeFailed); err != nil {
+			if _, err := s.setOutcome(ctx, tx, pub.ID, OutcomeFailed); err != nil {
 				return err
 			}
 		} else {

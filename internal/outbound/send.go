@@ -87,7 +87,7 @@ func (w *Worker) execute(ctx context.Context, pubID string, l *store.Lease) erro
 			if err := w.Store.SetPublicationState(ctx, tx, pub.ID, "delivery_unknown", expiredMsg, nil); err != nil {
 				return err
 			}
-			_, err := w.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeUncertain)
+			_, err := w.setOutcome(ctx, tx, pub.ID, OutcomeUncertain)
 			return err
 		})
 	}
@@ -301,13 +301,13 @@ func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, 
 			if err := w.Store.SetPublicationState(ctx, tx, pub.ID, "retry", f.msg, &next); err != nil {
 				return err
 			}
-			_, err = w.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeUncertain, OutcomeQueued, OutcomeUncertain)
+			_, err = w.setOutcome(ctx, tx, pub.ID, OutcomeUncertain, OutcomeQueued, OutcomeUncertain)
 			return err
 		}
 		if err := w.Store.SetPublicationState(ctx, tx, pub.ID, "failed", f.msg, nil); err != nil {
 			return err
 		}
-		if _, err := w.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeFailed, OutcomeQueued, OutcomeUncertain); err != nil {
+		if _, err := w.setOutcome(ctx, tx, pub.ID, OutcomeFailed, OutcomeQueued, OutcomeUncertain); err != nil {
 			return err
 		}
 		return w.Store.Audit(ctx, tx, systemActor.AuditActor(), pub.CompanyID, "email.failed", "email_publication", pub.ID, map[string]any{"error": f.msg})
@@ -334,7 +334,7 @@ func (w *Worker) recordSent(ctx context.Context, pub store.EmailPublication, ep 
 		if err := w.Store.MarkPublished(ctx, tx, pub.ID, messageID, threadID); err != nil {
 			return err
 		}
-		if _, err := w.Store.SetSendOutcome(ctx, tx, pub.ID, OutcomeSent, OutcomeQueued, OutcomeUncertain); err != nil {
+		if _, err := w.setOutcome(ctx, tx, pub.ID, OutcomeSent, OutcomeQueued, OutcomeUncertain); err != nil {
 			return err
 		}
 		if err := w.Store.TouchEndpointPublication(ctx, tx, ep.ID); err != nil {
@@ -350,6 +350,7 @@ func (w *Worker) recordSent(ctx context.Context, pub store.EmailPublication, ep 
 		return err
 	}
 	w.InboundWork.Notify()
+	w.Metrics.AcceptedToSent.Observe(max(w.Store.Now().Sub(pub.CreatedAt), 0).Seconds())
 	if w.Observe != nil {
 		w.Observe(w.Store.Now().Sub(pub.CreatedAt))
 	}

@@ -77,6 +77,9 @@ type Options struct {
 	LeaseTTL time.Duration
 	// Concurrency bounds sends executing at once in this process.
 	Concurrency int
+	// Metrics receives the send stage measurements; nil creates
+	// unregistered ones.
+	Metrics *Metrics
 }
 
 // Service accepts explicit email actions and answers for them (thread and
@@ -98,6 +101,9 @@ func New(o Options) *Service {
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 4
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
 	}
 	return &Service{Options: o}
 }
