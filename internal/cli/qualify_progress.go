@@ -80,9 +80,9 @@ func (p *progress) Update(s *qualify.Step) {
 	case qualify.StatusRunning:
 		fmt.Fprintf(p.w, "....  %s\n", s.Title)
 	case qualify.StatusPassed:
-		fmt.Fprintf(p.w, "pass  %s (%s)%s\n", s.Title, elapsed(s), suffix(s.Detail))
+		fmt.Fprintf(p.w, "pass  %s%s%s\n", s.Title, timing(s), suffix(s.Detail))
 	case qualify.StatusFailed:
-		fmt.Fprintf(p.w, "FAIL  %s (%s)%s\n", s.Title, elapsed(s), suffix(s.Detail))
+		fmt.Fprintf(p.w, "FAIL  %s%s%s\n", s.Title, timing(s), suffix(s.Detail))
 	case qualify.StatusSkipped:
 		fmt.Fprintf(p.w, "skip  %s%s\n", s.Title, suffix(s.Detail))
 	}
@@ -105,6 +105,14 @@ func suffix(detail string) string {
 		return ""
 	}
 	return ": " + detail
+}
+
+// timing is " (1.2s)" for a step that has started, else "".
+func timing(s *qualify.Step) string {
+	if e := elapsed(s); e != "" {
+		return " (" + e + ")"
+	}
+	return ""
 }
 
 func elapsed(s *qualify.Step) string {
@@ -141,18 +149,16 @@ func (p *progress) redraw() {
 		lines++
 	}
 	for _, s := range p.steps {
-		switch s.Status {
-		case qualify.StatusPending:
-			put("  ·  " + s.Title)
-		case qualify.StatusRunning:
-			put(fmt.Sprintf("  %s  %s  %s", spinner[p.frame%len(spinner)], s.Title, elapsed(s)))
-		case qualify.StatusPassed:
-			put(fmt.Sprintf("  ✓  %s  %s", s.Title, elapsed(s)))
-		case qualify.StatusFailed:
-			put(fmt.Sprintf("  ✗  %s  %s%s", s.Title, elapsed(s), suffix(s.Detail)))
-		case qualify.StatusSkipped:
-			put(fmt.Sprintf("  -  %s%s", s.Title, suffix(s.Detail)))
+		mark := map[string]string{qualify.StatusPending: "·", qualify.StatusPassed: "✓", qualify.StatusFailed: "✗",
+			qualify.StatusSkipped: "-"}[s.Status]
+		if s.Status == qualify.StatusRunning {
+			mark = spinner[p.frame%len(spinner)]
 		}
+		line := "  " + mark + "  " + s.Title + timing(s)
+		if s.Status == qualify.StatusFailed || s.Status == qualify.StatusSkipped {
+			line += suffix(s.Detail)
+		}
+		put(line)
 	}
 	if len(p.notes) > 0 {
 		put("")

@@ -167,6 +167,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Recipient: o.Recipient, Modes: o.Modes, Inbound: []*Inbound{}, Replies: []*Reply{}, Notes: []string{}}
 	r.plan()
 	o.Progress.Plan(r.rep.Steps)
+	if r.emu != nil {
+		r.note("Run against the AgentMail emulator: it checks this installation's wiring; only a run against the real provider is live qualification.")
+	}
 
 	if r.preflight(ctx) {
 		for i, m := range o.Modes {
