@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Client transport limits (reference §4).
+// Client transport limits (docs/email-pipeline.md, "The provider client").
 const (
 	// DefaultRequestTimeout bounds every REST request, including reading
 	// its response body.

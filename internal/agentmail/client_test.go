@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// TestDefaultBaseURL covers the pinned production host (§13.1 item 9).
+// TestDefaultBaseURL covers the pinned production host.
 func TestDefaultBaseURL(t *testing.T) {
 	t.Parallel()
 	c, err := New(Options{APIKey: testKey})
@@ -30,7 +30,7 @@ func TestDefaultBaseURL(t *testing.T) {
 	}
 }
 
-// TestRequestWireFormat covers §13.1 item 9 at the byte level: the escaped
+// TestRequestWireFormat checks, at the byte level, the escaped
 // reply path, bearer header, JSON content type and Idempotency-Key.
 func TestRequestWireFormat(t *testing.T) {
 	t.Parallel()

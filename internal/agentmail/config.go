@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Production endpoints (contract §2). PAPERCLIP_AGENTMAIL_API_URL and
+// Production endpoints (README.md, "Configuration"). PAPERCLIP_AGENTMAIL_API_URL and
 // PAPERCLIP_AGENTMAIL_WS_URL override them.
 const (
 	DefaultAPIBaseURL   = "https://api.agentmail.to/v0"

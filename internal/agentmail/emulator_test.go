@@ -19,7 +19,7 @@ import (
 )
 
 // emu is a running emulator plus a client for it. Scenario tests drive the
-// emulator's HTTP control API (contract §5) rather than its Go internals.
+// emulator's HTTP control API (docs/emulator.md) rather than its Go internals.
 type emu struct {
 	t      *testing.T
 	srv    *emulator.Server
@@ -335,7 +335,7 @@ func TestEmulatorLifecycle(t *testing.T) {
 	}
 }
 
-// TestEmulatorRedactedErrors covers §13.1 items 10 and 11: the provider's
+// TestEmulatorRedactedErrors: the provider's
 // message, fix and docs never reach the error, whose string has the exact
 // fixed form, and exactly one request is made.
 func TestEmulatorRedactedErrors(t *testing.T) {
@@ -371,7 +371,8 @@ func TestEmulatorRedactedErrors(t *testing.T) {
 	}
 }
 
-// TestEmulatorUnrecognizedBodies covers §13.1 item 12.
+// TestEmulatorUnrecognizedBodies: error bodies the client does not
+// recognise yield the unknown code with the status kept.
 func TestEmulatorUnrecognizedBodies(t *testing.T) {
 	t.Parallel()
 	e := startEmulator(t)
@@ -399,7 +400,7 @@ func TestEmulatorUnrecognizedBodies(t *testing.T) {
 	}
 }
 
-// TestEmulatorOperationNames covers §13.1 item 13 end to end: for each of
+// TestEmulatorOperationNames, end to end: for each of
 // the 16 operations a fault keyed by the emulator's own operation name
 // answers the client's request, proving both sides classify it alike.
 func TestEmulatorOperationNames(t *testing.T) {
@@ -467,7 +468,8 @@ func TestEmulatorOperationNames(t *testing.T) {
 	}
 }
 
-// TestEmulatorOversizedBody covers §13.1 item 14 against the emulator.
+// TestEmulatorOversizedBody: an error body over the 8 KiB limit, served by
+// the emulator, yields the unknown code with the status kept.
 func TestEmulatorOversizedBody(t *testing.T) {
 	t.Parallel()
 	e := startEmulator(t)
@@ -484,7 +486,7 @@ func TestEmulatorOversizedBody(t *testing.T) {
 	}
 }
 
-// TestEmulatorStalledBody covers §13.1 item 15 against the emulator: the
+// TestEmulatorStalledBody, against the emulator: the
 // stalled body yields unknown after the read timer, the status is kept, and
 // the body is closed once even though Close reports an error.
 func TestEmulatorStalledBody(t *testing.T) {
@@ -502,8 +504,7 @@ func TestEmulatorStalledBody(t *testing.T) {
 	}
 }
 
-// TestEmulatorRateLimitBrokenBody covers §13.1 item 16 against the
-// emulator: a 429 whose body never completes keeps Retry-After 9, the
+// TestEmulatorRateLimitBrokenBody, against the emulator: a 429 whose body never completes keeps Retry-After 9, the
 // operation send_message, and one request.
 func TestEmulatorRateLimitBrokenBody(t *testing.T) {
 	t.Parallel()
@@ -522,7 +523,8 @@ func TestEmulatorRateLimitBrokenBody(t *testing.T) {
 	}
 }
 
-// TestEmulatorUnreadableBody covers §13.1 item 17 against the emulator.
+// TestEmulatorUnreadableBody: an error body that cannot be read, served by
+// the emulator, yields the unknown code with the status kept.
 func TestEmulatorUnreadableBody(t *testing.T) {
 	t.Parallel()
 	e := startEmulator(t)
@@ -538,7 +540,7 @@ func TestEmulatorUnreadableBody(t *testing.T) {
 	}
 }
 
-// TestEmulatorProblemMapping covers the client side of §13.2 with real
+// TestEmulatorProblemMapping checks the provider-error mapping with real
 // emulator responses: each fault goes through the client and ProblemFor.
 func TestEmulatorProblemMapping(t *testing.T) {
 	t.Parallel()

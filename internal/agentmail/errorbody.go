@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Error-body inspection limits (reference §7).
+// Error-body inspection limits (docs/email-pipeline.md, "The provider client").
 const (
 	// MaxErrorBodyBytes is the most of a provider error body that is read;
 	// a longer body yields [CodeUnknown].

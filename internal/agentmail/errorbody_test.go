@@ -100,7 +100,7 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 }
 
-// TestErrorBodyOversized covers §13.1 item 14 and the 8 KiB limit, both
+// TestErrorBodyOversized checks the 8 KiB limit, both
 // with a Content-Length and chunked: the code is unknown, the status is
 // kept, and the body is closed exactly once.
 func TestErrorBodyOversized(t *testing.T) {
@@ -156,7 +156,7 @@ func TestErrorBodyAtLimit(t *testing.T) {
 	}
 }
 
-// TestErrorBodyStalled covers §13.1 item 15: a body that never finishes
+// TestErrorBodyStalled: a body that never finishes
 // yields unknown once the read timer fires, keeps the status and
 // Retry-After, and is closed exactly once even when Close fails.
 func TestErrorBodyStalled(t *testing.T) {
@@ -186,7 +186,7 @@ func TestErrorBodyStalled(t *testing.T) {
 	}
 }
 
-// TestErrorBodyReadError covers §13.1 item 16: the connection breaks in the
+// TestErrorBodyReadError: the connection breaks in the
 // middle of a 429 body; Retry-After 9 and the operation survive, with one
 // request only.
 func TestErrorBodyReadError(t *testing.T) {
@@ -217,8 +217,8 @@ func TestErrorBodyReadError(t *testing.T) {
 	}
 }
 
-// TestErrorBodyUnreadable covers §13.1 item 17 (the Go counterpart of an
-// already-locked body): a body whose first read fails keeps status and
+// TestErrorBodyUnreadable (the Go counterpart of an already-locked body):
+// a body whose first read fails keeps status and
 // Retry-After, yields unknown, and is still closed once.
 func TestErrorBodyUnreadable(t *testing.T) {
 	t.Parallel()

@@ -81,7 +81,7 @@ func IsProviderCode(code string) bool {
 	return ok
 }
 
-// Retry-After bounds (reference §4): the header is clamped to this range and
+// Retry-After bounds (docs/email-pipeline.md, "The provider client"): the header is clamped to this range and
 // a missing or unparseable header means the minimum.
 const (
 	MinRetryAfter = time.Second
@@ -295,7 +295,7 @@ func MayHaveBeenSent(err error) bool {
 }
 
 // IsTransient reports whether err is worth retrying with the same request
-// and idempotency key (reference §6.5): a network failure, a 2xx response
+// and idempotency key (docs/email-pipeline.md, "The provider client"): a network failure, a 2xx response
 // whose body was unusable, a provider 429, or a provider status of 500 or
 // above. Every other provider status and every local error is permanent.
 func IsTransient(err error) bool {
@@ -336,7 +336,7 @@ func IsAuthFailure(err error) bool {
 }
 
 // IsAddressTaken reports whether err is AgentMail refusing to create an
-// inbox because the address is already in use (reference §7: operation
+// inbox because the address is already in use (docs/email-pipeline.md, "The provider client": operation
 // create_inbox, status 403/409/422, code resource_taken or already_exists).
 func IsAddressTaken(err error) bool {
 	var pe *Error

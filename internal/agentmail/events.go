@@ -15,7 +15,7 @@ import (
 var ErrInvalidEvent = errors.New("agentmail: invalid event")
 
 // Event is the normalized form of an AgentMail event, identical for
-// WebSocket frames and webhook deliveries (reference §4). Admission stores
+// WebSocket frames and webhook deliveries (docs/email-pipeline.md, "The provider client"). Admission stores
 // it as the delivery's normalized event; the JSON names of the first four
 // fields match the reference implementation.
 type Event struct {

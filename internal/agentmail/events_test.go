@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// TestNormalizeEventKinds covers §13.1 item 6.
+// TestNormalizeEventKinds: the six channel event types normalize in both
+// envelope styles, and other types are not channel events.
 func TestNormalizeEventKinds(t *testing.T) {
 	t.Parallel()
 	msg := `"message":{"inbox_id":"agent@agentmail.to","thread_id":"thd_1","message_id":"<m1@x>","labels":["received","unread"],"timestamp":"2026-01-02T03:04:05Z","created_at":"2026-01-02T03:04:07.5Z"}`
@@ -78,7 +79,7 @@ func TestNormalizeEventKinds(t *testing.T) {
 	}
 }
 
-// TestNormalizeReceipts covers §13.1 item 7: every receipt kind in both
+// TestNormalizeReceipts: every receipt kind in both
 // envelope styles yields {kind, inbox_id, message_id, eventId}.
 func TestNormalizeReceipts(t *testing.T) {
 	t.Parallel()

@@ -9,7 +9,8 @@ import (
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 )
 
-// A send worker classifies the outcome of one attempt (reference §6.5).
+// A send worker classifies the outcome of one attempt (docs/email-pipeline.md,
+// "The provider client").
 func ExampleClient_SendMessage() {
 	ctx := context.Background()
 	c, err := agentmail.New(agentmail.Options{BaseURL: "http://127.0.0.1:3199/v0", APIKey: "am_runtime_key"})

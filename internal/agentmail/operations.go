@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Fixed operation names (reference §7). They are the only operation values
+// Fixed operation names (docs/email-pipeline.md, "The provider client"). They are the only operation values
 // that appear in errors and logs.
 const (
 	OpInspectKey     = "inspect_key"

@@ -2,7 +2,7 @@ package agentmail
 
 import "testing"
 
-// TestOperationFor covers §13.1 item 13: the 16 fixed operation names and
+// TestOperationFor: the 16 fixed operation names and
 // the "request" fallback.
 func TestOperationFor(t *testing.T) {
 	t.Parallel()

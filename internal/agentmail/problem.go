@@ -6,7 +6,7 @@ import (
 	"net/http"
 )
 
-// Problem codes of the email routes' error responses (reference §7).
+// Problem codes of the email routes' error responses (docs/email-setup.md, "Provider errors").
 const (
 	ProblemAddressTaken  = "agentmail_address_taken"
 	ProblemRequestFailed = "agentmail_request_failed"
@@ -39,7 +39,7 @@ type Problem struct {
 }
 
 // ProblemFor maps a provider failure to the email routes' HTTP response,
-// applying the rules of reference §7 in priority order. It returns false
+// applying the rules of docs/email-setup.md, "Provider errors", in priority order. It returns false
 // when err contains no provider [*Error]; Paperclip's own errors (for
 // example a 403 for a missing permission) must pass through untouched.
 func ProblemFor(err error) (Problem, bool) {

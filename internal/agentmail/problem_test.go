@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// TestProblemFor covers the provider-error HTTP mapping of reference §7 and
-// the scenarios of §13.2 that concern it.
+// TestProblemFor covers the provider-error HTTP mapping (docs/email-setup.md,
+// "Provider errors") and the error scenarios that concern it.
 func TestProblemFor(t *testing.T) {
 	t.Parallel()
 	type want struct {
@@ -112,7 +112,7 @@ func TestProblemFor(t *testing.T) {
 	}
 }
 
-// TestProblemForPassesOwnErrorsThrough covers §13.2 item 7: Paperclip's own
+// TestProblemForPassesOwnErrorsThrough: Paperclip's own
 // errors are not provider errors and are not mapped.
 func TestProblemForPassesOwnErrorsThrough(t *testing.T) {
 	t.Parallel()

@@ -196,7 +196,7 @@ const (
 )
 
 // ChannelEventTypes returns the six event types Paperclip subscribes to and
-// admits (reference §4, AGENTMAIL_EVENTS), in a fresh slice.
+// admits (docs/email-pipeline.md, "The provider client"), in a fresh slice.
 func ChannelEventTypes() []string {
 	return []string{
 		EventMessageReceived, EventMessageSent, EventMessageDelivered,
@@ -357,7 +357,7 @@ func (m *Message) Header(name string) (string, bool) {
 	return "", false
 }
 
-// validate enforces the message schema of reference §4: inbox_id,
+// validate enforces the message schema (docs/email-pipeline.md, "The provider client"): inbox_id,
 // thread_id, message_id and timestamp are required and attachment sizes are
 // not negative. It returns a log-safe detail or "".
 func (m *Message) validate() string {

@@ -54,7 +54,7 @@ func TestWebhookPublishedVector(t *testing.T) {
 
 // TestWebhookAgainstSvixLibrary verifies signatures produced by the
 // official Svix library and compares verdicts with its Verify for the
-// scenarios of §13.1 item 5 and the header rules.
+// documented scenarios and the header rules.
 func TestWebhookAgainstSvixLibrary(t *testing.T) {
 	t.Parallel()
 	secret := "whsec_" + "c2VjcmV0LWtleS1mb3ItYWdlbnRtYWlsLXRlc3RzIQ=="

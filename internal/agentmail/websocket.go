@@ -15,7 +15,7 @@ import (
 	"github.com/coder/websocket"
 )
 
-// Stream defaults (reference §5.1 and go-stack §3).
+// Stream defaults (docs/email-pipeline.md, "The provider client").
 const (
 	// DefaultStreamReadLimit is the largest accepted frame. message.received
 	// events carry full text and HTML bodies, so the library default of
@@ -391,7 +391,7 @@ func (s *Stream) readLoop(ctx context.Context) {
 			if _, ok := streamErrorNames[name]; !ok {
 				name = "unknown"
 			}
-			// An error frame ends the stream (reference §5.1).
+			// An error frame ends the stream (docs/email-pipeline.md, "The provider client").
 			s.fail(&StreamError{Reason: StreamReasonErrorFrame, Name: name, CloseStatus: -1})
 			_ = s.conn.Close(websocket.StatusNormalClosure, "")
 			return

@@ -14,7 +14,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/server"
 )
 
-// serverFlags registers the contract §2 server flags on cmd.
+// serverFlags registers the server flags (README.md, "Configuration") on cmd.
 func serverFlags(cmd *cobra.Command, f *config.Flags) {
 	cmd.Flags().StringVar(&f.Listen, "listen", "", "HTTP listen address (env PAPERCLIP_LISTEN, default 127.0.0.1:3100)")
 	cmd.Flags().StringVar(&f.Home, "home", "", "data directory (env PAPERCLIP_HOME, default ~/.paperclip)")

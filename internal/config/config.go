@@ -1,5 +1,5 @@
 // Package config resolves the server's settings: flag, then environment,
-// then default (contract §2).
+// then default (README.md, "Configuration").
 package config
 
 import (

@@ -8,9 +8,9 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/inbound"
-	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -88,7 +88,7 @@ func TestProviderFilteredMail(t *testing.T) {
 		e.settled()
 		for _, id := range filtered {
 			d, ok := e.deliveryOf(id)
-			if !ok || d.State != store.DeliveryFiltered {
+			if !ok || d.State != domain.DeliveryFiltered {
 				t.Fatalf("label-filtered delivery of %s: %+v", id, d)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
@@ -171,7 +172,7 @@ func (e *env) settled() {
 	e.t.Helper()
 	testkit.Eventually(e.t, wait, "settled deliveries", func() bool {
 		for _, d := range e.deliveries() {
-			if d.State != store.DeliveryProcessed && d.State != store.DeliveryFiltered {
+			if d.State != domain.DeliveryProcessed && d.State != domain.DeliveryFiltered {
 				return false
 			}
 		}

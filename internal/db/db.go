@@ -56,6 +56,12 @@ type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+var (
+	_ Querier = (*sql.DB)(nil)
+	_ Querier = (*sql.Tx)(nil)
+	_ Querier = (*DB)(nil)
+)
+
 // Open opens the database named by url: empty means the SQLite file at
 // sqlitePath, a postgres:// or postgresql:// URL means PostgreSQL.
 func Open(ctx context.Context, url, sqlitePath string) (*DB, error) {

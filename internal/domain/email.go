@@ -197,3 +197,43 @@ type EmailMessage struct {
 	Timestamp         time.Time       `json:"timestamp"`
 	CreatedAt         time.Time       `json:"createdAt"`
 }
+
+// DeliveryState is the state of an inbound delivery (an admitted provider
+// event), described in docs/email-pipeline.md, "Deliveries: states and
+// retries".
+type DeliveryState string
+
+// Delivery states.
+const (
+	DeliveryReceived   DeliveryState = "received"   // admitted, not processed yet
+	DeliveryProcessing DeliveryState = "processing" // mail retained, wake pending
+	DeliveryProcessed  DeliveryState = "processed"  // finished
+	DeliveryFiltered   DeliveryState = "filtered"   // finished with no task and no wake
+	DeliveryRetry      DeliveryState = "retry"      // waiting for its next attempt
+)
+
+// SendState is the send worker's state of a send (email_publications.state),
+// described in docs/email-pipeline.md, "Sends: states and outcomes".
+type SendState string
+
+// Send states.
+const (
+	SendPending   SendState = "pending"          // accepted, no attempt yet
+	SendStreaming SendState = "streaming"        // an attempt is being made
+	SendRetry     SendState = "retry"            // waiting for its next attempt or check
+	SendPublished SendState = "published"        // the provider accepted it
+	SendFailed    SendState = "failed"           // never to be attempted again
+	SendUnknown   SendState = "delivery_unknown" // past the confirmation window
+)
+
+// SendOutcome is the user-facing outcome of a send (email_sends.outcome).
+type SendOutcome string
+
+// Send outcomes.
+const (
+	OutcomeQueued    SendOutcome = "queued"
+	OutcomeSent      SendOutcome = "sent"
+	OutcomeDelivered SendOutcome = "delivered"
+	OutcomeFailed    SendOutcome = "failed"
+	OutcomeUncertain SendOutcome = "uncertain"
+)

@@ -183,7 +183,7 @@ func toolNames(t *testing.T, s *mcp.ClientSession) []string {
 	return names
 }
 
-// §13.3 item 23 and the tools' authority: tools exist only with an active,
+// Tools exist only with an active,
 // authorized inbox and are re-checked on every call; sends must belong to
 // the run's task; board-only catalog operations refuse agents.
 func TestMCPToolsFollowTheInboxAssignment(t *testing.T) {
@@ -257,7 +257,7 @@ func TestMCPToolsFollowTheInboxAssignment(t *testing.T) {
 	})
 }
 
-// §13.3 item 23 and §6.3/§6.4: an agent's send needs its running run bound
+// An agent's send needs its running run bound
 // to the task at acceptance, and its authority (here the budget) is checked
 // again when the send executes.
 func TestAgentSendAuthority(t *testing.T) {

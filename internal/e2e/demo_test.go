@@ -73,7 +73,7 @@ func (p *demoProc) outbox(t *testing.T, to string) []map[string]any {
 	return out.Messages
 }
 
-// The contract §6 demo: a fresh home, an SMTP email to
+// The demo (README.md, "Quickstart"): a fresh home, an SMTP email to
 // assistant@agentmail.to, a task, a run of the example agent, a reply with
 // the right In-Reply-To, delivered; a re-run on the same home reuses the
 // seeded data and keeps answering.

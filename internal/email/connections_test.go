@@ -29,7 +29,8 @@ func memberClient(t *testing.T, e *testkit.EmailEnv, email string, perms ...stri
 	return e.Board.As(k["token"].(string), ""), m["userId"].(string)
 }
 
-// §13.3 item 28 and the concurrency/canary requirements of issue 4.
+// Saved credentials: grants, installs, concurrent use and the canary
+// (no secret in any answer).
 func TestSavedCredential(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := testkit.NewEmailEnv(t, url)
@@ -112,7 +113,7 @@ func TestSavedCredential(t *testing.T) {
 	})
 }
 
-// §13.3 item 26: credential suggestions.
+// Credential suggestions.
 func TestCredentialSuggestions(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := testkit.NewEmailEnv(t, url)
@@ -150,7 +151,7 @@ func TestCredentialSuggestions(t *testing.T) {
 	})
 }
 
-// §13.3 item 27: credentials saved without a scope are resolved with
+// Credentials saved without a scope are resolved with
 // /auth/me concurrently under one shared deadline.
 func TestLegacyCredentialScopesShareOneDeadline(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {

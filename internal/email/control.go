@@ -28,7 +28,7 @@ var (
 const cleanupFailedMsg = "Disconnected locally. Provider registrations could not be removed; remove Paperclip's webhook and runtime key in AgentMail."
 
 // ActiveEndpoint loads an endpoint and checks that intake and sending may
-// happen now (reference §3.1): active, runtime secret present and, for an
+// happen now (docs/email-pipeline.md, "The active inbox check"): active, runtime secret present and, for an
 // endpoint set up from a saved credential, that credential still active,
 // granted, and installed for the assigned agent. It returns the runtime key.
 func (s *Service) ActiveEndpoint(ctx context.Context, q db.Querier, endpointID string) (domain.EmailEndpoint, string, error) {
@@ -250,7 +250,7 @@ type ReconnectInput struct {
 }
 
 // Reconnect replaces the credentials and/or receiving mode while keeping the
-// inbox identity, its conversations and tasks (reference §8.5). When
+// inbox identity, its conversations and tasks (docs/email-setup.md, "7. Pause, resume, reconnect, disconnect"). When
 // switching to webhook the new webhook is registered and saved before the
 // live socket stops, so a refused registration leaves receiving untouched.
 func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID string, in ReconnectInput) (domain.EmailEndpointSummary, error) {

@@ -25,7 +25,7 @@ func installsOf(t *testing.T, c *testkit.Client, e *testkit.EmailEnv, connID str
 	return out
 }
 
-// §13.3 items 29 and 30: a credential created by the same setup request has
+// A credential created by the same setup request has
 // its initial installs replaced by the final agent; a reused or edited one
 // keeps its installs and gains the agent. Only tools:manage_connections is
 // needed.
@@ -73,7 +73,7 @@ func TestSetupGivesTheFinalAgentAccess(t *testing.T) {
 	})
 }
 
-// §13.3 item 18 plus the disconnect canary: archived, resume refused,
+// Disconnect, with the canary: archived, resume refused,
 // history kept, only Paperclip-owned registrations removed, the vaulted key
 // gone unless another binding still uses it.
 func TestDisconnect(t *testing.T) {
@@ -159,7 +159,7 @@ func TestPauseResume(t *testing.T) {
 	})
 }
 
-// §13.3 items 24 and 25: one owner across companies; reconnect keeps the
+// One owner across companies; reconnect keeps the
 // identity; a refused webhook registration leaves WebSocket receiving on.
 func TestOneOwnerAndReconnect(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
@@ -260,7 +260,7 @@ func TestTwoCompaniesRaceForOneInbox(t *testing.T) {
 	})
 }
 
-// The setup half of §13.3 item 35 and the experimental gate.
+// Setup gates for agents and low-trust agents, and the experimental gate.
 func TestSetupGates(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := testkit.NewEmailEnv(t, url)

@@ -54,14 +54,14 @@ func TestProviderErrorsMapToHTTP(t *testing.T) {
 				t.Fatalf("details must be exactly {code, providerStatus, operation}: %v", b.Details)
 			}
 		}
-		// §13.2.1: create_inbox_key 404 → 422 "address was saved".
+		// create_inbox_key 404 → 422 "address was saved".
 		providerFault(e, "create_inbox_key", 404, "not_found", nil)
 		st, b, _ := setup("keyless")
 		if st != 422 || !strings.Contains(b.Error, "address was saved") {
 			t.Fatalf("create_inbox_key 404: %d %+v", st, b)
 		}
 		details(b, 404, "create_inbox_key")
-		// §13.2.2: resource_taken / already_exists on create_inbox (403) → 409.
+		// resource_taken / already_exists on create_inbox (403) → 409.
 		for _, code := range []string{"resource_taken", "already_exists"} {
 			providerFault(e, "create_inbox", 403, code, nil)
 			st, b, _ = setup("taken-" + code[:4])
@@ -69,13 +69,13 @@ func TestProviderErrorsMapToHTTP(t *testing.T) {
 				t.Fatalf("%s: %d %+v", code, st, b)
 			}
 		}
-		// §13.2.3: resource_taken on create_inbox_key → 422, not "already in use".
+		// resource_taken on create_inbox_key → 422, not "already in use".
 		providerFault(e, "create_inbox_key", 403, "resource_taken", nil)
 		st, b, _ = setup("keytaken")
 		if st != 422 || b.Code != "agentmail_request_failed" || strings.Contains(b.Error, "already in use") {
 			t.Fatalf("resource_taken on key: %d %+v", st, b)
 		}
-		// §13.2.4: generic create_inbox status mapping.
+		// Generic create_inbox status mapping.
 		cases := []struct {
 			status int
 			want   int
@@ -114,19 +114,19 @@ func TestProviderErrorsMapToHTTP(t *testing.T) {
 				t.Fatalf("Retry-After: %q", resp.Header.Get("Retry-After"))
 			}
 		}
-		// §13.2.5: runtime-key creation 403 → "create an inbox-scoped API key".
+		// Runtime-key creation 403 → "create an inbox-scoped API key".
 		providerFault(e, "create_inbox_key", 403, "missing_permission", nil)
 		st, b, _ = setup("nokeyperm")
 		if st != 422 || !strings.Contains(b.Error, "create an inbox-scoped API key") || strings.Contains(b.Error, "different address") {
 			t.Fatalf("runtime key 403: %d %+v", st, b)
 		}
-		// §13.2.6: provider 401 on inspect → 422 (not Paperclip's 401).
+		// Provider 401 on inspect → 422 (not Paperclip's 401).
 		providerFault(e, "inspect_key", 401, "unauthorized", nil)
 		st, raw := e.Board.Do("POST", "/api/companies/"+e.CompanyID+"/email/inspect", map[string]any{"apiKey": e.OrgKey})
 		if b := decodeErr(t, raw); st != 422 || b.Details["operation"] != "inspect_key" {
 			t.Fatalf("inspect 401: %d %+v", st, b)
 		}
-		// §13.2.7: Paperclip's own missing-permission 403 passes unchanged.
+		// Paperclip's own missing-permission 403 passes unchanged.
 		member := e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/members", map[string]any{"email": "m@example.com", "role": "member"}, 201)
 		mkey := e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/board-keys", map[string]any{"userId": member["userId"]}, 201)
 		st, raw = e.Board.As(mkey["token"].(string), "").Do("POST", "/api/companies/"+e.CompanyID+"/email/inspect", map[string]any{"apiKey": e.OrgKey})
@@ -142,7 +142,7 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-// §13.3 item 31: failures keep a resumable draft; the same request id then
+// Failures keep a resumable draft; the same request id then
 // succeeds with exactly one provider inbox creation and one endpoint.
 func TestFailedSetupKeepsResumableDraft(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {

@@ -81,7 +81,7 @@ func (s *Service) changed() {
 }
 
 // providerError turns a provider failure into the email routes' HTTP error
-// (reference §7); other errors pass through unchanged.
+// (docs/email-setup.md, "Provider errors"); other errors pass through unchanged.
 func providerError(err error) error {
 	if err == nil {
 		return nil

@@ -83,7 +83,7 @@ func (in *SetupInput) validate() error {
 	return nil
 }
 
-// checkAgent applies the agent and low-trust setup gates (reference §8.6).
+// checkAgent applies the agent and low-trust setup gates (docs/email-setup.md, "6. Low-trust agents").
 func (s *Service) checkAgent(ctx context.Context, q db.Querier, companyID, agentID string) (domain.Agent, error) {
 	ag, err := s.Store.GetAgent(ctx, q, agentID)
 	if err != nil || ag.CompanyID != companyID || ag.Status == domain.AgentTerminated || ag.Status == domain.AgentPendingApproval {
@@ -149,7 +149,7 @@ func (s *Service) Summary(ctx context.Context, e domain.EmailEndpoint) domain.Em
 	return sum
 }
 
-// Setup creates or attaches an inbox for an agent (reference §8.4). Every
+// Setup creates or attaches an inbox for an agent (docs/email-setup.md, "3. Give an agent an email address"). Every
 // step is resumable by the request id: a retry after a failure at any step
 // reuses what earlier attempts created and ends with exactly one provider
 // inbox, one runtime key and one endpoint.

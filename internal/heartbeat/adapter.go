@@ -70,7 +70,7 @@ func (s RunSpec) checkSandbox() error {
 	return nil
 }
 
-// Env returns the agent CLI environment of contract §2 for this run.
+// Env returns the agent CLI environment for this run (docs/agents.md).
 func (s RunSpec) Env() map[string]string {
 	env := map[string]string{
 		"PAPERCLIP_API_URL":         s.APIURL,
@@ -124,6 +124,12 @@ type Result struct {
 type Adapter interface {
 	Run(ctx context.Context, spec RunSpec, logMax int) Result
 }
+
+var (
+	_ Adapter     = ProcessAdapter{}
+	_ Adapter     = HTTPAdapter{}
+	_ HostProgram = ProcessAdapter{}
+)
 
 // HostProgram is implemented by adapters that execute a program on this
 // host (the process adapter; local coding agents alike). Such a program

@@ -44,7 +44,7 @@ const (
 )
 
 // ErrGitWorktreeBase is the failure of a git_worktree project workspace whose
-// base is not a git checkout (reference §12).
+// base is not a git checkout (docs/architecture.md, "Sandboxed runs").
 var ErrGitWorktreeBase = errors.New("workspace_validation_failed: git_worktree_base_not_git_checkout")
 
 // errMismatchedWorkspace means a task directory's marker names another

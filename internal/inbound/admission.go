@@ -38,7 +38,7 @@ var ErrInvalidEvent = &httpx.Error{Status: http.StatusBadRequest, Message: "Inva
 
 // deliveryEvent is a delivery's normalized_event: the normalized provider
 // event plus the worker's progress, persisted with the retained mail so a
-// retry after a failed wake re-runs only the wake (reference §3.3).
+// retry after a failed wake re-runs only the wake (docs/email-pipeline.md, "Wakes").
 type deliveryEvent struct {
 	agentmail.Event
 	IssueID     string `json:"issueId,omitempty"`
@@ -85,11 +85,11 @@ func (w *Worker) lockDelivery(ctx context.Context, tx *sql.Tx, id string) (store
 
 // finished reports whether a delivery reached a final state.
 func finished(d store.EmailDelivery) bool {
-	return d.State == store.DeliveryProcessed || d.State == store.DeliveryFiltered
+	return d.State == domain.DeliveryProcessed || d.State == domain.DeliveryFiltered
 }
 
 // finishTx moves a delivery to a final state (processed or filtered).
-func (w *Worker) finishTx(ctx context.Context, tx *sql.Tx, d *store.EmailDelivery, state string) error {
+func (w *Worker) finishTx(ctx context.Context, tx *sql.Tx, d *store.EmailDelivery, state domain.DeliveryState) error {
 	now := w.st.Now()
 	d.State, d.ProcessedAt, d.NextAttemptAt, d.RedactedError = state, &now, nil, ""
 	return w.st.UpdateDelivery(ctx, tx, d)
@@ -111,7 +111,7 @@ func (w *Worker) AdmitRaw(ctx context.Context, ep domain.EmailEndpoint, raw []by
 }
 
 // AdmitEvent durably admits a normalized event for ep: cheap and
-// idempotent, with no provider call and no task (reference §5.3). The
+// idempotent, with no provider call and no task (docs/email-pipeline.md, "Admission"). The
 // insert deduplicates by (inbox, provider event id) and (inbox,
 // kind:message id), so every transport and every catch-up scan may admit
 // the same message any number of times. After commit the worker is

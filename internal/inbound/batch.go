@@ -94,11 +94,9 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 	}
 
 	// The batch's thread leases are taken in one statement and released in
-	// one, under one token, instead of two statements per thread. Why:
-	// per-thread lease round trips were a measurable share of the
-	// per-email cost. A thread's lease is thus held until the batch ends
-	// rather than until its own group ends; the fence before every side
-	// effect is unchanged.
+	// one, under one token (docs/benchmarks.md says why). A thread's lease
+	// is thus held until the batch ends rather than until its own group
+	// ends; every side effect is still fenced.
 	keys := make([]string, len(order))
 	for i, gk := range order {
 		keys[i] = store.ThreadLeaseKey(gk)
@@ -183,7 +181,7 @@ func (w *Worker) nextAttempt(ctx context.Context, ep domain.EmailEndpoint, now t
 
 // prefetch fetches, a few at a time, the authoritative message of every
 // delivery that still needs phase A (webhook and WebSocket payloads may lack
-// the body, field-lessons §2 item 21: never start work from the event).
+// the body, docs/email-pipeline.md, "Processing a thread": work never starts from the event).
 func (w *Worker) prefetch(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, items []*item) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.t.Concurrency)
@@ -250,7 +248,7 @@ func (w *Worker) fence(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey 
 
 // retryDelivery schedules a failed delivery again after
 // min(300 s, 2^attempts s) (at least the provider's Retry-After), with a
-// redacted error. Inbound retries never give up (reference §3.3).
+// redacted error. Inbound retries never give up (docs/email-pipeline.md, "Deliveries: states and retries").
 func (w *Worker) retryDelivery(ctx context.Context, id string, cause error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -259,7 +257,7 @@ func (w *Worker) retryDelivery(ctx context.Context, id string, cause error) {
 		if err != nil {
 			return err
 		}
-		if d.State == store.DeliveryProcessed || d.State == store.DeliveryFiltered {
+		if d.State == domain.DeliveryProcessed || d.State == domain.DeliveryFiltered {
 			return nil
 		}
 		delay := time.Second << min(d.Attempts, 8)
@@ -269,12 +267,12 @@ func (w *Worker) retryDelivery(ctx context.Context, id string, cause error) {
 		}
 		next := w.st.Now().Add(delay)
 		d.Attempts++
-		d.State, d.NextAttemptAt, d.RedactedError = store.DeliveryRetry, &next, redact(cause)
+		d.State, d.NextAttemptAt, d.RedactedError = domain.DeliveryRetry, &next, redact(cause)
 		return w.st.UpdateDelivery(rctx, tx, &d)
 	})
 	if err != nil {
 		w.log.Error("inbound: schedule delivery retry", "delivery", id, "err", err)
 		return
 	}
-	w.m.Deliveries.WithLabelValues(store.DeliveryRetry).Inc()
+	w.m.Deliveries.WithLabelValues(string(domain.DeliveryRetry)).Inc()
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-// catchup scans the inbox for mail the transports missed (reference §5.8),
+// catchup scans the inbox for mail the transports missed (docs/email-pipeline.md, "Catch-up"),
 // under the inbox's catch-up lease so replicas do not scan together. It
 // starts from the receipt-time checkpoint minus the overlap (never before
 // the activation cutoff), reads every page of message metadata (AgentMail
@@ -55,7 +55,7 @@ func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key strin
 		return false
 	}
 	w.log.Debug("inbound: catch-up scan finished", "endpoint", ep.ID, "admitted", admitted)
-	retrying, err := w.st.CountDeliveriesInState(ctx, w.q, ep.ID, store.DeliveryRetry)
+	retrying, err := w.st.CountDeliveriesInState(ctx, w.q, ep.ID, domain.DeliveryRetry)
 	if err != nil {
 		return true
 	}

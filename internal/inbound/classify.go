@@ -17,7 +17,7 @@ import (
 // message with it is ours and never wakes an agent.
 const PublicationHeader = "X-Paperclip-Publication-Id"
 
-// maxTextChars caps retained text (reference §2.4).
+// maxTextChars caps retained text (docs/email-pipeline.md, "Retained mail").
 const maxTextChars = 100_000
 
 // providerFiltered reports whether the provider classified the message as
@@ -46,8 +46,8 @@ func hasLabel(labels []string, want string) bool {
 }
 
 // automatic reports whether m is machine-generated mail that must never
-// create a task, wake an agent or reopen a task (reference §5.6 plus the
-// loop cases of field-lessons §2 items 18 and 20): RFC 3834
+// create a task, wake an agent or reopen a task (docs/email-pipeline.md,
+// "Receiving rules"): RFC 3834
 // Auto-Submitted other than "no", Precedence bulk/list/junk, X-Autoreply,
 // X-Autorespond, RFC 3464 delivery status notifications (multipart/report)
 // and mailer-daemon senders.
@@ -132,7 +132,7 @@ var (
 	tagRE         = regexp.MustCompile(`(?s)<[^>]*>`)
 )
 
-// bodyText computes a message's retained text (reference §2.4): the
+// bodyText computes a message's retained text (docs/email-pipeline.md, "Retained mail"): the
 // provider's extracted reply text when extracted is true and present, else
 // the plain text, else the HTML with script/style blocks removed and tags
 // replaced by spaces, so remote images and tracking pixels are never kept.
@@ -159,8 +159,8 @@ func truncateRunes(s string, n int) string {
 	return string(r[:n])
 }
 
-// escapeMarkdown backslash-escapes the Markdown metacharacters of
-// reference §5.6, so remote images such as ![t](https://…) and links in
+// escapeMarkdown backslash-escapes the Markdown metacharacters ,
+// so remote images such as ![t](https://…) and links in
 // mail can never render in a task comment.
 func escapeMarkdown(s string) string {
 	var b strings.Builder

@@ -21,6 +21,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
@@ -164,7 +165,7 @@ func verify(t *testing.T, st *store.Store, companyID, agentID, endpointID string
 			return false
 		}
 		for _, d := range ds {
-			if d.State != store.DeliveryProcessed {
+			if d.State != domain.DeliveryProcessed {
 				return false
 			}
 		}

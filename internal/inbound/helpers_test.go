@@ -92,7 +92,7 @@ func (e *env) settled(n int) []store.EmailDelivery {
 			return false
 		}
 		for _, d := range ds {
-			if d.State != store.DeliveryProcessed && d.State != store.DeliveryFiltered {
+			if d.State != domain.DeliveryProcessed && d.State != domain.DeliveryFiltered {
 				return false
 			}
 		}

@@ -105,13 +105,13 @@ type Timing struct {
 	// still benefits from Concurrency.
 	TxConcurrency int
 	// ReopenLimit is how many times inbound replies may reopen one done
-	// task within ReopenWindow (field-lessons §2 item 20); later replies
+	// task within ReopenWindow (docs/email-pipeline.md, "The reopen limiter"); later replies
 	// in the window are retained and the task stays done.
 	ReopenLimit  int
 	ReopenWindow time.Duration
 }
 
-// DefaultTiming is the production timing (reference §5.1, §5.4, §10).
+// DefaultTiming is the production timing (docs/email-pipeline.md, "Timing").
 var DefaultTiming = Timing{
 	SocketLeaseTTL:   90 * time.Second,
 	SocketRenew:      20 * time.Second,

@@ -12,7 +12,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/inbound"
-	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -34,7 +33,7 @@ func attachExisting(t *testing.T, e *env, username string) (address string, conn
 	}
 }
 
-// Reference §13.3 item 10 and §13.3 item 17's cutoff: mail from before
+// Mail from before
 // activation is imported as context when a new message arrives in its
 // thread, without a wake of its own; a reply to a done task reopens it and
 // wakes; a reply to a cancelled task is retained without a wake.
@@ -63,7 +62,7 @@ func TestContextImportReopenAndCancelled(t *testing.T) {
 			t.Fatalf("late admission: %v %v", ok, err)
 		}
 		ds := e.settled(2)
-		mustEqual(t, "late delivery state", e.delivery(old.MessageID).State, store.DeliveryFiltered)
+		mustEqual(t, "late delivery state", e.delivery(old.MessageID).State, domain.DeliveryFiltered)
 		mustEqual(t, "wakes after late delivery", len(e.wakes()), 1)
 		_ = ds
 
@@ -85,7 +84,7 @@ func TestContextImportReopenAndCancelled(t *testing.T) {
 	})
 }
 
-// Reference §13.3 item 11 and field lessons 18 and 20: provider spam never
+// Provider spam never
 // starts work; automatic mail (Auto-Submitted, a DSN bounce from
 // mailer-daemon) never creates a task, and in an existing conversation it is
 // retained without a wake or a reopen; Markdown images in mail are escaped
@@ -101,7 +100,7 @@ func TestFilteredAndAutomaticMail(t *testing.T) {
 			Text: "Delivery failed", Headers: map[string]string{"Content-Type": "multipart/report; report-type=delivery-status"}})
 		real := e.deliver(emulator.DeliverRequest{Subject: "Tracking", Text: "Look ![tracker](https://evil.example/p.png) here"})
 		e.settled(3) // the spam event is not a channel event: never admitted
-		mustEqual(t, "auto-reply delivery", e.delivery(auto.MessageID).State, store.DeliveryFiltered)
+		mustEqual(t, "auto-reply delivery", e.delivery(auto.MessageID).State, domain.DeliveryFiltered)
 		tasks := e.tasks()
 		mustEqual(t, "tasks", len(tasks), 1)
 		task := tasks[0]
@@ -213,7 +212,7 @@ func TestSameMailToTwoInboxesIsTwoTasks(t *testing.T) {
 	})
 }
 
-// Reference §13.3 item 35 (inbound half): a low-trust agent's inbound task
+// A low-trust agent's inbound task
 // lands inside its boundary project and requests an isolated workspace.
 func TestLowTrustTaskPlacement(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {

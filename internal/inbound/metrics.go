@@ -6,7 +6,7 @@ import (
 
 // Metrics are the inbound pipeline's stage measurements. They keep the
 // three stages apart so provider transit, our pipeline and model start-up
-// can be told apart (reference §9, "Disconnect and diagnostics"):
+// can be told apart (docs/email-pipeline.md, "Provider errors and diagnostics"):
 // admission is the durable insert, processing runs from admission to the
 // committed retention, and wake runs from admission to the committed wake
 // request (the same figure as a delivery's admission_to_wake_ms).

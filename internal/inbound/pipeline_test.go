@@ -24,7 +24,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
-// Reference §13.3 item 13 (import half): attachments are imported once
+// Attachments are imported once
 // within the size and type bounds, with sanitized names; omitted ones are
 // named in a comment; mail retained later as thread context is not
 // downloaded again.
@@ -68,7 +68,7 @@ func TestAttachmentsImportedOnce(t *testing.T) {
 	})
 }
 
-// Reference §13.3 item 17: the catch-up scan admits mail received after
+// The catch-up scan admits mail received after
 // activation even when its Date header is years old (listing order is by
 // Date, so every page is read), and never imports pre-activation history.
 func TestCatchupAdmitsMissedMailOnly(t *testing.T) {
@@ -104,7 +104,7 @@ func TestCatchupAdmitsMissedMailOnly(t *testing.T) {
 	})
 }
 
-// Reference §13.3 item 20: a failed wake leaves the delivery in retry with
+// A failed wake leaves the delivery in retry with
 // the task and comment recorded and the wake pending; the retry repeats only
 // the wake, with identical arguments, and never re-imports mail.
 func TestFailedWakeIsRetriedAlone(t *testing.T) {
@@ -133,7 +133,7 @@ func TestFailedWakeIsRetriedAlone(t *testing.T) {
 				return false
 			}
 			d = ds[0]
-			return d.State == store.DeliveryRetry
+			return d.State == domain.DeliveryRetry
 		})
 		var ev map[string]any
 		_ = json.Unmarshal(d.NormalizedEvent, &ev)
@@ -224,7 +224,7 @@ func TestConcurrentAndReplayedIngestIsIdempotent(t *testing.T) {
 	})
 }
 
-// Reference §13.3 item 5: an idle worker issues no database queries (here
+// An idle worker issues no database queries (here
 // for 2 s, well inside the 20 s lease renewal and the 60 s catch-up).
 func TestIdleWorkerIsSilent(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {

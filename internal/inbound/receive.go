@@ -80,7 +80,7 @@ func (w *Worker) receive(ctx context.Context, ep domain.EmailEndpoint, client *a
 		// arguments and no re-import.
 		return false, res.wakeErr
 	}
-	w.m.Deliveries.WithLabelValues(res.state).Inc()
+	w.m.Deliveries.WithLabelValues(string(res.state)).Inc()
 	if res.woke != nil {
 		w.observeWake(*res.woke)
 	}
@@ -98,10 +98,10 @@ func (w *Worker) finishFiltered(ctx context.Context, l *store.Lease, id string) 
 		if err != nil || finished(d) {
 			return err
 		}
-		return w.finishTx(ctx, tx, &d, store.DeliveryFiltered)
+		return w.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
 	})
 	if err == nil {
-		w.m.Deliveries.WithLabelValues(store.DeliveryFiltered).Inc()
+		w.m.Deliveries.WithLabelValues(string(domain.DeliveryFiltered)).Inc()
 	}
 	return err
 }
@@ -162,7 +162,7 @@ type receiveResult struct {
 	// handled: an earlier attempt already received this delivery.
 	handled bool
 	// state is the delivery's state after the transaction.
-	state string
+	state domain.DeliveryState
 	// woke is the wake recorded in the same transaction, if any.
 	woke *wakeResult
 	// wakeErr is the failure of that wake: the mail was committed with the
@@ -244,11 +244,11 @@ func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult,
 					}
 					d.ConversationID = conv.ID
 				}
-				r.ev, r.state = ev, store.DeliveryProcessed
-				return w.finishTx(ctx, tx, &d, store.DeliveryProcessed)
+				r.ev, r.state = ev, domain.DeliveryProcessed
+				return w.finishTx(ctx, tx, &d, domain.DeliveryProcessed)
 			case actDrop:
-				r.ev, r.state = ev, store.DeliveryFiltered
-				return w.finishTx(ctx, tx, &d, store.DeliveryFiltered)
+				r.ev, r.state = ev, domain.DeliveryFiltered
+				return w.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
 			case actCreate:
 				if conv, err = w.createTask(ctx, tx, ep, msg); err != nil {
 					return err
@@ -326,7 +326,7 @@ func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpo
 			return err
 		}
 		if wakeErr == nil {
-			r.ev, r.state, r.woke = woke.ev, store.DeliveryProcessed, &woke
+			r.ev, r.state, r.woke = woke.ev, domain.DeliveryProcessed, &woke
 			return nil
 		}
 		r.wakeErr = wakeErr
@@ -337,11 +337,11 @@ func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpo
 	}
 	r.ev = ev
 	if wake {
-		d.State, r.state = store.DeliveryProcessing, store.DeliveryProcessing
+		d.State, r.state = domain.DeliveryProcessing, domain.DeliveryProcessing
 		return w.st.UpdateDelivery(ctx, tx, d)
 	}
-	r.state = store.DeliveryProcessed
-	return w.finishTx(ctx, tx, d, store.DeliveryProcessed)
+	r.state = domain.DeliveryProcessed
+	return w.finishTx(ctx, tx, d, domain.DeliveryProcessed)
 }
 
 // fetchThread returns the thread's messages of this inbox, oldest first,

@@ -12,11 +12,10 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/inbound"
-	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
-// Reference §13.3 items 9 and 22 (WebSocket half): a message received over
+// WebSocket half: a message received over
 // the live socket becomes one delivery, one task assigned to the inbox's
 // agent with no creator, and one wake; the same message arriving again
 // through the webhook-shaped path changes nothing; a second thread with the
@@ -77,7 +76,7 @@ func TestWebSocketMessageCreatesOneTaskAndOneWake(t *testing.T) {
 		mustEqual(t, "tasks", len(e.tasks()), 2)
 		mustEqual(t, "wakes", len(e.wakes()), 2)
 		mustEqual(t, "outbox", len(e.Em.Outbox("", "")), 0)
-		if n, _ := e.Store.CountDeliveriesInState(context.Background(), e.Store.DB, e.EpID, store.DeliveryRetry); n != 0 {
+		if n, _ := e.Store.CountDeliveriesInState(context.Background(), e.Store.DB, e.EpID, domain.DeliveryRetry); n != 0 {
 			t.Fatalf("retries: %d", n)
 		}
 		testkit.Eventually(t, wait, "health Connected after catch-up", func() bool {

@@ -10,7 +10,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/inbound"
-	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // Field lesson 20 (reopen rate limiter): replies may reopen a done task at
@@ -45,7 +44,7 @@ func TestReopenRateIsCappedPerTask(t *testing.T) {
 			got, _ := e.Store.GetIssue(context.Background(), e.Store.DB, task.ID)
 			mustEqual(t, "status beyond the limit", got.Status, domain.IssueDone)
 			mustEqual(t, "wakes beyond the limit", len(e.wakes()), 1+limit)
-			mustEqual(t, "delivery beyond the limit", e.delivery(last.MessageID).State, store.DeliveryProcessed)
+			mustEqual(t, "delivery beyond the limit", e.delivery(last.MessageID).State, domain.DeliveryProcessed)
 		}
 		mustEqual(t, "every reply retained", len(e.messages(task.ID)), delivered)
 		notes := 0

@@ -14,7 +14,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
-// Reference §13.3 item 22 and field lesson 15 (PostgreSQL only: SQLite
+// Two replicas (PostgreSQL only: SQLite
 // allows one server per home): two replicas on one database hold exactly
 // one socket for the inbox; both workers admitting and processing the same
 // message give one task and one wake; after the holder shuts down the other

@@ -13,7 +13,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-// Health messages of the live connection (reference §5.1).
+// Health messages of the live connection (docs/email-pipeline.md, "Live connection").
 const (
 	healthSocketClosed   = "Live email connection closed; reconnecting and catching up."
 	healthAdmitFailed    = "Email event could not be recorded; catch-up will retry."
@@ -41,7 +41,7 @@ type socketState struct {
 }
 
 // maintainSocket keeps exactly one live socket per inbox across replicas
-// (reference §5.1): when this process holds no socket for the inbox, it
+// (docs/email-pipeline.md, "Live connection"): when this process holds no socket for the inbox, it
 // acquires the free socket lease and starts a connection (whose own
 // goroutine renews the lease), and it returns when the socket next needs
 // attention. A replica that finds the lease held sleeps

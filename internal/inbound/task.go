@@ -13,7 +13,7 @@ import (
 
 // reopen applies the reopen rule to a done task that an eligible reply
 // arrived for, and returns the task's status afterwards: todo, or still
-// done when the reopen limiter refuses (field-lessons §2 item 20: a
+// done when the reopen limiter refuses (docs/email-pipeline.md, "The reopen limiter": a
 // conversation that keeps bouncing between an agent's "done" and replies,
 // such as a loop with an autoresponder our classifier does not recognise,
 // must not reopen and wake without bound). At most ReopenLimit reopens by

@@ -53,7 +53,7 @@ func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint,
 	now := w.st.Now()
 	a2w := now.Sub(d.ReceivedAt)
 	ms := a2w.Milliseconds()
-	d.State, d.ProcessedAt, d.AdmissionToWakeMs = store.DeliveryProcessed, &now, &ms
+	d.State, d.ProcessedAt, d.AdmissionToWakeMs = domain.DeliveryProcessed, &now, &ms
 	d.NextAttemptAt, d.RedactedError = nil, ""
 	if err := w.st.UpdateDelivery(ctx, tx, &d); err != nil {
 		return wakeResult{}, err
@@ -95,7 +95,7 @@ func (w *Worker) retryWake(ctx context.Context, l *store.Lease, it *item) error 
 			return err
 		}
 		d, ev, err := w.lockDelivery(ctx, tx, it.d.ID)
-		if err != nil || d.State == store.DeliveryProcessed || !ev.wakePending() {
+		if err != nil || d.State == domain.DeliveryProcessed || !ev.wakePending() {
 			return err
 		}
 		cur, err := w.st.EndpointShared(ctx, tx, d.EndpointID)
@@ -113,7 +113,7 @@ func (w *Worker) retryWake(ctx context.Context, l *store.Lease, it *item) error 
 		return err
 	}
 	it.ev = res.ev
-	w.m.Deliveries.WithLabelValues(store.DeliveryProcessed).Inc()
+	w.m.Deliveries.WithLabelValues(string(domain.DeliveryProcessed)).Inc()
 	w.observeWake(*res)
 	return nil
 }
@@ -127,7 +127,7 @@ func (w *Worker) observeWake(res wakeResult) {
 	}
 }
 
-// WakeRequestFor builds the wake of an email delivery (reference §5.5):
+// WakeRequestFor builds the wake of an email delivery (docs/email-pipeline.md, "Wakes"):
 // key email:<deliveryId>, reason email_received, the task-state guard and
 // the email instructions in the context. It is a pure function of its
 // arguments, which is what makes a retried wake identical to the first.

@@ -18,7 +18,7 @@ const WebhookPath = "POST /api/chat-webhooks/agentmail/{publicId}"
 // payloads over 1 MB, so a few MiB covers every legitimate delivery.
 const maxWebhookBody = 4 << 20
 
-// Webhook errors (reference §5.2).
+// Webhook errors (docs/email-pipeline.md, "Webhook").
 var (
 	errWebhookNotFound   = &httpx.Error{Status: http.StatusNotFound, Message: "Email inbox not found"}
 	errWebhookDisabled   = &httpx.Error{Status: http.StatusForbidden, Message: "Webhook receiving is not enabled"}

@@ -45,7 +45,7 @@ func providerEvent(t *testing.T, e *env, messageID string) []byte {
 	return b
 }
 
-// Reference §13.3 items 8 and 15 (inbound half): signed webhooks go through
+// Signed webhooks go through
 // the durable queue (204 after admission), a duplicate gives one task and one
 // wake, and a changed body, a stale timestamp, a signature by another key,
 // another inbox's event and a WebSocket-mode inbox are all rejected with 403.

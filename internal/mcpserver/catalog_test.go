@@ -2,7 +2,7 @@ package mcpserver
 
 import "testing"
 
-// §13.1 item 21: the runtime API catalog has the send operation (POST, with
+// The runtime API catalog has the send operation (POST, with
 // a body, 202); inspect and check-address are board-only, and check-address
 // documents its 429.
 func TestCatalog(t *testing.T) {

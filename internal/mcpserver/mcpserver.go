@@ -268,7 +268,7 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 			if !store.ValidID(in.PublicationID) {
 				return toolError(errors.New("publicationId must be a UUID"))
 			}
-			out, err := s.Outbound.Delivery(ctx, c.actor(), c.agent.CompanyID, in.PublicationID)
+			out, err := s.Outbound.SendStatus(ctx, c.actor(), c.agent.CompanyID, in.PublicationID)
 			if err != nil {
 				return toolError(err)
 			}

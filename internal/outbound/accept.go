@@ -39,13 +39,13 @@ func digest(req SendRequest, a email.Sender) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Accept validates, authorizes and durably queues a send or reply (reference
-// §6.3). No provider call happens here: the intent, and for a new
+// Accept validates, authorizes and durably queues a send or reply (docs/email-pipeline.md,
+// "Acceptance"). No provider call happens here: the intent, and for a new
 // conversation its child task and conversation, commit in one transaction
 // and the worker sends later. A repeated key with identical content returns
 // the same publication; with different content it is a 409.
-func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID string, req SendRequest) (PublicationSummary, error) {
-	var zero PublicationSummary
+func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID string, req SendRequest) (SendSummary, error) {
+	var zero SendSummary
 	if err := req.Validate(); err != nil {
 		return zero, err
 	}
@@ -113,7 +113,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		Actor: actorJSON, Digest: dig, Attachments: attJSON}
 	if len(suppressed) > 0 {
 		// A permanently bounced recipient fails fast: recorded, never sent.
-		pub.State, pub.Outcome = "failed", OutcomeFailed
+		pub.State, pub.Outcome = domain.SendFailed, domain.OutcomeFailed
 		pub.Error = suppressedMsg
 	}
 	var replayed *store.EmailPublication
@@ -163,8 +163,8 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		return s.replay(*replayed, companyID, dig)
 	}
 	s.Metrics.Sends.WithLabelValues("accepted").Inc()
-	if pub.Outcome == OutcomeFailed {
-		s.Metrics.Sends.WithLabelValues(OutcomeFailed).Inc()
+	if pub.Outcome == domain.OutcomeFailed {
+		s.Metrics.Sends.WithLabelValues(string(domain.OutcomeFailed)).Inc()
 	}
 	// Read the stored row before waking the worker, so the answer shows the
 	// accepted state rather than whatever the worker has done meanwhile.
@@ -173,14 +173,14 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	if err != nil {
 		return zero, err
 	}
-	return Summary(stored), nil
+	return summarizeSend(stored), nil
 }
 
-func (s *Service) replay(existing store.EmailPublication, companyID, dig string) (PublicationSummary, error) {
+func (s *Service) replay(existing store.EmailPublication, companyID, dig string) (SendSummary, error) {
 	if existing.CompanyID != companyID || existing.Digest != dig {
-		return PublicationSummary{}, &httpx.Error{Status: http.StatusConflict, Message: "Email idempotency key was reused with different content"}
+		return SendSummary{}, &httpx.Error{Status: http.StatusConflict, Message: "Email idempotency key was reused with different content"}
 	}
-	return Summary(existing), nil
+	return summarizeSend(existing), nil
 }
 
 func lowerAll(in []string) []string {

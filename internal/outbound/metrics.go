@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -54,10 +55,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // setOutcome writes a send's outcome (see store.SetSendOutcome) and counts
 // it when it changed.
-func (s *Service) setOutcome(ctx context.Context, q db.Querier, id, outcome string, from ...string) (bool, error) {
+func (s *Service) setOutcome(ctx context.Context, q db.Querier, id string, outcome domain.SendOutcome, from ...domain.SendOutcome) (bool, error) {
 	changed, err := s.Store.SetSendOutcome(ctx, q, id, outcome, from...)
 	if err == nil && changed {
-		s.Metrics.Sends.WithLabelValues(outcome).Inc()
+		s.Metrics.Sends.WithLabelValues(string(outcome)).Inc()
 	}
 	return changed, err
 }

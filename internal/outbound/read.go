@@ -37,7 +37,7 @@ type ThreadSummary struct {
 	Endpoint       domain.EmailEndpointSummary `json:"endpoint"`
 	Subject        string                      `json:"subject"`
 	Messages       []ThreadMessage             `json:"messages"`
-	Publications   []PublicationSummary        `json:"publications"`
+	Publications   []SendSummary               `json:"publications"`
 }
 
 func nonNil(s []string) []string {
@@ -82,7 +82,7 @@ func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID 
 		return nil, err
 	}
 	out := &ThreadSummary{ConversationID: conv.ID, IssueID: conv.IssueID, Endpoint: s.Email.Summary(ctx, ep), Subject: conv.Subject,
-		Messages: []ThreadMessage{}, Publications: []PublicationSummary{}}
+		Messages: []ThreadMessage{}, Publications: []SendSummary{}}
 	for _, m := range msgs {
 		tm := ThreadMessage{ID: m.ID, ProviderMessageID: m.ProviderMessageID, From: m.Envelope.From, To: nonNil(m.Envelope.To),
 			Cc: nonNil(m.Envelope.Cc), Bcc: nonNil(m.Envelope.Bcc), ReplyTo: nonNil(m.Envelope.ReplyTo), Subject: m.Envelope.Subject,
@@ -99,34 +99,35 @@ func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID 
 		out.Messages = append(out.Messages, tm)
 	}
 	for _, p := range pubs {
-		out.Publications = append(out.Publications, Summary(p))
+		out.Publications = append(out.Publications, summarizeSend(p))
 	}
 	return out, nil
 }
 
-// Delivery returns a send's summary. Agents must be able to read its task
+// SendStatus returns a send's summary (GET …/email/deliveries/{id}: the API
+// calls a send's status its delivery). Agents must be able to read its task
 // and own the inbox.
-func (s *Service) Delivery(ctx context.Context, a authz.Actor, companyID, pubID string) (PublicationSummary, error) {
+func (s *Service) SendStatus(ctx context.Context, a authz.Actor, companyID, pubID string) (SendSummary, error) {
 	notFound := &httpx.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
 	pub, err := s.Store.GetPublication(ctx, s.Store.DB, pubID)
 	if err != nil || pub.CompanyID != companyID {
-		return PublicationSummary{}, notFound
+		return SendSummary{}, notFound
 	}
 	if _, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, companyID, false); err != nil {
-		return PublicationSummary{}, err
+		return SendSummary{}, err
 	}
 	task, err := s.Store.GetIssue(ctx, s.Store.DB, pub.IssueID)
 	if err != nil {
-		return PublicationSummary{}, notFound
+		return SendSummary{}, notFound
 	}
 	if err := s.Authz.CanReadIssue(ctx, s.Store.DB, a, task); err != nil {
-		return PublicationSummary{}, err
+		return SendSummary{}, err
 	}
 	if a.Kind == authz.KindAgent {
 		ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, pub.EndpointID)
 		if err != nil || ep.AssignedAgentID != a.AgentID() {
-			return PublicationSummary{}, notFound
+			return SendSummary{}, notFound
 		}
 	}
-	return Summary(pub), nil
+	return summarizeSend(pub), nil
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
+var _ inbound.Receipts = (*Service)(nil)
+
 // HandleReceipt applies a delivery receipt to the publication that produced
 // the message, inside the inbound worker's transaction. Receipts touch only
 // the publication: no task, no conversation, no wake, and never a downgrade
@@ -39,14 +41,14 @@ func (s *Service) HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.Email
 	}
 	switch ev.Kind {
 	case agentmail.EventMessageSent:
-		_, err = s.setOutcome(ctx, tx, pub.ID, OutcomeSent, OutcomeQueued, OutcomeUncertain)
+		_, err = s.setOutcome(ctx, tx, pub.ID, domain.OutcomeSent, domain.OutcomeQueued, domain.OutcomeUncertain)
 	case agentmail.EventMessageDelivered:
 		var changed bool
-		if changed, err = s.setOutcome(ctx, tx, pub.ID, OutcomeDelivered, OutcomeQueued, OutcomeSent, OutcomeUncertain); changed {
+		if changed, err = s.setOutcome(ctx, tx, pub.ID, domain.OutcomeDelivered, domain.OutcomeQueued, domain.OutcomeSent, domain.OutcomeUncertain); changed {
 			s.observeDelivered(pub)
 		}
 	case agentmail.EventMessageBounced, agentmail.EventMessageComplained, agentmail.EventMessageRejected:
-		if _, err = s.setOutcome(ctx, tx, pub.ID, OutcomeFailed); err != nil {
+		if _, err = s.setOutcome(ctx, tx, pub.ID, domain.OutcomeFailed); err != nil {
 			return err
 		}
 		if err := s.Store.SetPublicationError(ctx, tx, pub.ID, "AgentMail reported "+ev.Kind); err != nil {
@@ -92,7 +94,7 @@ func (s *Service) suppress(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpo
 }
 
 // BindSent reconciles a message seen in thread context with the send that
-// produced it (reference §6.8): the message must be from this inbox, labelled
+// produced it (docs/email-pipeline.md, "Receipts and binding"): the message must be from this inbox, labelled
 // sent, and carry our publication header naming a send of this endpoint. A
 // forged header on inbound mail is ignored. It binds the conversation to
 // the thread and marks the send published and sent (never downgrading
@@ -115,7 +117,7 @@ func (s *Service) BindSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpo
 		if pub.ProviderMessageID != m.MessageID {
 			return &httpx.Error{Status: http.StatusConflict, Message: "AgentMail returned a different message for this send"}
 		}
-		if pub.State == "published" {
+		if pub.State == domain.SendPublished {
 			return nil
 		}
 	}
@@ -125,7 +127,7 @@ func (s *Service) BindSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpo
 	if err := s.Store.MarkPublished(ctx, tx, pub.ID, m.MessageID, m.ThreadID); err != nil {
 		return err
 	}
-	_, err = s.setOutcome(ctx, tx, pub.ID, OutcomeSent, OutcomeQueued, OutcomeUncertain)
+	_, err = s.setOutcome(ctx, tx, pub.ID, domain.OutcomeSent, domain.OutcomeQueued, domain.OutcomeUncertain)
 	return err
 }
 

@@ -42,7 +42,7 @@ func (e *sendEnv) outboxBy(key string) emulator.OutboxMessage {
 	return emulator.OutboxMessage{}
 }
 
-// §13.3 item 16: receipts update only the publication — delivered is never
+// Receipts update only the publication — delivered is never
 // downgraded by a later sent — and never create tasks, conversations or wakes.
 func TestReceiptsTouchOnlyThePublication(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
@@ -85,7 +85,7 @@ func TestReceiptsTouchOnlyThePublication(t *testing.T) {
 	})
 }
 
-// §13.3 item 12: a bounce fails the send with a diagnostic that survives a
+// A bounce fails the send with a diagnostic that survives a
 // later inbound reply re-importing the sent message; the recipient is then
 // refused fast.
 func TestBounceFailsTheSendAndSticks(t *testing.T) {
@@ -114,7 +114,7 @@ func TestBounceFailsTheSendAndSticks(t *testing.T) {
 	})
 }
 
-// §13.3 item 19: a reply and the sent callback arriving before the send's
+// A reply and the sent callback arriving before the send's
 // response leave one conversation, two thread messages, the send sent and
 // one wake for the reply.
 func TestReplyRacingTheSendResponse(t *testing.T) {
@@ -160,7 +160,7 @@ func TestReplyRacingTheSendResponse(t *testing.T) {
 	})
 }
 
-// §6.6 and §13.3 item 6: a later reply never overtakes an earlier send of
+// A later reply never overtakes an earlier send of
 // the same conversation, even while the earlier one waits for its retry.
 func TestSendsKeepOrderPerConversation(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
@@ -205,7 +205,7 @@ func (e *sendEnv) sendReplyAttempts(key string) int {
 	return n
 }
 
-// §13.3 item 13 (send half): attachments come only from the source task,
+// Attachments of a send come only from the source task,
 // travel base64, and are checked against the recorded digest at execution.
 func TestSendAttachments(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {

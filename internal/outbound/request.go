@@ -16,7 +16,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-// Limits of a send request (reference §6.1).
+// Limits of a send request (docs/email-pipeline.md, "Send requests").
 const (
 	maxRecipients  = 50
 	maxAddressLen  = 320

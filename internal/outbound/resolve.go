@@ -15,17 +15,17 @@ import (
 
 // ResolveInput settles an uncertain send.
 type ResolveInput struct {
-	Outcome           string `json:"outcome"`
-	ProviderMessageID string `json:"providerMessageId,omitempty"`
+	Outcome           domain.SendOutcome `json:"outcome"`
+	ProviderMessageID string             `json:"providerMessageId,omitempty"`
 }
 
-// Resolve lets a connection manager settle an uncertain send (reference
-// §6.10): "sent" when a provider message carrying our header proves it went
+// Resolve lets a connection manager settle an uncertain send (docs/email-pipeline.md,
+// "Resolving an uncertain send"): "sent" when a provider message carrying our header proves it went
 // out, "failed" when the operator confirms it did not (a resend is then a new
 // explicit action).
-func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID string, in ResolveInput) (PublicationSummary, error) {
-	var zero PublicationSummary
-	if in.Outcome != OutcomeSent && in.Outcome != OutcomeFailed {
+func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID string, in ResolveInput) (SendSummary, error) {
+	var zero SendSummary
+	if in.Outcome != domain.OutcomeSent && in.Outcome != domain.OutcomeFailed {
 		return zero, badRequest("outcome must be sent or failed")
 	}
 	if len(in.ProviderMessageID) > maxMessageID {
@@ -38,7 +38,7 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 	if _, err := s.Email.LoadForManager(ctx, a, pub.EndpointID); err != nil {
 		return zero, err
 	}
-	if pub.Outcome != OutcomeUncertain {
+	if pub.Outcome != domain.OutcomeUncertain {
 		return zero, &httpx.Error{Status: http.StatusConflict, Message: "This send is not uncertain"}
 	}
 	conv, err := s.Store.GetConversation(ctx, s.Store.DB, pub.ConversationID)
@@ -55,7 +55,7 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 	defer func() { _ = l.Release(ctx) }()
 	var sent *agentmail.Message
 	var ep domain.EmailEndpoint
-	if in.Outcome == OutcomeSent {
+	if in.Outcome == domain.OutcomeSent {
 		if in.ProviderMessageID == "" {
 			return zero, badRequest("A provider message ID is required")
 		}
@@ -78,15 +78,15 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 		if err != nil {
 			return err
 		}
-		if cur.Outcome != OutcomeUncertain {
+		if cur.Outcome != domain.OutcomeUncertain {
 			return &httpx.Error{Status: http.StatusConflict, Message: "Delivery was already resolved"}
 		}
-		if in.Outcome == OutcomeFailed {
-			if err := s.Store.SetPublicationState(ctx, tx, pub.ID, "failed",
+		if in.Outcome == domain.OutcomeFailed {
+			if err := s.Store.SetPublicationState(ctx, tx, pub.ID, domain.SendFailed,
 				"Operator confirmed that this email was not sent. A new explicit send is required.", nil); err != nil {
 				return err
 			}
-			if _, err := s.setOutcome(ctx, tx, pub.ID, OutcomeFailed); err != nil {
+			if _, err := s.setOutcome(ctx, tx, pub.ID, domain.OutcomeFailed); err != nil {
 				return err
 			}
 		} else {
@@ -110,5 +110,5 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 	if err != nil {
 		return zero, err
 	}
-	return Summary(out), nil
+	return summarizeSend(out), nil
 }

@@ -54,7 +54,7 @@ func (s *Service) Routes(rt httpx.Router) {
 	h("GET /api/companies/{companyId}/email/tasks/{issueId}/deliveries", idRoute("issueId", "Task ID must be a UUID", http.StatusOK, s.deliveriesRoute))
 	h("GET /api/companies/{companyId}/email/deliveries/{publicationId}", idRoute("publicationId", "Publication ID must be a UUID", http.StatusOK,
 		func(_ http.ResponseWriter, r *http.Request, companyID, id string) (any, error) {
-			return s.Delivery(r.Context(), httpx.Actor(r), companyID, id)
+			return s.SendStatus(r.Context(), httpx.Actor(r), companyID, id)
 		}))
 	h("POST /api/companies/{companyId}/email/deliveries/{publicationId}/resolve", idRoute("publicationId", "Publication ID must be a UUID", http.StatusOK,
 		func(w http.ResponseWriter, r *http.Request, companyID, id string) (any, error) {

@@ -66,16 +66,16 @@ func verdict(err error) *sendFailure {
 	return recheck(err)
 }
 
-// execute runs one attempt of a send under its thread lease (reference §6.4).
+// execute runs one attempt of a send under its thread lease (docs/email-pipeline.md, "Execution").
 func (w *Worker) execute(ctx context.Context, pubID string, l *store.Lease) error {
 	pub, err := w.Store.GetPublication(ctx, w.Store.DB, pubID)
 	if err != nil {
 		return err
 	}
-	if pub.State != "pending" && pub.State != "streaming" && pub.State != "retry" {
+	if pub.State != domain.SendPending && pub.State != domain.SendStreaming && pub.State != domain.SendRetry {
 		return nil
 	}
-	if pub.Outcome != OutcomeQueued && pub.Outcome != OutcomeUncertain {
+	if pub.Outcome != domain.OutcomeQueued && pub.Outcome != domain.OutcomeUncertain {
 		return nil
 	}
 	now := w.Store.Now()
@@ -84,10 +84,10 @@ func (w *Worker) execute(ctx context.Context, pubID string, l *store.Lease) erro
 	}
 	if pub.FirstAttemptAt != nil && now.Sub(*pub.FirstAttemptAt) >= ConfirmWindow {
 		return w.Store.Tx(ctx, func(tx *sql.Tx) error {
-			if err := w.Store.SetPublicationState(ctx, tx, pub.ID, "delivery_unknown", expiredMsg, nil); err != nil {
+			if err := w.Store.SetPublicationState(ctx, tx, pub.ID, domain.SendUnknown, expiredMsg, nil); err != nil {
 				return err
 			}
-			_, err := w.setOutcome(ctx, tx, pub.ID, OutcomeUncertain)
+			_, err := w.setOutcome(ctx, tx, pub.ID, domain.OutcomeUncertain)
 			return err
 		})
 	}
@@ -289,7 +289,7 @@ func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, 
 	if f.recheck {
 		w.Log.Warn("send checks could not be made; checking again later", "publication", pub.ID, "err", f.err)
 		next := w.Store.Now().Add(recheckDelay)
-		return w.Store.SetPublicationState(ctx, w.Store.DB, pub.ID, "retry", f.msg, &next)
+		return w.Store.SetPublicationState(ctx, w.Store.DB, pub.ID, domain.SendRetry, f.msg, &next)
 	}
 	return w.Store.Tx(ctx, func(tx *sql.Tx) error {
 		if f.transient && attempted {
@@ -298,16 +298,16 @@ func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, 
 				return err
 			}
 			next := w.Store.Now().Add(backoff(cur.Attempts, f.retry))
-			if err := w.Store.SetPublicationState(ctx, tx, pub.ID, "retry", f.msg, &next); err != nil {
+			if err := w.Store.SetPublicationState(ctx, tx, pub.ID, domain.SendRetry, f.msg, &next); err != nil {
 				return err
 			}
-			_, err = w.setOutcome(ctx, tx, pub.ID, OutcomeUncertain, OutcomeQueued, OutcomeUncertain)
+			_, err = w.setOutcome(ctx, tx, pub.ID, domain.OutcomeUncertain, domain.OutcomeQueued, domain.OutcomeUncertain)
 			return err
 		}
-		if err := w.Store.SetPublicationState(ctx, tx, pub.ID, "failed", f.msg, nil); err != nil {
+		if err := w.Store.SetPublicationState(ctx, tx, pub.ID, domain.SendFailed, f.msg, nil); err != nil {
 			return err
 		}
-		if _, err := w.setOutcome(ctx, tx, pub.ID, OutcomeFailed, OutcomeQueued, OutcomeUncertain); err != nil {
+		if _, err := w.setOutcome(ctx, tx, pub.ID, domain.OutcomeFailed, domain.OutcomeQueued, domain.OutcomeUncertain); err != nil {
 			return err
 		}
 		return w.Store.Audit(ctx, tx, systemActor.AuditActor(), pub.CompanyID, "email.failed", "email_publication", pub.ID, map[string]any{"error": f.msg})
@@ -334,7 +334,7 @@ func (w *Worker) recordSent(ctx context.Context, pub store.EmailPublication, ep 
 		if err := w.Store.MarkPublished(ctx, tx, pub.ID, messageID, threadID); err != nil {
 			return err
 		}
-		if _, err := w.setOutcome(ctx, tx, pub.ID, OutcomeSent, OutcomeQueued, OutcomeUncertain); err != nil {
+		if _, err := w.setOutcome(ctx, tx, pub.ID, domain.OutcomeSent, domain.OutcomeQueued, domain.OutcomeUncertain); err != nil {
 			return err
 		}
 		if err := w.Store.TouchEndpointPublication(ctx, tx, ep.ID); err != nil {

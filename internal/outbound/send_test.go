@@ -105,7 +105,7 @@ func (e *sendEnv) sendRequests(key string) int {
 	return n
 }
 
-// §13.3 item 12 (board actor): acceptance persists the child task and the
+// Board actor: acceptance persists the child task and the
 // intent before any provider contact; replays and conflicting reuse; one
 // provider send keyed by the publication id with our headers.
 func TestSendNewEmail(t *testing.T) {
@@ -164,7 +164,7 @@ func TestSendNewEmail(t *testing.T) {
 	})
 }
 
-// §13.3 item 14 and the fault tests: a transient failure leaves the send
+// A transient failure leaves the send
 // uncertain and retries it with the same key until it is sent.
 func TestTransientFailuresRetryWithTheSameKey(t *testing.T) {
 	faults := []struct {
@@ -210,7 +210,7 @@ func TestTransientFailuresRetryWithTheSameKey(t *testing.T) {
 	}
 }
 
-// §13.3 item 14 (23-hour cutoff) and §6.10 resolution both ways.
+// The 23-hour confirmation window, and resolving an uncertain send both ways.
 func TestConfirmationWindowAndOperatorResolution(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := newSendEnvMode(t, url, "webhook")
@@ -286,7 +286,7 @@ func TestConfirmationWindowAndOperatorResolution(t *testing.T) {
 	})
 }
 
-// §13.3 items 15 and 23: isolation, revoked authority and budgets fail
+// Isolation, revoked authority and budgets fail
 // queued sends without a provider call.
 func TestAuthorityIsCheckedAgainAtExecution(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {

@@ -20,15 +20,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-// Send outcomes.
-const (
-	OutcomeQueued    = "queued"
-	OutcomeSent      = "sent"
-	OutcomeDelivered = "delivered"
-	OutcomeFailed    = "failed"
-	OutcomeUncertain = "uncertain"
-)
-
 // PublicationHeader carries the publication id on every provider attempt,
 // so a sent message can be matched to its intent.
 const PublicationHeader = "X-Paperclip-Publication-Id"
@@ -125,26 +116,26 @@ func (s *Service) authzActor(ctx context.Context, q db.Querier, a email.Sender) 
 
 func forbidden(msg string) error { return &httpx.Error{Status: http.StatusForbidden, Message: msg} }
 
-// PublicationSummary is the API shape of a send.
-type PublicationSummary struct {
-	ID                string          `json:"id"`
-	IssueID           string          `json:"issueId"`
-	ConversationID    string          `json:"conversationId"`
-	EndpointID        string          `json:"endpointId"`
-	Outcome           string          `json:"outcome"`
-	Error             *string         `json:"error"`
-	ProviderMessageID *string         `json:"providerMessageId"`
-	Request           json.RawMessage `json:"request"`
-	CreatedAt         time.Time       `json:"createdAt"`
+// SendSummary is the API shape of a send.
+type SendSummary struct {
+	ID                string             `json:"id"`
+	IssueID           string             `json:"issueId"`
+	ConversationID    string             `json:"conversationId"`
+	EndpointID        string             `json:"endpointId"`
+	Outcome           domain.SendOutcome `json:"outcome"`
+	Error             *string            `json:"error"`
+	ProviderMessageID *string            `json:"providerMessageId"`
+	Request           json.RawMessage    `json:"request"`
+	CreatedAt         time.Time          `json:"createdAt"`
 	// SentAt is when the provider accepted the send; DeliveredAt when its
 	// delivery receipt arrived.
 	SentAt      *time.Time `json:"sentAt"`
 	DeliveredAt *time.Time `json:"deliveredAt"`
 }
 
-// Summary presents a publication.
-func Summary(p store.EmailPublication) PublicationSummary {
-	out := PublicationSummary{ID: p.ID, IssueID: p.IssueID, ConversationID: p.ConversationID, EndpointID: p.EndpointID,
+// summarizeSend presents a send.
+func summarizeSend(p store.EmailPublication) SendSummary {
+	out := SendSummary{ID: p.ID, IssueID: p.IssueID, ConversationID: p.ConversationID, EndpointID: p.EndpointID,
 		Outcome: p.Outcome, Request: p.Request, CreatedAt: p.CreatedAt, SentAt: p.PublishedAt, DeliveredAt: p.DeliveredAt}
 	if p.Error != "" {
 		e := p.Error

@@ -52,7 +52,7 @@ func (s *Service) Deliveries(ctx context.Context, a authz.Actor, companyID, issu
 		// (the event_kind column only says "message").
 		kind, msgID, _ := strings.Cut(d.DeduplicationKey, ":")
 		v := InboundDelivery{ID: d.ID, EventKind: kind, ProviderMessageID: msgID, ProviderThreadID: d.ProviderThreadID,
-			Source: d.Source, State: d.State, Attempts: d.Attempts, ReceivedAt: d.ReceivedAt, ProcessedAt: d.ProcessedAt,
+			Source: d.Source, State: string(d.State), Attempts: d.Attempts, ReceivedAt: d.ReceivedAt, ProcessedAt: d.ProcessedAt,
 			AdmissionToWakeMs: d.AdmissionToWakeMs}
 		if d.RedactedError != "" {
 			e := d.RedactedError

@@ -30,11 +30,6 @@ type Worker struct {
 	done   chan struct{}
 }
 
-var _ interface {
-	Start(context.Context) error
-	Shutdown(context.Context) error
-} = (*Worker)(nil)
-
 // NewWorker returns the worker of s; call Start to begin sending.
 func NewWorker(s *Service) *Worker { return &Worker{Service: s} }
 

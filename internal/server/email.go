@@ -6,11 +6,14 @@ import (
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/inbound"
 	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/policy"
 )
+
+var _ inbound.Waker = (*heartbeat.Service)(nil)
 
 // newEmailChannel builds the two email pipelines around s.Email and mounts
 // their routes. The couplings are all here, as constructor options:

@@ -10,15 +10,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
-)
-
-// Inbound delivery states (reference §3.3).
-const (
-	DeliveryReceived   = "received"
-	DeliveryFiltered   = "filtered"
-	DeliveryProcessing = "processing"
-	DeliveryProcessed  = "processed"
-	DeliveryRetry      = "retry"
+	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
 // EmailDelivery is one admitted provider event in the durable inbound queue
@@ -34,7 +26,7 @@ type EmailDelivery struct {
 	Source            string
 	ProviderThreadID  string
 	NormalizedEvent   json.RawMessage
-	State             string
+	State             domain.DeliveryState
 	Attempts          int
 	RedactedError     string
 	NextAttemptAt     *time.Time
@@ -84,7 +76,7 @@ func (s *Store) InsertDelivery(ctx context.Context, q db.Querier, d *EmailDelive
 	now := s.Now()
 	d.ReceivedAt, d.CreatedAt, d.UpdatedAt = now, now, now
 	if d.State == "" {
-		d.State = DeliveryReceived
+		d.State = domain.DeliveryReceived
 	}
 	// No conflict target: "DO NOTHING" without one covers every unique
 	// constraint on both SQLite and PostgreSQL, which is exactly the
@@ -93,7 +85,7 @@ func (s *Store) InsertDelivery(ctx context.Context, q db.Querier, d *EmailDelive
 		deduplication_key, event_kind, source, provider_thread_id, normalized_event, state, attempts, received_at,
 		created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,0,$11,$11,$11) ON CONFLICT DO NOTHING`,
 		d.ID, d.CompanyID, d.EndpointID, d.ProviderEventID, d.DeduplicationKey, d.EventKind, d.Source,
-		nullString(d.ProviderThreadID), string(d.NormalizedEvent), d.State, now)
+		nullString(d.ProviderThreadID), string(d.NormalizedEvent), string(d.State), now)
 	if err != nil {
 		return false, fmt.Errorf("admit email delivery: %w", err)
 	}
@@ -174,7 +166,7 @@ func (s *Store) UpdateDelivery(ctx context.Context, q db.Querier, d *EmailDelive
 	_, err := q.ExecContext(ctx, `UPDATE email_deliveries SET conversation_id = $2, provider_thread_id = $3,
 		normalized_event = $4, state = $5, attempts = $6, redacted_error = $7, next_attempt_at = $8, processed_at = $9,
 		admission_to_wake_ms = $10, updated_at = $11 WHERE id = $1`,
-		d.ID, nullString(d.ConversationID), nullString(d.ProviderThreadID), string(d.NormalizedEvent), d.State,
+		d.ID, nullString(d.ConversationID), nullString(d.ProviderThreadID), string(d.NormalizedEvent), string(d.State),
 		d.Attempts, nullString(d.RedactedError), nullTime(d.NextAttemptAt), nullTime(d.ProcessedAt), a2w, d.UpdatedAt)
 	if err != nil {
 		return fmt.Errorf("update email delivery: %w", err)
@@ -193,10 +185,10 @@ func (s *Store) SetDeliveryThread(ctx context.Context, q db.Querier, id, threadI
 }
 
 // CountDeliveriesInState counts an endpoint's deliveries in state.
-func (s *Store) CountDeliveriesInState(ctx context.Context, q db.Querier, endpointID, state string) (int, error) {
+func (s *Store) CountDeliveriesInState(ctx context.Context, q db.Querier, endpointID string, state domain.DeliveryState) (int, error) {
 	var n int
 	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_deliveries WHERE endpoint_id = $1 AND state = $2`,
-		endpointID, state).Scan(&n); err != nil {
+		endpointID, string(state)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count email deliveries: %w", err)
 	}
 	return n, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
 // EmailStats are the email channel's current counts, read when metrics are
@@ -24,8 +25,8 @@ type EmailStats struct {
 
 // Waiting delivery states and open send outcomes, as EmailStats reports them.
 var (
-	WaitingDeliveryStates = []string{DeliveryReceived, DeliveryProcessing, DeliveryRetry}
-	OpenSendOutcomes      = []string{"queued", "uncertain"}
+	WaitingDeliveryStates = []string{string(domain.DeliveryReceived), string(domain.DeliveryProcessing), string(domain.DeliveryRetry)}
+	OpenSendOutcomes      = []string{string(domain.OutcomeQueued), string(domain.OutcomeUncertain)}
 )
 
 // EmailStats reads the counts. Each query is served by an index (the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
 // EmailPublication is an outbound email's worker row joined with its
@@ -18,7 +19,7 @@ type EmailPublication struct {
 	EndpointID        string
 	ConversationID    string
 	IssueID           string
-	State             string
+	State             domain.SendState
 	ProviderMessageID string
 	ProviderThreadID  string
 	Attempts          int
@@ -30,7 +31,7 @@ type EmailPublication struct {
 	Request        json.RawMessage
 	Actor          json.RawMessage
 	Digest         string
-	Outcome        string
+	Outcome        domain.SendOutcome
 	Attachments    json.RawMessage
 	FirstAttemptAt *time.Time
 	// DeliveredAt is when the delivery receipt set the outcome delivered.
@@ -66,14 +67,14 @@ func (s *Store) InsertPublication(ctx context.Context, q db.Querier, p *EmailPub
 	now := s.Now()
 	p.CreatedAt = now
 	if p.State == "" {
-		p.State = "pending"
+		p.State = domain.SendPending
 	}
 	if p.Outcome == "" {
-		p.Outcome = "queued"
+		p.Outcome = domain.OutcomeQueued
 	}
 	if _, err := q.ExecContext(ctx, `INSERT INTO email_publications (id, company_id, endpoint_id, conversation_id, issue_id,
 		idempotency_key, payload, state, redacted_error, created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$10)`,
-		p.ID, p.CompanyID, p.EndpointID, p.ConversationID, p.IssueID, "email:"+p.ID, `{}`, p.State, nullString(p.Error), now); err != nil {
+		p.ID, p.CompanyID, p.EndpointID, p.ConversationID, p.IssueID, "email:"+p.ID, `{}`, string(p.State), nullString(p.Error), now); err != nil {
 		if db.IsUniqueViolation(err) {
 			return fmt.Errorf("insert publication: %w", ErrConflict)
 		}
@@ -141,9 +142,9 @@ func (s *Store) StartAttempt(ctx context.Context, q db.Querier, id string) error
 // SetPublicationState writes the worker state, error and next attempt; it
 // never overwrites a publication already published unless state is
 // "published".
-func (s *Store) SetPublicationState(ctx context.Context, q db.Querier, id, state, errText string, next *time.Time) error {
+func (s *Store) SetPublicationState(ctx context.Context, q db.Querier, id string, state domain.SendState, errText string, next *time.Time) error {
 	_, err := q.ExecContext(ctx, `UPDATE email_publications SET state = $2, redacted_error = $3, next_attempt_at = $4, updated_at = $5
-		WHERE id = $1 AND (state <> 'published' OR $2 = 'published')`, id, state, nullString(errText), nullTime(next), s.Now())
+		WHERE id = $1 AND (state <> 'published' OR $2 = 'published')`, id, string(state), nullString(errText), nullTime(next), s.Now())
 	if err != nil {
 		return fmt.Errorf("set publication state: %w", err)
 	}
@@ -153,21 +154,21 @@ func (s *Store) SetPublicationState(ctx context.Context, q db.Querier, id, state
 // SetSendOutcome writes the user-facing outcome when the current outcome is
 // one of from (empty from means unconditionally). The first change to
 // delivered records delivered_at.
-func (s *Store) SetSendOutcome(ctx context.Context, q db.Querier, id, outcome string, from ...string) (bool, error) {
+func (s *Store) SetSendOutcome(ctx context.Context, q db.Querier, id string, outcome domain.SendOutcome, from ...domain.SendOutcome) (bool, error) {
 	var delivered *time.Time
 	now := s.Now()
-	if outcome == "delivered" {
+	if outcome == domain.OutcomeDelivered {
 		delivered = &now
 	}
 	query := `UPDATE email_sends SET outcome = $2, updated_at = $3, delivered_at = COALESCE(delivered_at, $4) WHERE publication_id = $1`
-	args := []any{id, outcome, now, nullTime(delivered)}
+	args := []any{id, string(outcome), now, nullTime(delivered)}
 	if len(from) > 0 {
 		query += ` AND outcome IN (`
 		for i, f := range from {
 			if i > 0 {
 				query += ", "
 			}
-			args = append(args, f)
+			args = append(args, string(f))
 			query += fmt.Sprintf("$%d", len(args))
 		}
 		query += `)`

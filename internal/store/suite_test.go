@@ -83,7 +83,7 @@ func TestStore(t *testing.T) {
 					t.Fatalf("same message from another transport: inserted=%v err=%v", ok, err)
 				}
 				ds, err := st.ListDeliveries(b.ctx, d, b.ep.ID)
-				if err != nil || len(ds) != 1 || ds[0].State != store.DeliveryReceived {
+				if err != nil || len(ds) != 1 || ds[0].State != domain.DeliveryReceived {
 					t.Fatalf("deliveries: %+v %v", ds, err)
 				}
 			})
@@ -99,7 +99,7 @@ func TestStore(t *testing.T) {
 					}
 				}
 				later := st.Now().Add(time.Hour)
-				first.State, first.NextAttemptAt, first.Attempts = store.DeliveryRetry, &later, 1
+				first.State, first.NextAttemptAt, first.Attempts = domain.DeliveryRetry, &later, 1
 				if err := st.UpdateDelivery(b.ctx, d, first); err != nil {
 					t.Fatal(err)
 				}
@@ -111,7 +111,7 @@ func TestStore(t *testing.T) {
 				if err != nil || next == nil || !next.Before(later) {
 					t.Fatalf("next attempt %v %v: the other thread is due now", next, err)
 				}
-				other.State = store.DeliveryProcessed
+				other.State = domain.DeliveryProcessed
 				if err := st.UpdateDelivery(b.ctx, d, other); err != nil {
 					t.Fatal(err)
 				}
@@ -364,15 +364,15 @@ func TestStore(t *testing.T) {
 					t.Fatalf("second intent with the key: %v, want ErrConflict", err)
 				}
 				steps := []struct {
-					outcome string
-					from    []string
+					outcome domain.SendOutcome
+					from    []domain.SendOutcome
 					changed bool
 				}{
-					{"sent", []string{"queued", "uncertain"}, true},
-					{"delivered", []string{"queued", "sent", "uncertain"}, true},
-					{"sent", []string{"queued", "uncertain"}, false}, // a late sent receipt
-					{"uncertain", []string{"queued", "uncertain"}, false},
-					{"failed", nil, true}, // a bounce after delivery is final
+					{domain.OutcomeSent, []domain.SendOutcome{domain.OutcomeQueued, domain.OutcomeUncertain}, true},
+					{domain.OutcomeDelivered, []domain.SendOutcome{domain.OutcomeQueued, domain.OutcomeSent, domain.OutcomeUncertain}, true},
+					{domain.OutcomeSent, []domain.SendOutcome{domain.OutcomeQueued, domain.OutcomeUncertain}, false}, // a late sent receipt
+					{domain.OutcomeUncertain, []domain.SendOutcome{domain.OutcomeQueued, domain.OutcomeUncertain}, false},
+					{domain.OutcomeFailed, nil, true}, // a bounce after delivery is final
 				}
 				for _, s := range steps {
 					ok, err := st.SetSendOutcome(b.ctx, d, pub.ID, s.outcome, s.from...)
