@@ -337,14 +337,16 @@ func (w *Worker) recordSent(ctx context.Context, pub store.EmailPublication, ep 
 		if _, err := w.setOutcome(ctx, tx, pub.ID, domain.OutcomeSent, domain.OutcomeQueued, domain.OutcomeUncertain); err != nil {
 			return err
 		}
+		// Admit before touching the inbox row. Why: the socket may admit
+		// this message's receipts at the same moment, and admission inserts
+		// its rows before it updates the inbox row; inserting after taking
+		// that row's lock here could deadlock against it (each waiting on
+		// the other's insert or row).
+		w.admitSent(ctx, tx, ep, messageID, threadID)
 		if err := w.Store.TouchEndpointPublication(ctx, tx, ep.ID); err != nil {
 			return err
 		}
-		if err := w.Store.Audit(ctx, tx, systemActor.AuditActor(), pub.CompanyID, "email.sent", "email_publication", pub.ID, map[string]any{"endpointId": ep.ID}); err != nil {
-			return err
-		}
-		w.admitSent(ctx, tx, ep, messageID, threadID)
-		return nil
+		return w.Store.Audit(ctx, tx, systemActor.AuditActor(), pub.CompanyID, "email.sent", "email_publication", pub.ID, map[string]any{"endpointId": ep.ID})
 	})
 	if err != nil {
 		return err
