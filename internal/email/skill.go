@@ -111,6 +111,12 @@ func (s *Service) SkillMarkdown(ctx context.Context, ag domain.Agent) (string, e
 		}
 		res = append(res, SkillResource{ID: in.ID, Label: addr, Address: addr})
 	}
+	return renderSkill(res), nil
+}
+
+// renderSkill is the skill text with the assigned inboxes as a JSON block
+// and a revision marker of the instructions.
+func renderSkill(res []SkillResource) string {
 	data, _ := json.MarshalIndent(res, "", "  ")
 	sum := sha256.Sum256([]byte(skillText))
 	var b strings.Builder
@@ -119,7 +125,7 @@ func (s *Service) SkillMarkdown(ctx context.Context, ag domain.Agent) (string, e
 	b.Write(data)
 	b.WriteString("\n```\n")
 	fmt.Fprintf(&b, "\n<!-- tools revision %s -->\n", hex.EncodeToString(sum[:8]))
-	return b.String(), nil
+	return b.String()
 }
 
 // PrepareRun is the heartbeat's per-run preparation hook

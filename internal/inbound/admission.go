@@ -223,7 +223,7 @@ func (w *Worker) listen(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		w.log.Warn("inbound: work notifications interrupted; reconnecting", "err", err)
+		w.log.Warn("work notifications interrupted; reconnecting", "err", err)
 		w.Notify()
 		select {
 		case <-ctx.Done():

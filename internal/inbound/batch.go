@@ -50,7 +50,7 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 	batch, err := w.st.DueDeliveries(ctx, w.q, ep.ID, w.st.Now(), w.t.BatchSize)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Error("inbound: list due deliveries", "endpoint", ep.ID, "err", err)
+			w.log.Error("list due deliveries", "endpoint", ep.ID, "err", err)
 		}
 		return now.Add(time.Second)
 	}
@@ -75,7 +75,7 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 		if thread == "" && it.msg != nil {
 			thread = it.msg.ThreadID
 			if err := w.st.SetDeliveryThread(ctx, w.q, it.d.ID, thread); err != nil && ctx.Err() == nil {
-				w.log.Warn("inbound: record delivery thread", "delivery", it.d.ID, "err", err)
+				w.log.Warn("record delivery thread", "delivery", it.d.ID, "err", err)
 			}
 		}
 		if thread == "" {
@@ -104,13 +104,13 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 	leases, err := w.st.TryLeases(ctx, w.q, ep.CompanyID, ep.ID, keys, w.o.Holder, w.t.ThreadLeaseTTL)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Warn("inbound: acquire thread leases", "endpoint", ep.ID, "err", err)
+			w.log.Warn("acquire thread leases", "endpoint", ep.ID, "err", err)
 		}
 		return now.Add(time.Second)
 	}
 	defer func() {
 		if err := leases.Release(ctx); err != nil {
-			w.log.Warn("inbound: release thread leases", "endpoint", ep.ID, "err", err)
+			w.log.Warn("release thread leases", "endpoint", ep.ID, "err", err)
 		}
 	}()
 
@@ -169,7 +169,7 @@ func (w *Worker) nextAttempt(ctx context.Context, ep domain.EmailEndpoint, now t
 	t, err := w.st.NextDeliveryAttempt(ctx, w.q, ep.ID, w.st.Now())
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Error("inbound: next delivery attempt", "endpoint", ep.ID, "err", err)
+			w.log.Error("next delivery attempt", "endpoint", ep.ID, "err", err)
 		}
 		return now.Add(time.Second)
 	}
@@ -219,7 +219,7 @@ func (w *Worker) processGroup(ctx context.Context, ep domain.EmailEndpoint, clie
 			return progress
 		}
 		if !errors.Is(err, errInboxStopped) {
-			w.log.Warn("inbound: process delivery", "endpoint", ep.ID, "delivery", it.d.ID, "err", redact(err))
+			w.log.Warn("process delivery", "endpoint", ep.ID, "delivery", it.d.ID, "err", redact(err))
 		}
 		w.retryDelivery(ctx, it.d.ID, err)
 		return true
@@ -271,7 +271,7 @@ func (w *Worker) retryDelivery(ctx context.Context, id string, cause error) {
 		return w.st.UpdateDelivery(rctx, tx, &d)
 	})
 	if err != nil {
-		w.log.Error("inbound: schedule delivery retry", "delivery", id, "err", err)
+		w.log.Error("schedule delivery retry", "delivery", id, "err", err)
 		return
 	}
 	w.m.Deliveries.WithLabelValues(string(domain.DeliveryRetry)).Inc()

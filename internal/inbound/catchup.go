@@ -25,7 +25,7 @@ func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key strin
 	l, _, err := w.st.TryLease(ctx, w.q, ep.CompanyID, ep.ID, store.LeaseKeyCatchup, w.o.Holder, w.t.SocketLeaseTTL)
 	if err != nil || l == nil {
 		if err != nil && ctx.Err() == nil {
-			w.log.Warn("inbound: acquire catch-up lease", "endpoint", ep.ID, "err", err)
+			w.log.Warn("acquire catch-up lease", "endpoint", ep.ID, "err", err)
 		}
 		return false
 	}
@@ -42,7 +42,7 @@ func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key strin
 	admitted, err := w.scan(ctx, ep, client, activation, after, l)
 	if err != nil {
 		if ctx.Err() == nil && !w.stopping.Load() {
-			w.log.Warn("inbound: catch-up scan", "endpoint", ep.ID, "err", redact(err))
+			w.log.Warn("catch-up scan", "endpoint", ep.ID, "err", redact(err))
 			_ = w.st.SetEndpointHealth(ctx, w.q, ep.ID, genericFailure, redact(err))
 		}
 		return false
@@ -51,10 +51,10 @@ func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key strin
 		return false
 	}
 	if err := w.st.FinishCatchup(ctx, w.q, ep.ID, scanStarted); err != nil {
-		w.log.Warn("inbound: record catch-up", "endpoint", ep.ID, "err", err)
+		w.log.Warn("record catch-up", "endpoint", ep.ID, "err", err)
 		return false
 	}
-	w.log.Debug("inbound: catch-up scan finished", "endpoint", ep.ID, "admitted", admitted)
+	w.log.Debug("catch-up scan finished", "endpoint", ep.ID, "admitted", admitted)
 	retrying, err := w.st.CountDeliveriesInState(ctx, w.q, ep.ID, domain.DeliveryRetry)
 	if err != nil {
 		return true

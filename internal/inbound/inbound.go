@@ -328,7 +328,7 @@ func (w *Worker) tick(ctx context.Context) time.Time {
 	eps, err := w.st.ListEndpointsByStatus(ctx, w.q, domain.EndpointActive)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Error("inbound: list active inboxes", "err", err)
+			w.log.Error("list active inboxes", "err", err)
 		}
 		return now.Add(time.Second)
 	}

@@ -82,7 +82,7 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 	l, until, err := w.st.TryLease(ctx, w.q, ep.CompanyID, ep.ID, store.LeaseKeySocket, w.o.Holder, w.t.SocketLeaseTTL)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Warn("inbound: acquire socket lease", "endpoint", ep.ID, "err", err)
+			w.log.Warn("acquire socket lease", "endpoint", ep.ID, "err", err)
 		}
 		return now.Add(time.Second)
 	}
@@ -125,7 +125,7 @@ func (w *Worker) renewSocketLease(ctx context.Context, cancel context.CancelFunc
 		}
 		if err != nil || !ok {
 			if err != nil {
-				w.log.Warn("inbound: renew socket lease", "endpoint", ep.ID, "err", err)
+				w.log.Warn("renew socket lease", "endpoint", ep.ID, "err", err)
 			}
 			cancel()
 			return
@@ -157,7 +157,7 @@ func (w *Worker) socketSubscribed(ep domain.EmailEndpoint, l *store.Lease) {
 		s.backoff = 0
 	}
 	w.mu.Unlock()
-	w.log.Info("inbound: live connection subscribed", "endpoint", ep.ID)
+	w.log.Info("live connection subscribed", "endpoint", ep.ID)
 	w.requestCatchup(ep.ID)
 	w.Notify()
 }
@@ -239,12 +239,12 @@ func (w *Worker) readSocket(ctx context.Context, ep domain.EmailEndpoint, stream
 			ev, err := agentmail.NormalizeEvent(r)
 			if err != nil || ev == nil {
 				if err != nil {
-					w.log.Warn("inbound: ignored an invalid WebSocket event", "endpoint", ep.ID)
+					w.log.Warn("ignored an invalid WebSocket event", "endpoint", ep.ID)
 				}
 				continue
 			}
 			if !strings.EqualFold(ev.InboxID, ep.Address) {
-				w.log.Warn("inbound: ignored a WebSocket event for another inbox", "endpoint", ep.ID)
+				w.log.Warn("ignored a WebSocket event for another inbox", "endpoint", ep.ID)
 				continue
 			}
 			evs = append(evs, *ev)
@@ -261,7 +261,7 @@ func (w *Worker) readSocket(ctx context.Context, ep domain.EmailEndpoint, stream
 			}
 			// The events are lost to this socket, but the catch-up scan
 			// will admit the messages; say so on the inbox.
-			w.log.Warn("inbound: admit WebSocket events", "endpoint", ep.ID, "err", err)
+			w.log.Warn("admit WebSocket events", "endpoint", ep.ID, "err", err)
 			_ = w.st.SetEndpointHealth(ctx, w.q, ep.ID, healthAdmitFailed, healthAdmitFailed)
 		}
 	}
@@ -277,7 +277,7 @@ func (w *Worker) socketEnded(ep domain.EmailEndpoint, l *store.Lease, err error)
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if rerr := l.Release(rctx); rerr != nil {
-		w.log.Warn("inbound: release socket lease", "endpoint", ep.ID, "err", rerr)
+		w.log.Warn("release socket lease", "endpoint", ep.ID, "err", rerr)
 	}
 	stopping := w.stopping.Load()
 	w.mu.Lock()
@@ -306,7 +306,7 @@ func (w *Worker) socketEnded(ep domain.EmailEndpoint, l *store.Lease, err error)
 		msg = healthSocketRejected
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		w.log.Info("inbound: live connection ended", "endpoint", ep.ID, "err", agentmail.Describe(err))
+		w.log.Info("live connection ended", "endpoint", ep.ID, "err", agentmail.Describe(err))
 	}
 	if !errors.Is(err, email.ErrInboxNotActive) && !errors.Is(err, context.Canceled) {
 		_ = w.st.SetEndpointHealth(rctx, w.q, ep.ID, msg, msg)

@@ -117,6 +117,13 @@ func (c *Client) As(token, runID string) *Client {
 // (JSON-encoded). It returns the status and response body.
 func (c *Client) Do(method, path string, body any) (int, []byte) {
 	c.T.Helper()
+	st, out, _ := c.DoHeader(method, path, body)
+	return st, out
+}
+
+// DoHeader is Do that also returns the response headers.
+func (c *Client) DoHeader(method, path string, body any) (int, []byte, http.Header) {
+	c.T.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -151,7 +158,7 @@ func (c *Client) Do(method, path string, body any) (int, []byte) {
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	c.Seen.Write(out)
-	return resp.StatusCode, out
+	return resp.StatusCode, out, resp.Header
 }
 
 // JSON sends a request, requires the wanted status and decodes the answer
