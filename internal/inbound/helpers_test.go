@@ -50,11 +50,13 @@ func (e *env) connect(username string, extra map[string]any) {
 	}
 }
 
-// waitSocket waits until the inbox has a subscribed live connection.
+// waitSocket waits until the inbox has a subscribed live connection and
+// the catch-up scan of its subscription is over, so mail delivered next is
+// admitted by the socket (not by a scan that happens to list it first).
 func (e *env) waitSocket() {
 	e.t.Helper()
-	testkit.Eventually(e.t, wait, "a subscribed WebSocket", func() bool {
-		return e.Inbound.SocketConnected(e.EpID) && e.Em.WebSocketCount() == 1
+	testkit.Eventually(e.t, wait, "a subscribed and caught-up WebSocket", func() bool {
+		return e.Inbound.SocketCaughtUp(e.EpID) && e.Em.WebSocketCount() == 1
 	})
 }
 

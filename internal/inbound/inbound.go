@@ -382,12 +382,15 @@ func (w *Worker) tickEndpoint(ctx context.Context, ep domain.EmailEndpoint) time
 	interval := w.t.CatchupInterval
 	requested := w.takeCatchupRequest(ep.ID)
 	if requested || ep.LastSyncAt == nil || !now.Before(ep.LastSyncAt.Add(interval)) {
-		if !w.catchup(ctx, ep, key) && requested && ctx.Err() == nil {
+		completed := w.catchup(ctx, ep, key)
+		if requested {
 			// Another replica's scan (which may predate the request) holds
-			// the lease, or the scan failed: ask again shortly rather than
-			// at the next periodic scan.
-			w.requestCatchup(ep.ID)
-			next = earliest(next, time.Now().Add(w.t.ReconnectMin))
+			// the lease, or the scan failed: the request stands and is
+			// retried shortly rather than at the next periodic scan.
+			w.endCatchupRequest(ep.ID, completed)
+			if !completed {
+				next = earliest(next, time.Now().Add(w.t.ReconnectMin))
+			}
 		}
 		next = earliest(next, time.Now().Add(interval))
 	} else {

@@ -36,8 +36,10 @@ type socketState struct {
 	// configuration and any reconnect backoff is void.
 	config time.Time
 	// catchupDue asks the next tick for a catch-up scan that starts after
-	// the request (see requestCatchup).
-	catchupDue bool
+	// the request (see requestCatchup); catchupRunning is set while that
+	// scan runs.
+	catchupDue     bool
+	catchupRunning bool
 }
 
 // maintainSocket keeps exactly one live socket per inbox across replicas
@@ -179,7 +181,9 @@ func (w *Worker) requestCatchup(endpointID string) {
 	}
 }
 
-// takeCatchupRequest clears and returns the inbox's catch-up mark.
+// takeCatchupRequest clears and returns the inbox's catch-up mark; when
+// it returns true the caller runs the scan and then calls
+// endCatchupRequest.
 func (w *Worker) takeCatchupRequest(endpointID string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -187,8 +191,21 @@ func (w *Worker) takeCatchupRequest(endpointID string) bool {
 	if s == nil || !s.catchupDue {
 		return false
 	}
-	s.catchupDue = false
+	s.catchupDue, s.catchupRunning = false, true
 	return true
+}
+
+// endCatchupRequest records the end of a requested scan; a scan that did
+// not complete leaves the request standing.
+func (w *Worker) endCatchupRequest(endpointID string, completed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.sockets[endpointID]; s != nil {
+		s.catchupRunning = false
+		if !completed {
+			s.catchupDue = true
+		}
+	}
 }
 
 // readSocket admits the stream's frames. A reader goroutine feeds a
@@ -321,6 +338,17 @@ func (w *Worker) SocketConnected(endpointID string) bool {
 	defer w.mu.Unlock()
 	s := w.sockets[endpointID]
 	return s != nil && s.running && s.connected
+}
+
+// SocketCaughtUp reports whether this process holds a subscribed socket for
+// the inbox and the catch-up scan its subscription asked for has completed:
+// mail arriving from then on comes through the socket, not through that
+// scan. Tests use it to know which transport will admit a message.
+func (w *Worker) SocketCaughtUp(endpointID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.sockets[endpointID]
+	return s != nil && s.running && s.connected && !s.catchupDue && !s.catchupRunning
 }
 
 func (w *Worker) closeSocket(endpointID string) {
