@@ -29,9 +29,9 @@ echo "inside" > "/tmp/$PROBE_TMP_NAME" && echo "tmp: ok"
 echo "work" > "$PWD/created-inside" && echo "workdir: ok"
 paperclipai version >/dev/null 2>&1 && echo "paperclipai: ok"
 if touch /escape /etc/escape 2>/dev/null; then echo "root write: allowed"; else echo "root write: denied"; fi
-find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o ! -type l -writable -print 2>/dev/null | sed 's/^/writable: /'
 : > ready
 i=0; while [ ! -e go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o ! -type l -writable -print 2>/dev/null | sed 's/^/writable: /'
 echo "done"
 `
 
@@ -99,7 +99,11 @@ func TestSandboxHoldsNoPrivilege(t *testing.T) {
 	go func() { done <- cmd.Wait() }() // sandbox.Cmd.Wait
 	// While the sandbox runs, bubblewrap's own command line and
 	// environment (readable by every host user, and acted on by the
-	// dynamic loader) carry none of the run's environment.
+	// dynamic loader) carry none of the run's environment. The probe
+	// signals readiness before its scan of the whole file system, whose
+	// duration grows with the host's file count and load (it once took
+	// more than 30 s on a busy 2-core machine); the test waits for the
+	// probe's end without a deadline of its own.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := os.Stat(filepath.Join(workdir, "ready")); err == nil {
