@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -115,26 +114,17 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 	}()
 
 	var progress, skipped atomic.Bool
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, w.t.Concurrency)
-	for i, gk := range order {
+	bounded(w.t.Concurrency, len(order), func(i int) {
 		l := leases.Get(keys[i])
 		if l == nil {
 			// Another replica holds the thread: skip it this tick.
 			skipped.Store(true)
-			continue
+			return
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if w.processGroup(ctx, ep, client, l, groups[gk]) {
-				progress.Store(true)
-			}
-		}()
-	}
-	wg.Wait()
+		if w.processGroup(ctx, ep, client, l, groups[order[i]]) {
+			progress.Store(true)
+		}
+	})
 	now = time.Now()
 	if progress.Load() && len(batch) == w.t.BatchSize {
 		return now
@@ -180,24 +170,20 @@ func (w *Worker) nextAttempt(ctx context.Context, ep domain.EmailEndpoint, now t
 }
 
 // prefetch fetches, a few at a time, the authoritative message of every
-// delivery that still needs phase A (webhook and WebSocket payloads may lack
-// the body, docs/email-pipeline.md, "Processing a thread": work never starts from the event).
+// delivery not received yet: webhook and WebSocket payloads may lack the
+// body, and work never starts from the event (docs/email-pipeline.md,
+// "Processing a thread").
 func (w *Worker) prefetch(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, items []*item) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, w.t.Concurrency)
+	var todo []*item
 	for _, it := range items {
-		if it.fetchErr != nil || it.ev.taskRecorded() {
-			continue
+		if it.fetchErr == nil && !it.ev.taskRecorded() {
+			todo = append(todo, it)
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			it.msg, it.fetchErr = client.GetMessage(ctx, ep.Address, it.ev.MessageID)
-		}()
 	}
-	wg.Wait()
+	bounded(w.t.Concurrency, len(todo), func(i int) {
+		it := todo[i]
+		it.msg, it.fetchErr = client.GetMessage(ctx, ep.Address, it.ev.MessageID)
+	})
 }
 
 // processGroup runs one provider thread's deliveries in order under the

@@ -342,24 +342,30 @@ func (w *Worker) tick(ctx context.Context) time.Time {
 
 	var mu sync.Mutex
 	next := now.Add(time.Hour)
+	bounded(8, len(eps), func(i int) {
+		n := w.tickEndpoint(ctx, eps[i])
+		mu.Lock()
+		next = earliest(next, n)
+		mu.Unlock()
+	})
+	return next
+}
+
+// bounded runs fn(0) … fn(n-1) with at most limit running at once and
+// returns when all have.
+func bounded(limit, n int, fn func(i int)) {
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for _, ep := range eps {
+	sem := make(chan struct{}, max(1, limit))
+	for i := range n {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			n := w.tickEndpoint(ctx, ep)
-			mu.Lock()
-			if n.Before(next) {
-				next = n
-			}
-			mu.Unlock()
+			fn(i)
 		}()
 	}
 	wg.Wait()
-	return next
 }
 
 // tickEndpoint runs socket maintenance, delivery processing and catch-up
@@ -370,8 +376,8 @@ func (w *Worker) tickEndpoint(ctx context.Context, ep domain.EmailEndpoint) time
 	ep, key, err := w.o.Email.ActiveEndpoint(ctx, w.q, ep.ID)
 	if err != nil {
 		// Not active, credential gone or access revoked: stop receiving;
-		// deliveries wait until the inbox is active again (OnActivated
-		// signals the worker then).
+		// deliveries wait until the inbox is active again (the email
+		// service signals the worker then).
 		w.closeSocket(ep.ID)
 		return next
 	}

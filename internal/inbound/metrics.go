@@ -14,7 +14,8 @@ type Metrics struct {
 	// Admission observes the time to durably admit one event, by source
 	// (websocket, webhook, catchup).
 	Admission *prometheus.HistogramVec
-	// Processing observes admission → mail retained (phase A committed).
+	// Processing observes admission → mail retained (the receiving
+	// transaction committed).
 	Processing prometheus.Histogram
 	// Wake observes admission → wake request committed.
 	Wake prometheus.Histogram

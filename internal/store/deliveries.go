@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -197,27 +196,7 @@ func (s *Store) CountDeliveriesInState(ctx context.Context, q db.Querier, endpoi
 // ExistingDeduplicationKeys returns which of keys are already admitted for
 // the endpoint, so a catch-up scan skips messages it has seen.
 func (s *Store) ExistingDeduplicationKeys(ctx context.Context, q db.Querier, endpointID string, keys []string) (map[string]bool, error) {
-	out := map[string]bool{}
-	for start := 0; start < len(keys); start += 200 {
-		chunk := keys[start:min(start+200, len(keys))]
-		args := []any{endpointID}
-		ph := make([]string, len(chunk))
-		for i, k := range chunk {
-			args = append(args, k)
-			ph[i] = fmt.Sprintf("$%d", i+2)
-		}
-		found, err := queryAll(ctx, q, "check admitted email events", func(r rowScanner) (string, error) {
-			var k string
-			return k, r.Scan(&k)
-		}, `SELECT deduplication_key FROM email_deliveries WHERE endpoint_id = $1 AND deduplication_key IN (`+strings.Join(ph, ", ")+`)`, args...)
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range found {
-			out[k] = true
-		}
-	}
-	return out, nil
+	return existingAmong(ctx, q, "check admitted email events", "email_deliveries", "deduplication_key", endpointID, keys)
 }
 
 // ListDeliveriesByConversation returns the deliveries bound to a

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
@@ -63,27 +62,7 @@ func (s *Store) InsertEmailMessage(ctx context.Context, q db.Querier, m *domain.
 // RetainedMessageIDs returns which of the provider message ids the endpoint
 // already retains.
 func (s *Store) RetainedMessageIDs(ctx context.Context, q db.Querier, endpointID string, ids []string) (map[string]bool, error) {
-	out := map[string]bool{}
-	for start := 0; start < len(ids); start += 200 {
-		chunk := ids[start:min(start+200, len(ids))]
-		args := []any{endpointID}
-		ph := make([]string, len(chunk))
-		for i, id := range chunk {
-			args = append(args, id)
-			ph[i] = fmt.Sprintf("$%d", i+2)
-		}
-		found, err := queryAll(ctx, q, "check retained email", func(r rowScanner) (string, error) {
-			var id string
-			return id, r.Scan(&id)
-		}, `SELECT provider_message_id FROM email_messages WHERE endpoint_id = $1 AND provider_message_id IN (`+strings.Join(ph, ", ")+`)`, args...)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range found {
-			out[id] = true
-		}
-	}
-	return out, nil
+	return existingAmong(ctx, q, "check retained email", "email_messages", "provider_message_id", endpointID, ids)
 }
 
 // ListEmailMessages returns a conversation's retained mail in thread order.

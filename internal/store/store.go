@@ -187,3 +187,30 @@ func queryOne[T any](ctx context.Context, q db.Querier, what string, scan func(r
 	}
 	return v, nil
 }
+
+// existingAmong returns which of values already stand in column of an
+// endpoint's rows of table (both fixed by the caller, never input), in one
+// query per 200 values.
+func existingAmong(ctx context.Context, q db.Querier, what, table, column, endpointID string, values []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for start := 0; start < len(values); start += 200 {
+		chunk := values[start:min(start+200, len(values))]
+		args := []any{endpointID}
+		ph := make([]string, len(chunk))
+		for i, v := range chunk {
+			args = append(args, v)
+			ph[i] = fmt.Sprintf("$%d", i+2)
+		}
+		found, err := queryAll(ctx, q, what, func(r rowScanner) (string, error) {
+			var v string
+			return v, r.Scan(&v)
+		}, `SELECT `+column+` FROM `+table+` WHERE endpoint_id = $1 AND `+column+` IN (`+strings.Join(ph, ", ")+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range found {
+			out[v] = true
+		}
+	}
+	return out, nil
+}
