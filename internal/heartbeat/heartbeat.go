@@ -219,11 +219,9 @@ func (s *Service) WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req 
 		if refusal != "" {
 			action = "heartbeat.refused"
 		}
-		details, _ := json.Marshal(map[string]any{"reason": req.Reason, "source": req.Source, "refusalReason": refusal,
-			"issueId": req.IssueID})
-		if err := s.st.InsertActivity(ctx, tx, &domain.Activity{CompanyID: agent.CompanyID, ActorKind: actorKind(req.RequestedByKind),
-			ActorID: req.RequestedByID, AgentID: agentID, Action: action, EntityType: "heartbeat_run", EntityID: run.ID,
-			Details: details}); err != nil {
+		by := domain.ActivityActor{Kind: actorKind(req.RequestedByKind), ID: req.RequestedByID, AgentID: agentID}
+		if err := s.st.Audit(ctx, tx, by, agent.CompanyID, action, "heartbeat_run", run.ID, map[string]any{"reason": req.Reason,
+			"source": req.Source, "refusalReason": refusal, "issueId": req.IssueID}); err != nil {
 			return domain.Run{}, false, err
 		}
 	}

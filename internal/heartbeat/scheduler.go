@@ -3,7 +3,6 @@ package heartbeat
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -140,17 +139,16 @@ func (s *Service) tryStart(ctx context.Context, cand domain.Run) error {
 			if err := s.st.RefuseQueuedRun(ctx, tx, run.ID, reason); err != nil {
 				return err
 			}
-			details, _ := json.Marshal(map[string]string{"refusalReason": reason})
-			return s.st.InsertActivity(ctx, tx, &domain.Activity{CompanyID: run.CompanyID, ActorKind: "system",
-				AgentID: run.AgentID, Action: "heartbeat.refused", EntityType: "heartbeat_run", EntityID: run.ID, Details: details})
+			return s.st.Audit(ctx, tx, domain.SystemActor("", run.AgentID), run.CompanyID, "heartbeat.refused", "heartbeat_run", run.ID,
+				map[string]string{"refusalReason": reason})
 		}
 		ok, err := s.st.StartRun(ctx, tx, run.ID, s.opts.RunnerID, store.HashToken(token), s.st.Now().Add(s.opts.LeaseTTL))
 		if err != nil || !ok {
 			return err
 		}
 		if run.IssueID != "" {
-			if _, err := tx.ExecContext(ctx, `UPDATE issues SET checkout_run_id = $2, execution_run_id = $2 WHERE id = $1`, run.IssueID, run.ID); err != nil {
-				return fmt.Errorf("bind run to task: %w", err)
+			if err := s.st.BindRunToIssue(ctx, tx, run.IssueID, run.ID); err != nil {
+				return err
 			}
 		}
 		started = true
@@ -206,13 +204,14 @@ func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agen
 			return err
 		}
 		if run.IssueID != "" {
-			if _, err := tx.ExecContext(fctx, `UPDATE issues SET checkout_run_id = NULL WHERE id = $1 AND checkout_run_id = $2`, run.IssueID, run.ID); err != nil {
-				return fmt.Errorf("release task checkout: %w", err)
+			if err := s.st.ReleaseIssueCheckout(fctx, tx, run.IssueID, run.ID); err != nil {
+				return err
 			}
 		}
-		details, _ := json.Marshal(map[string]any{"status": res.Status, "exitCode": res.ExitCode, "error": res.Error})
-		return s.st.InsertActivity(fctx, tx, &domain.Activity{CompanyID: run.CompanyID, ActorKind: "system", AgentID: run.AgentID,
-			RunID: run.ID, Action: "heartbeat.finished", EntityType: "heartbeat_run", EntityID: run.ID, Details: details})
+		by := domain.SystemActor("", run.AgentID)
+		by.RunID = run.ID
+		return s.st.Audit(fctx, tx, by, run.CompanyID, "heartbeat.finished", "heartbeat_run", run.ID,
+			map[string]any{"status": res.Status, "exitCode": res.ExitCode, "error": res.Error})
 	})
 	if err != nil {
 		s.log.Error("record run outcome", "run", run.ID, "err", err)
@@ -266,9 +265,9 @@ func (s *Service) sweepOrphans(ctx context.Context, all bool) error {
 			if err != nil || !ok {
 				return err
 			}
-			details, _ := json.Marshal(map[string]any{"attempt": r.Attempt})
-			if err := s.st.InsertActivity(ctx, tx, &domain.Activity{CompanyID: r.CompanyID, ActorKind: "system", AgentID: r.AgentID,
-				RunID: r.ID, Action: "heartbeat.orphaned", EntityType: "heartbeat_run", EntityID: r.ID, Details: details}); err != nil {
+			by := domain.SystemActor("", r.AgentID)
+			by.RunID = r.ID
+			if err := s.st.Audit(ctx, tx, by, r.CompanyID, "heartbeat.orphaned", "heartbeat_run", r.ID, map[string]any{"attempt": r.Attempt}); err != nil {
 				return err
 			}
 			if r.Attempt > 1 {

@@ -230,3 +230,20 @@ func (s *Store) ReopenDoneIssue(ctx context.Context, q db.Querier, issueID strin
 	n, _ := res.RowsAffected()
 	return n == 1, nil
 }
+
+// BindRunToIssue makes runID the task's checkout and execution run (the run
+// works on the task now).
+func (s *Store) BindRunToIssue(ctx context.Context, q db.Querier, issueID, runID string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE issues SET checkout_run_id = $2, execution_run_id = $2 WHERE id = $1`, issueID, runID); err != nil {
+		return fmt.Errorf("bind run to task: %w", err)
+	}
+	return nil
+}
+
+// ReleaseIssueCheckout clears the task's checkout if runID still holds it.
+func (s *Store) ReleaseIssueCheckout(ctx context.Context, q db.Querier, issueID, runID string) error {
+	if _, err := q.ExecContext(ctx, `UPDATE issues SET checkout_run_id = NULL WHERE id = $1 AND checkout_run_id = $2`, issueID, runID); err != nil {
+		return fmt.Errorf("release task checkout: %w", err)
+	}
+	return nil
+}
