@@ -68,30 +68,16 @@ func (s *Store) GetAgent(ctx context.Context, q db.Querier, id string) (domain.A
 // decisions such as "is another run of this agent running?" cannot race
 // between replicas.
 func (s *Store) LockAgent(ctx context.Context, tx *sql.Tx, id string) error {
-	res, err := tx.ExecContext(ctx, `UPDATE agents SET updated_at = updated_at WHERE id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("lock agent: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return NotFound("lock agent")
-	}
-	return nil
+	return execOne(ctx, tx, "lock agent", "lock agent", `UPDATE agents SET updated_at = updated_at WHERE id = $1`, id)
 }
 
 // UpdateAgent writes every mutable field of a.
 func (s *Store) UpdateAgent(ctx context.Context, q db.Querier, a *domain.Agent) error {
 	a.UpdatedAt = s.Now()
-	res, err := q.ExecContext(ctx, `UPDATE agents SET name = $2, status = $3, adapter_type = $4, adapter_config = $5,
+	return execOne(ctx, q, "update agent", "update agent", `UPDATE agents SET name = $2, status = $3, adapter_type = $4, adapter_config = $5,
 		permissions = $6, budget_monthly_cents = $7, spent_monthly_cents = $8, spend_period = $9, environment_id = $10, updated_at = $11
 		WHERE id = $1`, a.ID, a.Name, a.Status, a.AdapterType, string(a.AdapterConfig), mustJSON(a.Permissions),
 		a.BudgetMonthlyCents, a.SpentMonthlyCents, a.SpendPeriod, nullString(a.EnvironmentID), a.UpdatedAt)
-	if err != nil {
-		return fmt.Errorf("update agent: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return NotFound("update agent")
-	}
-	return nil
 }
 
 // ListAgents returns a company's agents, newest first.

@@ -76,14 +76,7 @@ func (s *Store) GetEmailConnection(ctx context.Context, q db.Querier, id string)
 // LockEmailConnection takes the connection row's write lock for the rest of
 // the transaction (see LockAgent).
 func (s *Store) LockEmailConnection(ctx context.Context, tx *sql.Tx, id string) error {
-	res, err := tx.ExecContext(ctx, `UPDATE email_connections SET updated_at = updated_at WHERE id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("lock email connection: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return NotFound("get email connection")
-	}
-	return nil
+	return execOne(ctx, tx, "lock email connection", "get email connection", `UPDATE email_connections SET updated_at = updated_at WHERE id = $1`, id)
 }
 
 // ListEmailConnections returns a company's active saved credentials.
@@ -143,15 +136,8 @@ func (s *Store) ListEmailGrants(ctx context.Context, q db.Querier, connectionID 
 
 // RevokeEmailGrant revokes one grant.
 func (s *Store) RevokeEmailGrant(ctx context.Context, q db.Querier, connectionID, grantID string) error {
-	res, err := q.ExecContext(ctx, `UPDATE email_connection_grants SET status = 'revoked', revoked_at = $3
+	return execOne(ctx, q, "revoke email grant", "get email grant", `UPDATE email_connection_grants SET status = 'revoked', revoked_at = $3
 		WHERE connection_id = $1 AND id = $2 AND status = 'active'`, connectionID, grantID, s.Now())
-	if err != nil {
-		return fmt.Errorf("revoke email grant: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return NotFound("get email grant")
-	}
-	return nil
 }
 
 func scanInstall(row rowScanner) (domain.EmailInstall, error) {
@@ -182,12 +168,5 @@ func (s *Store) ListEmailInstalls(ctx context.Context, q db.Querier, connectionI
 
 // DeleteEmailInstall removes one install.
 func (s *Store) DeleteEmailInstall(ctx context.Context, q db.Querier, connectionID, installID string) error {
-	res, err := q.ExecContext(ctx, `DELETE FROM email_connection_installs WHERE connection_id = $1 AND id = $2`, connectionID, installID)
-	if err != nil {
-		return fmt.Errorf("delete email install: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return NotFound("get email install")
-	}
-	return nil
+	return execOne(ctx, q, "delete email install", "get email install", `DELETE FROM email_connection_installs WHERE connection_id = $1 AND id = $2`, connectionID, installID)
 }

@@ -136,14 +136,7 @@ func (s *Store) SetEndpointWebhook(ctx context.Context, q db.Querier, id, webhoo
 
 // LockEndpoint takes the endpoint row's write lock for the transaction.
 func (s *Store) LockEndpoint(ctx context.Context, tx *sql.Tx, id string) error {
-	res, err := tx.ExecContext(ctx, `UPDATE email_endpoints SET updated_at = updated_at WHERE id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("lock email inbox: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return NotFound("get email inbox")
-	}
-	return nil
+	return execOne(ctx, tx, "lock email inbox", "get email inbox", `UPDATE email_endpoints SET updated_at = updated_at WHERE id = $1`, id)
 }
 
 // TouchEndpointEvent records that an event arrived for the endpoint. It

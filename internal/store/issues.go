@@ -98,20 +98,13 @@ func (s *Store) UpdateIssue(ctx context.Context, q db.Querier, i *domain.Issue) 
 	default:
 		i.CompletedAt, i.CancelledAt = nil, nil
 	}
-	res, err := q.ExecContext(ctx, `UPDATE issues SET title = $2, description = $3, status = $4, priority = $5,
+	return execOne(ctx, q, "update issue", "update issue", `UPDATE issues SET title = $2, description = $3, status = $4, priority = $5,
 		assignee_agent_id = $6, parent_id = $7, project_id = $8, execution_workspace_settings = $9,
 		execution_run_id = $10, checkout_run_id = $11, responsible_user_id = $12, updated_at = $13,
 		completed_at = $14, cancelled_at = $15 WHERE id = $1`,
 		i.ID, i.Title, i.Description, i.Status, i.Priority, nullString(i.AssigneeAgentID), nullString(i.ParentID),
 		nullString(i.ProjectID), nullJSON(i.ExecutionWorkspaceSettings), nullString(i.ExecutionRunID),
 		nullString(i.CheckoutRunID), nullString(i.ResponsibleUserID), now, nullTime(i.CompletedAt), nullTime(i.CancelledAt))
-	if err != nil {
-		return fmt.Errorf("update issue: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return NotFound("update issue")
-	}
-	return nil
 }
 
 // IssueFilter narrows ListIssues; empty fields do not filter.

@@ -59,14 +59,7 @@ func (s *Store) ListPolicies(ctx context.Context, q db.Querier, companyID, actio
 
 // DeletePolicy removes a company's policy.
 func (s *Store) DeletePolicy(ctx context.Context, q db.Querier, companyID, id string) error {
-	res, err := q.ExecContext(ctx, `DELETE FROM action_policies WHERE company_id = $1 AND id = $2`, companyID, id)
-	if err != nil {
-		return fmt.Errorf("delete policy: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return NotFound("delete policy")
-	}
-	return nil
+	return execOne(ctx, q, "delete policy", "delete policy", `DELETE FROM action_policies WHERE company_id = $1 AND id = $2`, companyID, id)
 }
 
 // CountPolicyHits counts an actor's recorded hits of a rate-limited policy

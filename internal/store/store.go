@@ -214,3 +214,16 @@ func existingAmong(ctx context.Context, q db.Querier, what, table, column, endpo
 	}
 	return out, nil
 }
+
+// execOne runs a statement that must touch a row: a failure is wrapped with
+// op, and no row affected is the NotFoundError of missing.
+func execOne(ctx context.Context, q db.Querier, op, missing, query string, args ...any) error {
+	res, err := q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return NotFound(missing)
+	}
+	return nil
+}
