@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
 	"net/url"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/paperclipai/paperclipai/internal/netguard"
 )
 
 // ReasonBlockedAddress is the [NetworkError.Reason] of a download refused
@@ -20,7 +19,7 @@ import (
 // non-public address.
 const ReasonBlockedAddress = "blocked_address"
 
-var errBlockedAddress = errors.New("agentmail: destination address not allowed")
+var errBlockedAddress = netguard.ErrBlocked
 
 // AttachmentDownload is the content of a downloaded attachment.
 type AttachmentDownload struct {
@@ -102,69 +101,13 @@ func (c *Client) DownloadAttachment(ctx context.Context, downloadURL string, max
 // newDownloadClient builds the SSRF-guarded client for pre-signed URLs.
 // allowLoopback is set when the API itself is on loopback (the emulator).
 func newDownloadClient(allowLoopback bool) *http.Client {
-	dialer := &net.Dialer{
-		Timeout: 10 * time.Second,
-		Control: func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return errBlockedAddress
-			}
-			if !publicAddr(ap.Addr(), allowLoopback) {
-				return errBlockedAddress
-			}
-			return nil
-		},
-	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	// A proxy would connect on our behalf and bypass the address check.
-	t.Proxy = nil
-	t.DialContext = dialer.DialContext
-	return &http.Client{Transport: t, CheckRedirect: refuseRedirect}
+	return &http.Client{Transport: netguard.Transport(allowLoopback), CheckRedirect: refuseRedirect}
 }
 
-// publicAddr reports whether a is an acceptable download destination: a
-// global unicast address outside private, shared (CGNAT), link-local,
-// loopback and documentation ranges. Loopback is accepted when
-// allowLoopback is set.
-func publicAddr(a netip.Addr, allowLoopback bool) bool {
-	a = a.Unmap()
-	if a.IsLoopback() {
-		return allowLoopback
-	}
-	if !a.IsGlobalUnicast() || a.IsPrivate() || a.IsLinkLocalUnicast() {
-		return false
-	}
-	for _, p := range nonPublicPrefixes {
-		if p.Contains(a) {
-			return false
-		}
-	}
-	return true
-}
+// publicAddr reports whether a is an acceptable download destination
+// (netguard.PublicAddr).
+func publicAddr(a netip.Addr, allowLoopback bool) bool { return netguard.PublicAddr(a, allowLoopback) }
 
-var nonPublicPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("192.0.2.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("198.51.100.0/24"),
-	netip.MustParsePrefix("203.0.113.0/24"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("2001:db8::/32"),
-}
-
-// isLoopbackHost reports whether host (without port or brackets) is
-// "localhost" or a loopback IP literal (127.0.0.0/8, ::1, or the
-// IPv4-mapped form of either).
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return false
-	}
-	return a.WithZone("").Unmap().IsLoopback()
-}
+// isLoopbackHost reports whether host is "localhost" or a loopback IP
+// literal (netguard.IsLoopbackHost).
+func isLoopbackHost(host string) bool { return netguard.IsLoopbackHost(host) }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -125,21 +127,24 @@ type agentInput struct {
 	EnvironmentID      *string                  `json:"environmentId"`
 }
 
-// apply validates in and writes it onto a (create when isNew).
-func (s *Server) applyAgentInput(ctx context.Context, q db.Querier, a *domain.Agent, in agentInput, isNew bool) error {
+// applyAgentInput validates in and writes it onto a (create when isNew).
+// admin is whether the actor is an instance administrator. The returned
+// adapter write, if any, must be stored once the agent row exists.
+func (s *Server) applyAgentInput(ctx context.Context, q db.Querier, a *domain.Agent, in agentInput, isNew, admin bool) (*adapterWrite, error) {
+	var w *adapterWrite
 	if in.Name != nil || isNew {
 		name, err := validName("name", deref(in.Name), 200)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a.Name = name
 	}
 	if in.Status != nil {
 		if !slices.Contains([]string{domain.AgentActive, domain.AgentPaused, domain.AgentTerminated, domain.AgentPendingApproval}, *in.Status) {
-			return httpx.Errorf(http.StatusBadRequest, "status must be active, paused, terminated or pending_approval")
+			return nil, httpx.Errorf(http.StatusBadRequest, "status must be active, paused, terminated or pending_approval")
 		}
 		if a.Status == domain.AgentTerminated && *in.Status != domain.AgentTerminated {
-			return httpx.Errorf(http.StatusConflict, "a terminated agent cannot be reactivated")
+			return nil, httpx.Errorf(http.StatusConflict, "a terminated agent cannot be reactivated")
 		}
 		a.Status = *in.Status
 	}
@@ -150,40 +155,41 @@ func (s *Server) applyAgentInput(ctx context.Context, q db.Querier, a *domain.Ag
 		}
 		raw := in.AdapterConfig
 		if raw == nil {
-			raw = a.AdapterConfig
+			// A new type alone re-validates the stored config, masked:
+			// its write-only values are kept, not re-read.
+			raw = domain.MaskAdapterConfig(a.AdapterConfig)
 		}
-		cfg, err := validateAdapter(typ, raw)
-		if err != nil {
-			return err
+		var err error
+		if w, err = s.applyAdapter(ctx, a, typ, raw, admin, isNew); err != nil {
+			return nil, err
 		}
-		a.AdapterType, a.AdapterConfig = typ, cfg
 	}
 	if in.Permissions != nil {
 		if err := s.validatePermissions(ctx, q, a.CompanyID, in.Permissions); err != nil {
-			return err
+			return nil, err
 		}
 		a.Permissions = *in.Permissions
 	}
 	if in.BudgetMonthlyCents != nil {
 		if *in.BudgetMonthlyCents < 0 {
-			return httpx.Errorf(http.StatusBadRequest, "budgetMonthlyCents must be zero (unlimited) or positive")
+			return nil, httpx.Errorf(http.StatusBadRequest, "budgetMonthlyCents must be zero (unlimited) or positive")
 		}
 		a.BudgetMonthlyCents = *in.BudgetMonthlyCents
 	}
 	if in.SpentMonthlyCents != nil {
 		if *in.SpentMonthlyCents < 0 {
-			return httpx.Errorf(http.StatusBadRequest, "spentMonthlyCents must not be negative")
+			return nil, httpx.Errorf(http.StatusBadRequest, "spentMonthlyCents must not be negative")
 		}
 		a.SpentMonthlyCents = *in.SpentMonthlyCents
 		a.SpendPeriod = s.Store.Now().Format("2006-01")
 	}
 	if in.EnvironmentID != nil {
 		if err := s.checkEnvironment(ctx, q, a.CompanyID, *in.EnvironmentID); err != nil {
-			return err
+			return nil, err
 		}
 		a.EnvironmentID = *in.EnvironmentID
 	}
-	return nil
+	return w, nil
 }
 
 func deref(p *string) string {
@@ -214,10 +220,14 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	}
 	agent := domain.Agent{CompanyID: companyID, Status: domain.AgentActive, Permissions: domain.AgentPermissions{TrustPreset: domain.TrustStandard}}
 	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		if err := s.applyAgentInput(r.Context(), tx, &agent, in, true); err != nil {
+		w, err := s.applyAgentInput(r.Context(), tx, &agent, in, true, authz.RequireInstanceAdmin(a) == nil)
+		if err != nil {
 			return err
 		}
 		if err := s.Store.CreateAgent(r.Context(), tx, &agent); err != nil {
+			return err
+		}
+		if err := s.storeAdapterSecrets(r.Context(), tx, agent, w); err != nil {
 			return err
 		}
 		return s.Audit(r.Context(), tx, a, companyID, "agent.created", "agent", agent.ID, map[string]string{"name": agent.Name})
@@ -262,6 +272,7 @@ func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var agent domain.Agent
+	var interrupt []string
 	err := s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
 		var acc authz.Access
 		var err error
@@ -271,17 +282,32 @@ func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request) error {
 		if err := authz.RequireRole(acc, domain.RoleOwner, domain.RoleAdmin, domain.RoleMember); err != nil {
 			return err
 		}
-		if err := s.applyAgentInput(r.Context(), tx, &agent, in, false); err != nil {
+		before := agent.Status
+		aw, err := s.applyAgentInput(r.Context(), tx, &agent, in, false, authz.RequireInstanceAdmin(a) == nil)
+		if err != nil {
 			return err
 		}
 		if err := s.Store.UpdateAgent(r.Context(), tx, &agent); err != nil {
 			return err
 		}
-		return s.Audit(r.Context(), tx, a, agent.CompanyID, "agent.updated", "agent", agent.ID, map[string]any{"status": agent.Status})
+		if err := s.storeAdapterSecrets(r.Context(), tx, agent, aw); err != nil {
+			return err
+		}
+		if agent.Status != before && (agent.Status == domain.AgentPaused || agent.Status == domain.AgentTerminated) {
+			// A paused or terminated agent keeps nothing running: its
+			// runs lose their tokens with this commit and their processes
+			// are stopped right after it.
+			if interrupt, err = s.Heartbeat.CancelAgentRunsTx(r.Context(), tx, agent.ID, "agent "+agent.Status, a.AuditActor()); err != nil {
+				return err
+			}
+		}
+		return s.Audit(r.Context(), tx, a, agent.CompanyID, "agent.updated", "agent", agent.ID,
+			map[string]any{"status": agent.Status, "hostExecutionApproved": agent.HostExecutionApproved})
 	})
 	if err != nil {
 		return err
 	}
+	s.Heartbeat.Interrupt(r.Context(), interrupt...)
 	httpx.WriteJSON(w, http.StatusOK, agent)
 	return nil
 }
@@ -360,8 +386,19 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
 		default:
 			return httpx.Errorf(http.StatusBadRequest, "workspace.strategy must be git_worktree or local_path")
 		}
-		if ws.Strategy == "local_path" && !strings.HasPrefix(ws.Path, "/") {
-			return httpx.Errorf(http.StatusBadRequest, "workspace.path must be an absolute path for local_path")
+		// A project path points runs at a host directory: an instance
+		// administrator's decision, and never into the Paperclip home.
+		if err := authz.RequireInstanceAdmin(a); err != nil {
+			return httpx.Errorf(http.StatusForbidden, "only an instance administrator may give a project a workspace path")
+		}
+		if !filepath.IsAbs(ws.Path) {
+			return httpx.Errorf(http.StatusBadRequest, "workspace.path must be an absolute path")
+		}
+		ws.Path = filepath.Clean(ws.Path)
+		for _, g := range []string{s.cfg.Home, s.cfg.WorkspacesDir(), filepath.Dir(s.cfg.MasterKeyFile)} {
+			if g != "" && (sandbox.Within(ws.Path, filepath.Clean(g)) || sandbox.Within(filepath.Clean(g), ws.Path)) {
+				return httpx.Errorf(http.StatusBadRequest, "workspace.path must lie outside the Paperclip home (%s) and must not contain it", s.cfg.Home)
+			}
 		}
 	}
 	p := domain.Project{CompanyID: companyID, Name: name, Workspace: body.Workspace}

@@ -144,9 +144,28 @@ func (s *Server) createIssue(w http.ResponseWriter, r *http.Request) error {
 			if err := s.Authz.CanWriteIssue(r.Context(), tx, a, parent); err != nil {
 				return err
 			}
+			// Only for itself or for nobody: an agent cannot hand work
+			// (and the wakes that come with it) to another agent.
+			if issue.AssigneeAgentID != "" && issue.AssigneeAgentID != a.AgentID() {
+				return httpx.Errorf(http.StatusForbidden, "agents may create only unassigned subtasks or subtasks assigned to themselves")
+			}
+			if in.ProjectID == nil {
+				issue.ProjectID = parent.ProjectID
+			}
 		}
 		if _, err := s.Store.CreateIssue(r.Context(), tx, &issue); err != nil {
 			return err
+		}
+		if a.Kind == authz.KindAgent {
+			// Checked on the stored row (its ancestry included); the
+			// transaction rolls back when it lies outside the boundary.
+			ok, err := s.Authz.WithinBoundary(r.Context(), tx, *a.Agent, issue)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return httpx.Errorf(http.StatusForbidden, "the subtask would lie outside the agent's trust boundary")
+			}
 		}
 		return s.Audit(r.Context(), tx, a, companyID, "issue.created", "issue", issue.ID, map[string]string{"title": issue.Title})
 	})

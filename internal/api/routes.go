@@ -55,6 +55,7 @@ func (s *Server) routes() {
 	s.Handle("GET /api/companies/{companyId}/heartbeat-runs", s.listRuns)
 	s.Handle("GET /api/heartbeat-runs/{runId}", s.getRun)
 	s.Handle("GET /api/heartbeat-runs/{runId}/log", s.getRunLog)
+	s.Handle("POST /api/heartbeat-runs/{runId}/cancel", s.cancelRun)
 	s.Handle("GET /api/companies/{companyId}/activity", s.listActivity)
 
 	s.Handle("POST /api/companies/{companyId}/secrets", s.createSecret)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -60,6 +62,56 @@ func (s *Server) loadRun(r *http.Request) (domain.Run, error) {
 		return run, httpx.Errorf(http.StatusForbidden, "agents may read only their own runs")
 	}
 	return run, nil
+}
+
+// cancelRun stops a queued or running run for a board user with write
+// access to its company (owners, admins, members): a queued run is
+// cancelled at once; a running run's token dies with the commit and its
+// process gets SIGTERM, then SIGKILL after the grace period, on whichever
+// replica executes it. It answers 202 with the run; 409 when it has
+// already finished.
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
+	a := httpx.Actor(r)
+	if err := authz.RequireBoard(a); err != nil {
+		return err
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if r.ContentLength != 0 {
+		if err := s.decodeJSON(w, r, &body); err != nil {
+			return err
+		}
+	}
+	reason := strings.TrimSpace(body.Reason)
+	if len(reason) > 500 {
+		return httpx.Errorf(http.StatusBadRequest, "reason must be at most 500 characters")
+	}
+	if reason == "" {
+		reason = "cancelled by a board user"
+	}
+	run, err := s.loadRun(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, run.CompanyID, true); err != nil {
+		return err
+	}
+	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		return s.Heartbeat.CancelRunTx(r.Context(), tx, run, reason, a.AuditActor())
+	})
+	if errors.Is(err, heartbeat.ErrRunFinished) {
+		return httpx.Errorf(http.StatusConflict, "the run has already finished (%s)", run.Status)
+	}
+	if err != nil {
+		return err
+	}
+	s.Heartbeat.Interrupt(r.Context(), run.ID)
+	if run, err = s.Store.GetRun(r.Context(), s.Store.DB, run.ID); err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusAccepted, run)
+	return nil
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {

@@ -128,9 +128,10 @@ func Seed(ctx context.Context, srv *server.Server, em *emulator.Server, exe stri
 	for _, a := range agents {
 		if a.Name == AgentName && a.Status != domain.AgentTerminated {
 			out.AgentID = a.ID
-			if string(a.AdapterConfig) != string(cfg) {
-				// The binary may have moved since the last run.
-				a.AdapterConfig = cfg
+			if string(a.AdapterConfig) != string(cfg) || !a.HostExecutionApproved {
+				// The binary may have moved since the last run. The server
+				// itself writes this configuration: it may run on the host.
+				a.AdapterConfig, a.HostExecutionApproved = cfg, true
 				if err := srv.Store.UpdateAgent(ctx, srv.DB, &a); err != nil {
 					return out, err
 				}
@@ -138,7 +139,7 @@ func Seed(ctx context.Context, srv *server.Server, em *emulator.Server, exe stri
 		}
 	}
 	if out.AgentID == "" {
-		a := domain.Agent{CompanyID: out.CompanyID, Name: AgentName, AdapterType: "process", AdapterConfig: cfg}
+		a := domain.Agent{CompanyID: out.CompanyID, Name: AgentName, AdapterType: "process", AdapterConfig: cfg, HostExecutionApproved: true}
 		if err := srv.Store.CreateAgent(ctx, srv.DB, &a); err != nil {
 			return out, err
 		}

@@ -142,8 +142,14 @@ type Agent struct {
 	SpentMonthlyCents  int64            `json:"spentMonthlyCents"`
 	SpendPeriod        string           `json:"spendPeriod,omitempty"`
 	EnvironmentID      string           `json:"environmentId,omitempty"`
-	CreatedAt          time.Time        `json:"createdAt"`
-	UpdatedAt          time.Time        `json:"updatedAt"`
+	// HostExecutionApproved is true when an instance administrator wrote
+	// the agent's host-executing adapter configuration (process command,
+	// args, env, cwd; an http URL that is not public). Otherwise a process
+	// agent runs only in an active sandbox environment and an http agent
+	// reaches only public addresses. Read-only in the API.
+	HostExecutionApproved bool      `json:"hostExecutionApproved"`
+	CreatedAt             time.Time `json:"createdAt"`
+	UpdatedAt             time.Time `json:"updatedAt"`
 }
 
 // OverBudget reports whether the agent has spent its monthly budget in the
@@ -354,6 +360,10 @@ type Run struct {
 	StartedAt       *time.Time       `json:"startedAt,omitempty"`
 	FinishedAt      *time.Time       `json:"finishedAt,omitempty"`
 	UpdatedAt       time.Time        `json:"updatedAt"`
+	// CancelRequestedAt is set when someone asked to cancel the run while
+	// it was running; CancelReason says why ("agent paused", …).
+	CancelRequestedAt *time.Time `json:"cancelRequestedAt,omitempty"`
+	CancelReason      string     `json:"cancelReason,omitempty"`
 }
 
 // Terminal reports whether the run status is final.
@@ -363,4 +373,62 @@ func (r Run) Terminal() bool {
 		return false
 	}
 	return true
+}
+
+// SecretTargetAgent is the secret-binding target type of an agent's
+// write-only adapter values; their config paths are "env.NAME" and
+// "headers.Name".
+const SecretTargetAgent = "agent"
+
+// WriteOnlyValue stands in for every adapter setting value that is never
+// shown (process env values, http header values). Sending it back in a
+// PATCH keeps the stored value.
+const WriteOnlyValue = "********"
+
+// writeOnlyFields are the adapterConfig objects whose values are write-only.
+var writeOnlyFields = []string{"env", "headers"}
+
+// MarshalJSON writes the agent with every write-only adapter value
+// replaced by WriteOnlyValue, so no API response, stored actor or tool
+// result can carry one.
+func (a Agent) MarshalJSON() ([]byte, error) {
+	type plain Agent
+	out := plain(a)
+	out.AdapterConfig = MaskAdapterConfig(a.AdapterConfig)
+	return json.Marshal(out)
+}
+
+// MaskAdapterConfig returns cfg with the values of its write-only objects
+// (env, headers) replaced by WriteOnlyValue. A config that is not a JSON
+// object is returned as an empty object rather than risk echoing a value.
+func MaskAdapterConfig(cfg json.RawMessage) json.RawMessage {
+	if len(cfg) == 0 {
+		return cfg
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(cfg, &m); err != nil {
+		return json.RawMessage(`{}`)
+	}
+	for _, f := range writeOnlyFields {
+		raw, ok := m[f]
+		if !ok {
+			continue
+		}
+		var vals map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &vals); err != nil {
+			delete(m, f)
+			continue
+		}
+		masked := make(map[string]string, len(vals))
+		for k := range vals {
+			masked[k] = WriteOnlyValue
+		}
+		b, _ := json.Marshal(masked)
+		m[f] = b
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return json.RawMessage(`{}`)
+	}
+	return b
 }

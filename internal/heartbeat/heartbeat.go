@@ -91,6 +91,9 @@ type Options struct {
 	// (default <RunsDir>/../bin), sandboxed runs through a read-only bind.
 	Binary string
 	BinDir string
+	// Secrets, when set, resolves an agent's write-only adapter values
+	// (vaulted env values and http headers) by configuration path.
+	Secrets func(ctx context.Context, agent domain.Agent) (map[string]string, error)
 	// Prepare, when set, is called before each run starts to add files or
 	// environment (skills directory, workspace) to the spec.
 	Prepare  func(ctx context.Context, spec *RunSpec) error
@@ -104,9 +107,11 @@ type Service struct {
 	log     *slog.Logger
 	signal  notify.Signal
 	mu      sync.Mutex
-	active  map[string]context.CancelFunc
+	active  map[string]context.CancelCauseFunc
 	wg      sync.WaitGroup
 	stopped chan struct{}
+	// listened is closed when the cancellation listener has ended.
+	listened chan struct{}
 	// cancel stops the scheduling loop (set by Start).
 	cancel context.CancelFunc
 	// runCtx is the parent of every run; cancelled only when the grace
@@ -132,7 +137,8 @@ func New(o Options) *Service {
 	}
 	rc, cancel := context.WithCancel(context.Background())
 	return &Service{opts: o, st: o.Store, log: o.Logger, signal: notify.New(),
-		active: map[string]context.CancelFunc{}, stopped: make(chan struct{}), runCtx: rc, runCancel: cancel}
+		active: map[string]context.CancelCauseFunc{}, stopped: make(chan struct{}), listened: make(chan struct{}),
+		runCtx: rc, runCancel: cancel}
 }
 
 // RunnerID names this process in leases and run ownership.
@@ -191,7 +197,7 @@ func (s *Service) WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req 
 			return domain.Run{}, false, fmt.Errorf("wakeup: %w", &store.NotFoundError{Op: "issue", What: "issue"})
 		}
 	}
-	refusal, err := s.refusal(ctx, tx, agent, req.IssueStateGuard)
+	refusal, err := s.refusal(ctx, tx, agent, req.IssueID, req.IssueStateGuard)
 	if err != nil {
 		return domain.Run{}, false, err
 	}
@@ -235,8 +241,8 @@ func actorKind(k string) string {
 	return k
 }
 
-// refusal returns why agent may not run now, or "".
-func (s *Service) refusal(ctx context.Context, q *sql.Tx, agent domain.Agent, guard *domain.IssueStateGuard) (string, error) {
+// refusal returns why agent may not run (on issueID, optional) now, or "".
+func (s *Service) refusal(ctx context.Context, q *sql.Tx, agent domain.Agent, issueID string, guard *domain.IssueStateGuard) (string, error) {
 	switch agent.Status {
 	case domain.AgentActive:
 	case domain.AgentPaused:
@@ -248,6 +254,9 @@ func (s *Service) refusal(ctx context.Context, q *sql.Tx, agent domain.Agent, gu
 	}
 	if agent.OverBudget(s.st.Now()) {
 		return RefusedBudgetExceeded, nil
+	}
+	if reason, err := s.sandboxRefusal(ctx, q, agent, issueID); reason != "" || err != nil {
+		return reason, err
 	}
 	if guard != nil && guard.IssueID != "" {
 		issue, err := s.st.GetIssue(ctx, q, guard.IssueID)

@@ -48,7 +48,8 @@ func newEnv(t *testing.T, d *db.DB) *env {
 func (e *env) agent(t *testing.T, typ string, cfg any) domain.Agent {
 	t.Helper()
 	raw, _ := json.Marshal(cfg)
-	a := domain.Agent{CompanyID: e.company, Name: "a", AdapterType: typ, AdapterConfig: raw}
+	// Written by the instance administrator: may run on the host.
+	a := domain.Agent{CompanyID: e.company, Name: "a", AdapterType: typ, AdapterConfig: raw, HostExecutionApproved: true}
 	if err := e.st.CreateAgent(context.Background(), e.st.DB, &a); err != nil {
 		t.Fatal(err)
 	}

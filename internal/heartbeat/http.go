@@ -12,12 +12,32 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/netguard"
 )
 
 // HTTPAdapter runs an agent by POSTing the run to its URL; a 2xx response
 // means the run succeeded.
-type HTTPAdapter struct {
-	Client *http.Client
+//
+// The request carries the run token, so it goes to the configured host
+// only: redirects are never followed (a 3xx answer fails the run) and no
+// proxy is used. An agent whose URL no instance administrator approved
+// reaches only public addresses, checked on the address dialled (the
+// guard of attachment downloads): no loopback, private network or cloud
+// metadata endpoint.
+type HTTPAdapter struct{}
+
+var (
+	approvedClient = &http.Client{Transport: directTransport(), CheckRedirect: noRedirect}
+	guardedClient  = &http.Client{Transport: netguard.Transport(false), CheckRedirect: noRedirect}
+)
+
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// directTransport is the default transport without a proxy.
+func directTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	return t
 }
 
 // Run implements Adapter.
@@ -45,19 +65,22 @@ func (h HTTPAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Result {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range cfg.Headers {
-		req.Header.Set(k, v)
+		req.Header.Set(k, spec.secretValue("headers."+k, v))
 	}
-	client := h.Client
-	if client == nil {
-		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	client := guardedClient
+	if spec.Agent.HostExecutionApproved {
+		client = approvedClient
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			return Result{Status: domain.RunCancelled, Error: "run cancelled"}
+			return Result{Status: domain.RunCancelled, Error: cancelMessage(ctx)}
 		case errors.Is(rctx.Err(), context.DeadlineExceeded):
 			return Result{Status: domain.RunTimedOut, Error: "run timed out"}
+		}
+		if errors.Is(err, netguard.ErrBlocked) {
+			return Result{Status: domain.RunFailed, Error: "http adapter refused: the URL does not resolve to a public address (only an instance administrator may point an agent at a private one)"}
 		}
 		return Result{Status: domain.RunFailed, Error: "http adapter request failed: " + strings.TrimSpace(scrubURL(err.Error(), cfg.URL))}
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -31,6 +30,10 @@ func (s *Service) Start(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	go s.loop(lctx)
+	go func() {
+		defer close(s.listened)
+		s.listenCancels(lctx)
+	}()
 	s.Notify()
 	return nil
 }
@@ -54,6 +57,9 @@ func (s *Service) loop(ctx context.Context) {
 			if err := s.sweepOrphans(ctx, false); err != nil && ctx.Err() == nil {
 				s.log.Error("recover orphaned runs", "err", err)
 			}
+			// Cancellations requested on other replicas, should their
+			// notification have been missed.
+			s.stopCancelled(ctx)
 		}
 		if err := s.schedule(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("schedule runs", "err", err)
@@ -131,7 +137,7 @@ func (s *Service) tryStart(ctx context.Context, cand domain.Run) error {
 		}
 		// Conditions are checked again at start: the agent may have been
 		// paused, or the task moved on, while the run waited.
-		reason, err := s.refusal(ctx, tx, agent, run.IssueStateGuard)
+		reason, err := s.refusal(ctx, tx, agent, run.IssueID, run.IssueStateGuard)
 		if err != nil {
 			return err
 		}
@@ -157,21 +163,32 @@ func (s *Service) tryStart(ctx context.Context, cand domain.Run) error {
 	if err != nil || !started {
 		return err
 	}
-	run, err = s.st.GetRun(ctx, s.st.DB, run.ID)
+	// The run is registered before it is read back: a cancellation
+	// committed from now on either finds it here or is seen below.
+	rctx, cancel := context.WithCancelCause(s.runCtx)
+	s.mu.Lock()
+	s.active[run.ID] = cancel
+	s.mu.Unlock()
+	runID := run.ID
+	run, err = s.st.GetRun(ctx, s.st.DB, runID)
 	if err != nil {
+		// Nothing was started: the run's lease expires and it is recovered.
+		cancel(nil)
+		s.mu.Lock()
+		delete(s.active, runID)
+		s.mu.Unlock()
 		return err
+	}
+	launched = true
+	if run.CancelRequestedAt != nil {
+		cancel(cancelCause(run.CancelReason))
 	}
 	if s.opts.Observer.RunStarted != nil && run.StartedAt != nil {
 		s.opts.Observer.RunStarted(run.StartedAt.Sub(run.CreatedAt))
 	}
-	rctx, cancel := context.WithCancel(s.runCtx)
-	s.mu.Lock()
-	s.active[run.ID] = cancel
-	s.mu.Unlock()
-	launched = true
 	go func() {
 		defer s.wg.Done()
-		defer cancel()
+		defer cancel(nil)
 		s.execute(rctx, run, agent, token)
 		s.mu.Lock()
 		delete(s.active, run.ID)
@@ -184,17 +201,10 @@ func (s *Service) tryStart(ctx context.Context, cand domain.Run) error {
 func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agent, token string) {
 	spec := RunSpec{Run: run, Agent: agent, Token: token, APIURL: s.opts.APIURL, ExtraEnv: map[string]string{}}
 	res := s.prepareAndRun(ctx, &spec)
-	if spec.RunDir != "" {
-		// The run's scratch (skills, bridge socket) is rewritten for every
-		// run; nothing in it outlives the run.
-		if err := os.RemoveAll(spec.RunDir); err != nil {
-			s.log.Warn("remove run directory", "run", run.ID, "err", err)
-		}
-	}
 	// Record the outcome even when the server is shutting down.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	logText := sanitizeLog(res.Log)
+	logText := redactSecrets(sanitizeLog(res.Log), spec.Secrets)
 	err := s.st.Tx(fctx, func(tx *sql.Tx) error {
 		ok, err := s.st.FinishRun(fctx, tx, run.ID, s.opts.RunnerID, res.Status, res.ExitCode, res.Error)
 		if err != nil || !ok {
@@ -223,11 +233,26 @@ func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agen
 }
 
 func (s *Service) prepareAndRun(ctx context.Context, spec *RunSpec) Result {
+	if ctx.Err() != nil {
+		return Result{Status: domain.RunCancelled, Error: cancelMessage(ctx)}
+	}
 	if err := s.resolveEnvironment(ctx, spec); err != nil {
 		return Result{Status: domain.RunFailed, Error: err.Error()}
 	}
+	if s.opts.Secrets != nil {
+		secrets, err := s.opts.Secrets(ctx, spec.Agent)
+		if err != nil {
+			return Result{Status: domain.RunFailed, Error: "resolve the agent's adapter secrets: " + err.Error()}
+		}
+		spec.Secrets = secrets
+	}
 	if err := s.prepareDirs(ctx, spec); err != nil {
 		return Result{Status: domain.RunFailed, Error: err.Error()}
+	}
+	// Checked again where the run executes: the environment the start
+	// decision saw may have changed since.
+	if need := sandboxNeed(spec.Agent, s.opts.Adapters[spec.Agent.AdapterType], spec.Isolated); need != "" && !spec.Sandboxed() {
+		return Result{Status: domain.RunFailed, Error: need}
 	}
 	if s.opts.Prepare != nil {
 		if err := s.opts.Prepare(ctx, spec); err != nil {
@@ -239,6 +264,18 @@ func (s *Service) prepareAndRun(ctx context.Context, spec *RunSpec) Result {
 		return Result{Status: domain.RunFailed, Error: "no adapter for type " + spec.Agent.AdapterType}
 	}
 	return adapter.Run(ctx, *spec, s.opts.LogMaxBytes)
+}
+
+// redactSecrets masks the agent's write-only adapter values in its run log,
+// which viewers and the agent's later runs can read. Values shorter than
+// four bytes are left alone: masking them would garble the log.
+func redactSecrets(log string, secrets map[string]string) string {
+	for _, v := range secrets {
+		if len(v) >= 4 {
+			log = strings.ReplaceAll(log, v, domain.WriteOnlyValue)
+		}
+	}
+	return log
 }
 
 // sanitizeLog makes captured output storable as text on both databases
@@ -311,21 +348,12 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	if s.cancel != nil {
 		s.cancel()
-		select {
-		case <-s.stopped:
-		case <-ctx.Done():
+		for _, c := range []chan struct{}{s.stopped, s.listened} {
+			select {
+			case <-c:
+			case <-ctx.Done():
+			}
 		}
 	}
 	return err
-}
-
-// Cancel stops a run executing in this process, if any.
-func (s *Service) Cancel(runID string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.active[runID]; ok {
-		c()
-		return true
-	}
-	return false
 }

@@ -88,7 +88,8 @@ func (e *wsEnv) environment(t *testing.T, driver, status string) string {
 func (e *wsEnv) shAgent(t *testing.T, envID, script string) domain.Agent {
 	t.Helper()
 	raw, _ := json.Marshal(map[string]any{"command": "/bin/sh", "args": []string{"-c", script}, "timeoutSec": 30})
-	a := domain.Agent{CompanyID: e.company, Name: "a", AdapterType: "process", AdapterConfig: raw, EnvironmentID: envID}
+	a := domain.Agent{CompanyID: e.company, Name: "a", AdapterType: "process", AdapterConfig: raw, EnvironmentID: envID,
+		HostExecutionApproved: true}
 	if envID != "" {
 		a.Permissions.TrustPreset = domain.TrustLowTrustReview
 	}
@@ -157,7 +158,7 @@ func TestPrivateTaskDirectory(t *testing.T) {
 		e := newWSEnv(t, d)
 		script := `pwd; if [ -f note ]; then echo "note:$(cat note)"; fi; echo "$PAPERCLIP_AGENT_ID" > note`
 		a1, a2 := e.shAgent(t, "", script), e.shAgent(t, "", script)
-		task := e.task(t, a1.ID, e.project(t, nil))
+		task := e.plainTask(t, a1.ID, e.project(t, nil))
 		dir := filepath.Join(e.workspaces, e.company, task.ID)
 		r, log := e.run(t, a1.ID, task.ID)
 		if r.Status != domain.RunSucceeded || !strings.HasPrefix(log, dir+"\n") || strings.Contains(log, "note:") {
@@ -193,7 +194,7 @@ func TestUnsafeTaskDirectoriesRefused(t *testing.T) {
 		a := e.shAgent(t, "", "echo ran")
 		elsewhere := t.TempDir()
 
-		linked := e.task(t, a.ID, "")
+		linked := e.plainTask(t, a.ID, "")
 		if err := os.MkdirAll(filepath.Join(e.workspaces, e.company), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +207,7 @@ func TestUnsafeTaskDirectoriesRefused(t *testing.T) {
 			t.Fatalf("the agent ran: %q", log)
 		}
 
-		mismatched := e.task(t, a.ID, "")
+		mismatched := e.plainTask(t, a.ID, "")
 		dir := filepath.Join(e.workspaces, e.company, mismatched.ID, ".paperclip")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
@@ -218,7 +219,7 @@ func TestUnsafeTaskDirectoriesRefused(t *testing.T) {
 		r, _ = e.run(t, a.ID, mismatched.ID)
 		mustFail(t, r, "mismatched workspace reuse")
 
-		control := e.task(t, a.ID, "")
+		control := e.plainTask(t, a.ID, "")
 		if err := os.MkdirAll(filepath.Join(e.workspaces, e.company, control.ID), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +238,7 @@ func TestUnsafeTaskDirectoriesRefused(t *testing.T) {
 		if err := os.Symlink(elsewhere, filepath.Join(d2.workspaces, d2.company)); err != nil {
 			t.Fatal(err)
 		}
-		r, _ = d2.run(t, b.ID, d2.task(t, b.ID, "").ID)
+		r, _ = d2.run(t, b.ID, d2.plainTask(t, b.ID, "").ID)
 		mustFail(t, r, "is a symlink")
 	})
 }
@@ -253,7 +254,7 @@ func TestProjectWorkspaces(t *testing.T) {
 		a := e.shAgent(t, "", "pwd")
 
 		plain := t.TempDir()
-		r, _ := e.run(t, a.ID, e.task(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "git_worktree", Path: plain})).ID)
+		r, _ := e.run(t, a.ID, e.plainTask(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "git_worktree", Path: plain})).ID)
 		mustFail(t, r, "git_worktree_base_not_git_checkout")
 
 		r, _ = e.run(t, a.ID, e.plainTask(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "local_path", Path: filepath.Join(plain, "missing")})).ID)
@@ -264,10 +265,10 @@ func TestProjectWorkspaces(t *testing.T) {
 		if r.Status != domain.RunSucceeded || log != plain+"\n" {
 			t.Fatalf("local_path run %s %q: %q", r.Status, r.Error, log)
 		}
+		// A task asking for an isolated workspace never runs on the host.
 		r, log = e.run(t, a.ID, e.task(t, a.ID, shared).ID)
-		mustFail(t, r, "requires an isolated workspace")
-		if log != "" {
-			t.Fatalf("the isolated task ran in the shared directory: %q", log)
+		if r.Status != domain.RunRefused || r.RefusalReason != heartbeat.RefusedIsolatedNoSandbox || log != "" {
+			t.Fatalf("isolated task of a host agent: %s %q %q", r.Status, r.RefusalReason, log)
 		}
 
 		other := filepath.Join(e.workspaces, testkit.NewUUID(), testkit.NewUUID())
@@ -292,7 +293,7 @@ func TestProjectWorkspaces(t *testing.T) {
 				t.Fatalf("git %v: %v %s", args, err, out)
 			}
 		}
-		task := e.task(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "git_worktree", Path: repo}))
+		task := e.plainTask(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "git_worktree", Path: repo}))
 		r, log = e.run(t, a.ID, task.ID)
 		want := filepath.Join(e.workspaces, e.company, task.ID, "worktree")
 		if r.Status != domain.RunSucceeded || log != want+"\n" {
@@ -344,6 +345,13 @@ func TestSandboxedTaskRuns(t *testing.T) {
 			t.Fatalf("second sandboxed run %s %q: %s", r.Status, r.Error, log)
 		}
 
+		// An isolated task never works in a shared local_path directory.
+		r, log = e.run(t, a.ID, e.task(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "local_path", Path: t.TempDir()})).ID)
+		mustFail(t, r, "requires an isolated workspace")
+		if log != "" {
+			t.Fatalf("the isolated task ran in the shared directory: %q", log)
+		}
+
 		slow := e.shAgent(t, sb, "sleep 30")
 		var cfg map[string]any
 		_ = json.Unmarshal(slow.AdapterConfig, &cfg)
@@ -360,7 +368,9 @@ func TestSandboxedTaskRuns(t *testing.T) {
 
 		inactive := e.shAgent(t, e.environment(t, "sandbox", "inactive"), "echo ran")
 		r, _ = e.run(t, inactive.ID, e.task(t, inactive.ID, "").ID)
-		mustFail(t, r, "is not active")
+		if r.Status != domain.RunRefused || r.RefusalReason != heartbeat.RefusedLowTrustNoSandbox {
+			t.Fatalf("low-trust run in an inactive sandbox: %s %q %q", r.Status, r.RefusalReason, r.Error)
+		}
 
 		t.Setenv("PATH", t.TempDir())
 		r, _ = e.run(t, a.ID, task.ID)

@@ -24,6 +24,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/inbound"
@@ -189,6 +190,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		Home: cfg.Home, Hidden: []string{filepath.Join(cfg.Home, "instance"), cfg.MasterKeyFile},
 		SandboxUser: sandboxUser, Binary: binary, BinDir: filepath.Join(cfg.Home, "instance", "bin"),
 		Prepare: s.Email.PrepareRun,
+		Secrets: func(ctx context.Context, a domain.Agent) (map[string]string, error) {
+			return s.Vault.ResolveBound(ctx, s.Store.DB, domain.SecretTargetAgent, a.ID)
+		},
 		Observer: heartbeat.Observer{
 			RunStarted: func(d time.Duration) { s.Metrics.RunsStarted.Inc(); s.Metrics.WakeToStart.Observe(d.Seconds()) },
 			RunFinished: func(status string, d time.Duration) {

@@ -11,14 +11,14 @@ import (
 )
 
 const agentCols = `id, company_id, name, status, adapter_type, adapter_config, permissions,
-	budget_monthly_cents, spent_monthly_cents, spend_period, environment_id, created_at, updated_at`
+	budget_monthly_cents, spent_monthly_cents, spend_period, environment_id, created_at, updated_at, host_execution_approved`
 
 func scanAgent(row rowScanner) (domain.Agent, error) {
 	var a domain.Agent
 	var cfg, perms []byte
 	var env sql.NullString
 	err := row.Scan(&a.ID, &a.CompanyID, &a.Name, &a.Status, &a.AdapterType, &cfg, &perms,
-		&a.BudgetMonthlyCents, &a.SpentMonthlyCents, &a.SpendPeriod, &env, &a.CreatedAt, &a.UpdatedAt)
+		&a.BudgetMonthlyCents, &a.SpentMonthlyCents, &a.SpendPeriod, &env, &a.CreatedAt, &a.UpdatedAt, &a.HostExecutionApproved)
 	if err != nil {
 		return a, err
 	}
@@ -45,9 +45,10 @@ func (s *Store) CreateAgent(ctx context.Context, q db.Querier, a *domain.Agent) 
 	if len(a.AdapterConfig) == 0 {
 		a.AdapterConfig = json.RawMessage(`{}`)
 	}
-	_, err := q.ExecContext(ctx, `INSERT INTO agents (`+agentCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)`,
+	_, err := q.ExecContext(ctx, `INSERT INTO agents (`+agentCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)`,
 		a.ID, a.CompanyID, a.Name, a.Status, a.AdapterType, string(a.AdapterConfig), mustJSON(a.Permissions),
-		a.BudgetMonthlyCents, a.SpentMonthlyCents, a.SpendPeriod, nullString(a.EnvironmentID), a.CreatedAt, a.UpdatedAt)
+		a.BudgetMonthlyCents, a.SpentMonthlyCents, a.SpendPeriod, nullString(a.EnvironmentID), a.CreatedAt, a.UpdatedAt,
+		a.HostExecutionApproved)
 	if err != nil {
 		return fmt.Errorf("create agent: %w", err)
 	}
@@ -75,9 +76,10 @@ func (s *Store) LockAgent(ctx context.Context, tx *sql.Tx, id string) error {
 func (s *Store) UpdateAgent(ctx context.Context, q db.Querier, a *domain.Agent) error {
 	a.UpdatedAt = s.Now()
 	return execOne(ctx, q, "update agent", "update agent", `UPDATE agents SET name = $2, status = $3, adapter_type = $4, adapter_config = $5,
-		permissions = $6, budget_monthly_cents = $7, spent_monthly_cents = $8, spend_period = $9, environment_id = $10, updated_at = $11
+		permissions = $6, budget_monthly_cents = $7, spent_monthly_cents = $8, spend_period = $9, environment_id = $10, updated_at = $11,
+		host_execution_approved = $12
 		WHERE id = $1`, a.ID, a.Name, a.Status, a.AdapterType, string(a.AdapterConfig), mustJSON(a.Permissions),
-		a.BudgetMonthlyCents, a.SpentMonthlyCents, a.SpendPeriod, nullString(a.EnvironmentID), a.UpdatedAt)
+		a.BudgetMonthlyCents, a.SpentMonthlyCents, a.SpendPeriod, nullString(a.EnvironmentID), a.UpdatedAt, a.HostExecutionApproved)
 }
 
 // ListAgents returns a company's agents, newest first.

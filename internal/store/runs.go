@@ -14,17 +14,18 @@ import (
 
 const runCols = `id, company_id, agent_id, issue_id, status, wake_source, wake_reason, wake_comment_id, idempotency_key,
 	payload, context_snapshot, issue_state_guard, refusal_reason, error, exit_code, attempt, retry_of_run_id,
-	requested_by_kind, requested_by_id, created_at, started_at, finished_at, updated_at`
+	requested_by_kind, requested_by_id, created_at, started_at, finished_at, updated_at, cancel_requested_at, cancel_reason`
 
 func scanRun(row rowScanner) (domain.Run, error) {
 	var r domain.Run
 	var issue, comment, idem, refusal, errText, retryOf sql.NullString
 	var payload, snapshot, guard []byte
 	var exit sql.NullInt64
-	var started, finished sql.NullTime
+	var started, finished, cancelAt sql.NullTime
+	var cancelReason sql.NullString
 	err := row.Scan(&r.ID, &r.CompanyID, &r.AgentID, &issue, &r.Status, &r.WakeSource, &r.WakeReason, &comment, &idem,
 		&payload, &snapshot, &guard, &refusal, &errText, &exit, &r.Attempt, &retryOf,
-		&r.RequestedByKind, &r.RequestedByID, &r.CreatedAt, &started, &finished, &r.UpdatedAt)
+		&r.RequestedByKind, &r.RequestedByID, &r.CreatedAt, &started, &finished, &r.UpdatedAt, &cancelAt, &cancelReason)
 	if err != nil {
 		return r, err
 	}
@@ -41,7 +42,8 @@ func scanRun(row rowScanner) (domain.Run, error) {
 		v := int(exit.Int64)
 		r.ExitCode = &v
 	}
-	r.StartedAt, r.FinishedAt = timePtr(started), timePtr(finished)
+	r.StartedAt, r.FinishedAt, r.CancelRequestedAt = timePtr(started), timePtr(finished), timePtr(cancelAt)
+	r.CancelReason = cancelReason.String
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	return r, nil
 }
@@ -207,11 +209,16 @@ func (s *Store) OrphanedRuns(ctx context.Context, q db.Querier, now time.Time, a
 		WHERE status = 'running' AND lease_expires_at < $1`, now.UTC())
 }
 
-// FailOrphanedRun marks a running run failed if it is still running.
+// FailOrphanedRun ends a running run whose runner died: failed with
+// reason, or cancelled when its cancellation had been requested. It reports
+// false when the run was no longer running.
 func (s *Store) FailOrphanedRun(ctx context.Context, q db.Querier, runID, reason string) (bool, error) {
 	now := s.Now()
-	res, err := q.ExecContext(ctx, `UPDATE heartbeat_runs SET status = 'failed', error = $2, finished_at = $3, updated_at = $3,
-		token_hash = NULL, lease_expires_at = NULL WHERE id = $1 AND status = 'running'`, runID, reason, now)
+	res, err := q.ExecContext(ctx, `UPDATE heartbeat_runs SET
+		status = CASE WHEN cancel_requested_at IS NULL THEN 'failed' ELSE 'cancelled' END,
+		error = CASE WHEN cancel_requested_at IS NULL THEN $2 ELSE cancel_reason END,
+		finished_at = $3, updated_at = $3, token_hash = NULL, lease_expires_at = NULL WHERE id = $1 AND status = 'running'`,
+		runID, reason, now)
 	if err != nil {
 		return false, fmt.Errorf("fail orphaned run: %w", err)
 	}

@@ -1,0 +1,137 @@
+package api
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/netguard"
+)
+
+// adapterWrite is what applying adapter input leaves for after the agent
+// row exists: the write-only values to vault, by config path, and the
+// paths that stay bound (every other binding of the agent is dropped).
+type adapterWrite struct {
+	set  map[string]string
+	keep map[string]bool
+}
+
+// writeOnly moves the values of one write-only object (env or headers)
+// out of the stored config. A value equal to domain.WriteOnlyValue keeps
+// the stored one; an empty value is stored as is (nothing to hide); any
+// other value goes to the vault and is stored as "". It reports whether a
+// value was given (a change of host-executing configuration).
+func (w *adapterWrite) writeOnly(field string, in, prev map[string]string, sameType bool) (changed bool, err error) {
+	for k, v := range in {
+		path := field + "." + k
+		switch {
+		case v == domain.WriteOnlyValue:
+			old, ok := prev[k]
+			if !sameType || !ok {
+				return false, httpx.Errorf(http.StatusBadRequest, "adapterConfig.%s: there is no stored value to keep; send the value", path)
+			}
+			if old != "" {
+				// A value stored before values moved to the vault.
+				w.set[path] = old
+			}
+			w.keep[path] = true
+		case v == "":
+			// Vaulted values are stored as "": an explicit empty value
+			// cannot be told from an unchanged one, so it counts as a change.
+			changed = true
+		default:
+			w.set[path] = v
+			w.keep[path] = true
+			changed = true
+		}
+		in[k] = ""
+	}
+	for k := range prev {
+		if _, ok := in[k]; !ok {
+			changed = true
+		}
+	}
+	return changed, nil
+}
+
+// applyAdapter validates an adapter type and config onto a, keeping
+// write-only values out of the stored config, and records who may let the
+// agent execute on the host: an instance administrator writing the
+// configuration approves it; anyone else changing host-executing settings
+// (process command, args, env, cwd; the http URL) withdraws the approval,
+// so the agent then runs only in an active sandbox environment. Only an
+// instance administrator may point an http agent at a non-public address.
+func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, raw json.RawMessage, admin, isNew bool) (*adapterWrite, error) {
+	cfg, err := validateAdapter(typ, raw)
+	if err != nil {
+		return nil, err
+	}
+	w := &adapterWrite{set: map[string]string{}, keep: map[string]bool{}}
+	sameType := !isNew && a.AdapterType == typ
+	changed := !sameType
+	switch typ {
+	case "process":
+		var c, prev domain.ProcessAdapterConfig
+		_ = json.Unmarshal(cfg, &c)
+		if sameType {
+			_ = json.Unmarshal(a.AdapterConfig, &prev)
+		}
+		envChanged, err := w.writeOnly("env", c.Env, prev.Env, sameType)
+		if err != nil {
+			return nil, err
+		}
+		changed = changed || envChanged || c.Command != prev.Command || !slices.Equal(c.Args, prev.Args) || c.Cwd != prev.Cwd
+		if cfg, err = json.Marshal(c); err != nil {
+			return nil, err
+		}
+	case "http":
+		var c, prev domain.HTTPAdapterConfig
+		_ = json.Unmarshal(cfg, &c)
+		if sameType {
+			_ = json.Unmarshal(a.AdapterConfig, &prev)
+		}
+		if _, err := w.writeOnly("headers", c.Headers, prev.Headers, sameType); err != nil {
+			return nil, err
+		}
+		changed = changed || c.URL != prev.URL
+		if changed && !admin {
+			u, _ := url.Parse(c.URL)
+			if !netguard.PublicHost(ctx, u.Hostname()) {
+				return nil, httpx.Errorf(http.StatusForbidden, "adapterConfig.url must resolve to a public address: only an instance administrator may point an agent at loopback, a private network or a host name that does not resolve")
+			}
+		}
+		if cfg, err = json.Marshal(c); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case admin:
+		a.HostExecutionApproved = true
+	case changed:
+		a.HostExecutionApproved = false
+	}
+	a.AdapterType, a.AdapterConfig = typ, cfg
+	return w, nil
+}
+
+// storeAdapterSecrets vaults the write-only values of w as secrets bound
+// to the agent and drops the bindings of settings it no longer has, inside
+// the agent's write transaction.
+func (s *Server) storeAdapterSecrets(ctx context.Context, tx *sql.Tx, a domain.Agent, w *adapterWrite) error {
+	if w == nil {
+		return nil
+	}
+	for path, v := range w.set {
+		name := fmt.Sprintf("agent %s %s", a.ID, path)
+		if err := s.Vault.SetBound(ctx, tx, a.CompanyID, domain.SecretTargetAgent, a.ID, path, name, v); err != nil {
+			return err
+		}
+	}
+	return s.Vault.UnbindPaths(ctx, tx, domain.SecretTargetAgent, a.ID, func(path string) bool { return w.keep[path] })
+}
