@@ -417,5 +417,59 @@ func TestStore(t *testing.T) {
 				t.Fatalf("endpoint: %+v %v", got, err)
 			}
 		})
+		t.Run("RunCancel", func(t *testing.T) {
+			t.Run("QueuedAtOnceRunningByRequest", func(t *testing.T) {
+				b := setup(t)
+				queued := domain.Run{CompanyID: b.company.ID, AgentID: b.agent.ID, Status: domain.RunQueued}
+				running := domain.Run{CompanyID: b.company.ID, AgentID: b.agent.ID, Status: domain.RunQueued}
+				for _, r := range []*domain.Run{&queued, &running} {
+					if _, err := st.InsertRun(b.ctx, d, r); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if ok, err := st.StartRun(b.ctx, d, running.ID, "r1", "hash-1", time.Now().Add(time.Minute)); err != nil || !ok {
+					t.Fatalf("start: %v %v", ok, err)
+				}
+				if ok, err := st.CancelQueuedRun(b.ctx, d, queued.ID, "run cancelled: x"); err != nil || !ok {
+					t.Fatalf("cancel queued: %v %v", ok, err)
+				}
+				if ok, err := st.CancelQueuedRun(b.ctx, d, running.ID, "no"); err != nil || ok {
+					t.Fatalf("cancel queued on a running run: %v %v", ok, err)
+				}
+				if ok, err := st.RequestRunCancel(b.ctx, d, running.ID, "first"); err != nil || !ok {
+					t.Fatalf("request: %v %v", ok, err)
+				}
+				if ok, err := st.RequestRunCancel(b.ctx, d, running.ID, "second"); err != nil || !ok {
+					t.Fatalf("repeated request: %v %v", ok, err)
+				}
+				if _, err := st.RunByTokenHash(b.ctx, d, "hash-1"); !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("token after the request: %v", err)
+				}
+				rs, err := st.CancelRequestedRuns(b.ctx, d, "r1")
+				if err != nil || len(rs) != 1 || rs[0].CancelReason != "first" || rs[0].CancelRequestedAt == nil {
+					t.Fatalf("cancel-requested runs: %+v %v", rs, err)
+				}
+				if ok, err := st.FailOrphanedRun(b.ctx, d, running.ID, "runner lost"); err != nil || !ok {
+					t.Fatalf("orphan: %v %v", ok, err)
+				}
+				got, _ := st.GetRun(b.ctx, d, running.ID)
+				if got.Status != domain.RunCancelled || got.Error != "first" {
+					t.Fatalf("orphaned cancel-requested run: %s %q", got.Status, got.Error)
+				}
+				if got, _ := st.GetRun(b.ctx, d, queued.ID); got.Status != domain.RunCancelled || got.FinishedAt == nil {
+					t.Fatalf("queued run: %+v", got)
+				}
+			})
+			t.Run("HostExecutionApprovalRoundTrips", func(t *testing.T) {
+				b := setup(t)
+				b.agent.HostExecutionApproved = true
+				if err := st.UpdateAgent(b.ctx, d, &b.agent); err != nil {
+					t.Fatal(err)
+				}
+				if got, _ := st.GetAgent(b.ctx, d, b.agent.ID); !got.HostExecutionApproved {
+					t.Fatal("approval not stored")
+				}
+			})
+		})
 	})
 }
