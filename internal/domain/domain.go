@@ -57,6 +57,27 @@ const (
 // InstanceSettings are the instance-wide switches.
 type InstanceSettings struct {
 	Experimental ExperimentalSettings `json:"experimental"`
+	// AgentCLI holds the instance administrator's settings of the CLI
+	// agent adapters, keyed by adapter type (claude_local, codex_local).
+	AgentCLI map[string]AgentCLISettings `json:"agentCli,omitempty"`
+}
+
+// AgentCLISettings is how this instance runs one CLI agent adapter: what
+// executes on the host, so only an instance administrator sets it.
+type AgentCLISettings struct {
+	// Command is the executable (absolute, or looked up on the server's
+	// PATH); empty means "claude" or "codex".
+	Command string `json:"command,omitempty"`
+	// InstallDir is bound read-only into sandboxes so the CLI finds its
+	// own files; empty derives it from the command.
+	InstallDir string `json:"installDir,omitempty"`
+	// PassEnv names server environment variables handed to the CLI (its
+	// provider credentials); their values are read at run time, never stored.
+	PassEnv []string `json:"passEnv,omitempty"`
+	// EgressHosts are the destinations (host or host:port) a sandboxed run
+	// may reach when its environment allows network; empty means the
+	// provider's default API hosts.
+	EgressHosts []string `json:"egressHosts,omitempty"`
 }
 
 // ExperimentalSettings are feature flags that default to off.
@@ -193,14 +214,17 @@ type Project struct {
 
 // Environment is where agent runs execute: local or a sandbox.
 type Environment struct {
-	ID        string    `json:"id"`
-	CompanyID string    `json:"companyId"`
-	Name      string    `json:"name"`
-	Driver    string    `json:"driver"`
-	Provider  string    `json:"provider,omitempty"`
-	Status    string    `json:"status"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	ID        string `json:"id"`
+	CompanyID string `json:"companyId"`
+	Name      string `json:"name"`
+	Driver    string `json:"driver"`
+	Provider  string `json:"provider,omitempty"`
+	Status    string `json:"status"`
+	// AllowNetwork lets sandboxed CLI agents reach their model provider's
+	// API through the run's egress proxy (never the host's network).
+	AllowNetwork bool      `json:"allowNetwork"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
 }
 
 // Issue is a task.
@@ -356,14 +380,31 @@ type Run struct {
 	RetryOfRunID    string           `json:"retryOfRunId,omitempty"`
 	RequestedByKind string           `json:"requestedByKind,omitempty"`
 	RequestedByID   string           `json:"requestedById,omitempty"`
-	CreatedAt       time.Time        `json:"createdAt"`
-	StartedAt       *time.Time       `json:"startedAt,omitempty"`
-	FinishedAt      *time.Time       `json:"finishedAt,omitempty"`
-	UpdatedAt       time.Time        `json:"updatedAt"`
+	// SessionID is the CLI conversation the run used (CLI agents).
+	SessionID string `json:"sessionId,omitempty"`
+	// Usage is what the run consumed, when its adapter reports it.
+	Usage      *RunUsage  `json:"usage,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	StartedAt  *time.Time `json:"startedAt,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	UpdatedAt  time.Time  `json:"updatedAt"`
 	// CancelRequestedAt is set when someone asked to cancel the run while
 	// it was running; CancelReason says why ("agent paused", …).
 	CancelRequestedAt *time.Time `json:"cancelRequestedAt,omitempty"`
 	CancelReason      string     `json:"cancelReason,omitempty"`
+}
+
+// RunUsage is what a run consumed. Cost is counted against the agent's
+// monthly budget.
+type RunUsage struct {
+	InputTokens         int64 `json:"inputTokens"`
+	CachedInputTokens   int64 `json:"cachedInputTokens"`
+	CacheCreationTokens int64 `json:"cacheCreationTokens"`
+	OutputTokens        int64 `json:"outputTokens"`
+	// CostMicros is the cost in millionths of a US dollar; CostUSD the same
+	// in dollars.
+	CostMicros int64   `json:"costMicros"`
+	CostUSD    float64 `json:"costUsd"`
 }
 
 // Terminal reports whether the run status is final.

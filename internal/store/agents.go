@@ -136,11 +136,11 @@ func (s *Store) ListProjects(ctx context.Context, q db.Querier, companyID string
 	return queryAll(ctx, q, "list projects", scanProject, `SELECT `+projectCols+` FROM projects WHERE company_id = $1 ORDER BY created_at DESC, id`, companyID)
 }
 
-const envCols = `id, company_id, name, driver, provider, status, created_at, updated_at`
+const envCols = `id, company_id, name, driver, provider, status, created_at, updated_at, allow_network`
 
 func scanEnvironment(row rowScanner) (domain.Environment, error) {
 	var e domain.Environment
-	err := row.Scan(&e.ID, &e.CompanyID, &e.Name, &e.Driver, &e.Provider, &e.Status, &e.CreatedAt, &e.UpdatedAt)
+	err := row.Scan(&e.ID, &e.CompanyID, &e.Name, &e.Driver, &e.Provider, &e.Status, &e.CreatedAt, &e.UpdatedAt, &e.AllowNetwork)
 	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
 	return e, err
 }
@@ -153,8 +153,8 @@ func (s *Store) CreateEnvironment(ctx context.Context, q db.Querier, e *domain.E
 	if e.Status == "" {
 		e.Status = "active"
 	}
-	_, err := q.ExecContext(ctx, `INSERT INTO environments (`+envCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)`,
-		e.ID, e.CompanyID, e.Name, e.Driver, e.Provider, e.Status, e.CreatedAt, e.UpdatedAt)
+	_, err := q.ExecContext(ctx, `INSERT INTO environments (`+envCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
+		e.ID, e.CompanyID, e.Name, e.Driver, e.Provider, e.Status, e.CreatedAt, e.UpdatedAt, e.AllowNetwork)
 	if err != nil {
 		return fmt.Errorf("create environment: %w", err)
 	}
@@ -173,4 +173,15 @@ func (s *Store) GetEnvironment(ctx context.Context, q db.Querier, id string) (do
 // ListEnvironments returns a company's environments, newest first.
 func (s *Store) ListEnvironments(ctx context.Context, q db.Querier, companyID string) ([]domain.Environment, error) {
 	return queryAll(ctx, q, "list environments", scanEnvironment, `SELECT `+envCols+` FROM environments WHERE company_id = $1 ORDER BY created_at DESC, id`, companyID)
+}
+
+// UpdateEnvironment writes e's status and network switch.
+func (s *Store) UpdateEnvironment(ctx context.Context, q db.Querier, e *domain.Environment) error {
+	e.UpdatedAt = s.Now()
+	_, err := q.ExecContext(ctx, `UPDATE environments SET status = $2, allow_network = $3, updated_at = $4 WHERE id = $1`,
+		e.ID, e.Status, e.AllowNetwork, e.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("update environment: %w", err)
+	}
+	return nil
 }

@@ -38,3 +38,8 @@ func (s *Store) ListComments(ctx context.Context, q db.Querier, issueID string) 
 	return queryAll(ctx, q, "list comments", scanComment,
 		`SELECT `+commentCols+` FROM issue_comments WHERE issue_id = $1 ORDER BY created_at, id`, issueID)
 }
+
+// GetComment returns a comment by id.
+func (s *Store) GetComment(ctx context.Context, q db.Querier, id string) (domain.Comment, error) {
+	return queryOne(ctx, q, "get comment", scanComment, `SELECT `+commentCols+` FROM issue_comments WHERE id = $1`, id)
+}

@@ -14,7 +14,8 @@ import (
 
 const runCols = `id, company_id, agent_id, issue_id, status, wake_source, wake_reason, wake_comment_id, idempotency_key,
 	payload, context_snapshot, issue_state_guard, refusal_reason, error, exit_code, attempt, retry_of_run_id,
-	requested_by_kind, requested_by_id, created_at, started_at, finished_at, updated_at, cancel_requested_at, cancel_reason`
+	requested_by_kind, requested_by_id, created_at, started_at, finished_at, updated_at, cancel_requested_at, cancel_reason,
+	session_id, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, cost_micros`
 
 func scanRun(row rowScanner) (domain.Run, error) {
 	var r domain.Run
@@ -22,12 +23,19 @@ func scanRun(row rowScanner) (domain.Run, error) {
 	var payload, snapshot, guard []byte
 	var exit sql.NullInt64
 	var started, finished, cancelAt sql.NullTime
-	var cancelReason sql.NullString
+	var cancelReason, session sql.NullString
+	var in, cached, created, out, cost sql.NullInt64
 	err := row.Scan(&r.ID, &r.CompanyID, &r.AgentID, &issue, &r.Status, &r.WakeSource, &r.WakeReason, &comment, &idem,
 		&payload, &snapshot, &guard, &refusal, &errText, &exit, &r.Attempt, &retryOf,
-		&r.RequestedByKind, &r.RequestedByID, &r.CreatedAt, &started, &finished, &r.UpdatedAt, &cancelAt, &cancelReason)
+		&r.RequestedByKind, &r.RequestedByID, &r.CreatedAt, &started, &finished, &r.UpdatedAt, &cancelAt, &cancelReason,
+		&session, &in, &cached, &created, &out, &cost)
 	if err != nil {
 		return r, err
+	}
+	r.SessionID = session.String
+	if cost.Valid {
+		r.Usage = &domain.RunUsage{InputTokens: in.Int64, CachedInputTokens: cached.Int64, CacheCreationTokens: created.Int64,
+			OutputTokens: out.Int64, CostMicros: cost.Int64, CostUSD: float64(cost.Int64) / 1e6}
 	}
 	r.IssueID, r.WakeCommentID, r.IdempotencyKey = issue.String, comment.String, idem.String
 	r.RefusalReason, r.Error, r.RetryOfRunID = refusal.String, errText.String, retryOf.String

@@ -1,0 +1,39 @@
+-- CLI agents (claude_local, codex_local): the conversation a task's runs
+-- resume, what each run consumed, the sub-cent remainder of an agent's
+-- monthly spend, and whether a sandbox environment may reach the model
+-- provider's API (through the run's egress proxy; off by default).
+
+-- +goose Up
+ALTER TABLE agents DROP CONSTRAINT agents_adapter_type_check;
+ALTER TABLE agents ADD CONSTRAINT agents_adapter_type_check CHECK (adapter_type IN ('process', 'http', 'claude_local', 'codex_local'));
+CREATE TABLE agent_task_sessions (
+    agent_id TEXT NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
+    issue_id TEXT NOT NULL REFERENCES issues (id) ON DELETE CASCADE,
+    adapter_type TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    workdir TEXT NOT NULL,
+    run_id TEXT,
+    updated_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (agent_id, issue_id)
+);
+ALTER TABLE heartbeat_runs ADD COLUMN session_id TEXT;
+ALTER TABLE heartbeat_runs ADD COLUMN input_tokens BIGINT;
+ALTER TABLE heartbeat_runs ADD COLUMN cached_input_tokens BIGINT;
+ALTER TABLE heartbeat_runs ADD COLUMN cache_creation_tokens BIGINT;
+ALTER TABLE heartbeat_runs ADD COLUMN output_tokens BIGINT;
+ALTER TABLE heartbeat_runs ADD COLUMN cost_micros BIGINT;
+ALTER TABLE agents ADD COLUMN spend_remainder_micros BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE environments ADD COLUMN allow_network BOOLEAN NOT NULL DEFAULT FALSE;
+
+-- +goose Down
+ALTER TABLE agents DROP CONSTRAINT agents_adapter_type_check;
+ALTER TABLE agents ADD CONSTRAINT agents_adapter_type_check CHECK (adapter_type IN ('process', 'http'));
+ALTER TABLE environments DROP COLUMN allow_network;
+ALTER TABLE agents DROP COLUMN spend_remainder_micros;
+ALTER TABLE heartbeat_runs DROP COLUMN cost_micros;
+ALTER TABLE heartbeat_runs DROP COLUMN output_tokens;
+ALTER TABLE heartbeat_runs DROP COLUMN cache_creation_tokens;
+ALTER TABLE heartbeat_runs DROP COLUMN cached_input_tokens;
+ALTER TABLE heartbeat_runs DROP COLUMN input_tokens;
+ALTER TABLE heartbeat_runs DROP COLUMN session_id;
+DROP TABLE agent_task_sessions;
