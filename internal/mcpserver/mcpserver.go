@@ -31,6 +31,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/outbound"
+	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -268,6 +269,11 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 			if !store.ValidID(in.PublicationID) {
 				return toolError(errors.New("publicationId must be a UUID"))
 			}
+			if rs, ok := sandbox.RestrictionFrom(ctx); ok && !rs.OwnPublication(ctx, in.PublicationID) {
+				// Through a sandbox bridge, as on the bridge itself: only
+				// the sends of the run's own task.
+				return toolError(errors.New("not available inside the sandbox"))
+			}
 			out, err := s.Outbound.SendStatus(ctx, c.actor(), c.agent.CompanyID, in.PublicationID)
 			if err != nil {
 				return toolError(err)
@@ -382,7 +388,12 @@ func (s *Server) callAPI(ctx context.Context, c caller, op Operation, in CallArg
 		r.Header.Set("Content-Type", "application/json")
 	}
 	w := httptest.NewRecorder()
-	s.API.ServeHTTP(w, r)
+	api := s.API
+	if rs, ok := sandbox.RestrictionFrom(ctx); ok {
+		// A sandboxed run's call goes through its bridge's allowlist.
+		api = rs.API
+	}
+	api.ServeHTTP(w, r)
 	out := map[string]any{"status": w.Code}
 	var decoded any
 	if json.Unmarshal(w.Body.Bytes(), &decoded) == nil {

@@ -96,6 +96,11 @@ func Handler(api http.Handler, g Grant, pubs PublicationTask) http.Handler {
 			forward(api, g, w, r)
 		})
 	}
+	// The MCP endpoint, for CLI agents (through `paperclipai mcp stdio`):
+	// its call_api dispatches through this same allowlist (Restriction).
+	mux.HandleFunc("POST /mcp", func(w http.ResponseWriter, r *http.Request) {
+		forward(api, g, w, r.WithContext(withRestriction(r.Context(), Restriction{Grant: g, API: mux, Publications: pubs})))
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { deny(w) })
 	return mux
 }

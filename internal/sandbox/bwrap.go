@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,6 +142,13 @@ type Spec struct {
 	Hidden []string
 	// User is the identity bubblewrap runs as.
 	User Identity
+	// ReadOnlyDirs are further host directories bound read-only at their
+	// own path (a CLI agent's install directory), checked like the
+	// command's directory.
+	ReadOnlyDirs []string
+	// Binds are further binds of the run's own files, applied after the
+	// task directory (so a destination may lie inside it). See Bind.
+	Binds []Bind
 }
 
 // LookBwrap returns the path of the bwrap executable or ErrNoBwrap.
@@ -166,9 +174,14 @@ func plan(s Spec) ([]string, []mount, string, error) {
 	if !filepath.IsAbs(s.Workdir) {
 		return nil, nil, "", errors.New("sandbox: task directory must be an absolute path")
 	}
-	cmdPath, err := resolveCommand(s.Command)
-	if err != nil {
-		return nil, nil, "", err
+	cmdPath := s.Command
+	// The server's own binary, already bound at BinDir, runs as itself
+	// (`paperclipai egress-exec` wraps CLI agents).
+	if s.Binary == "" || s.Command != BinDir+"/paperclipai" {
+		var err error
+		if cmdPath, err = resolveCommand(s.Command); err != nil {
+			return nil, nil, "", err
+		}
 	}
 	workdir := filepath.Clean(s.Workdir)
 	// The task directory is writable by the agent: it must not contain (be
@@ -237,21 +250,35 @@ func plan(s Spec) ([]string, []mount, string, error) {
 		}
 		mounts = append(mounts, mount{src: bin, dest: BinDir + "/paperclipai"})
 	}
-	if dir := filepath.Dir(cmdPath); !underSystem(dir) && !within(dir, workdir) {
-		// The executable's directory is exposed read-only, so it must not
-		// contain or sit inside anything hidden, nor contain the task dir.
+	roDirs := []string{filepath.Dir(cmdPath)}
+	for _, d := range s.ReadOnlyDirs {
+		if !filepath.IsAbs(d) {
+			return nil, nil, "", fmt.Errorf("sandbox: read-only directory %q must be an absolute path", d)
+		}
+		roDirs = append(roDirs, filepath.Clean(d))
+	}
+	for i, dir := range roDirs {
+		if underSystem(dir) || within(dir, workdir) || within(dir, ControlDir) || slices.Contains(roDirs[:i], dir) {
+			continue
+		}
+		// The directory is exposed read-only, so it must not contain or
+		// sit inside anything hidden, nor contain the task dir.
 		if within(workdir, dir) {
-			return nil, nil, "", errors.New("sandbox: the command's directory contains the task directory; install the agent command elsewhere")
+			return nil, nil, "", fmt.Errorf("sandbox: %s contains the task directory; install the agent command elsewhere", dir)
 		}
 		for _, h := range s.Hidden {
 			if h != "" && (within(filepath.Clean(h), dir) || within(dir, filepath.Clean(h))) {
-				return nil, nil, "", errors.New("sandbox: the command's directory overlaps the Paperclip home; install the agent command elsewhere")
+				return nil, nil, "", fmt.Errorf("sandbox: %s overlaps the Paperclip home; install the agent command elsewhere", dir)
 			}
 		}
 		mounts = append(mounts, mount{src: dir, dest: dir, dir: true})
 	}
 	mounts = append(mounts, mount{src: workdir, dest: workdir, dir: true, rw: true})
-	return a, mounts, cmdPath, nil
+	extra, err := bindMounts(s.Binds, workdir)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return a, append(mounts, extra...), cmdPath, nil
 }
 
 // resolveCommand makes the command absolute (resolving symlinks, so the
