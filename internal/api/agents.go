@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/paperclipai/paperclipai/internal/agentcli"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
@@ -31,7 +32,10 @@ func strictUnmarshal(raw []byte, v any) error {
 // normalized config JSON.
 func validateAdapter(typ string, raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, httpx.Errorf(http.StatusBadRequest, "adapterConfig is required")
+		if typ != agentcli.Claude && typ != agentcli.Codex {
+			return nil, httpx.Errorf(http.StatusBadRequest, "adapterConfig is required")
+		}
+		raw = json.RawMessage("{}")
 	}
 	switch typ {
 	case "process":
@@ -61,8 +65,16 @@ func validateAdapter(typ string, raw json.RawMessage) (json.RawMessage, error) {
 			return nil, httpx.Errorf(http.StatusBadRequest, "adapterConfig.url must be an http(s) URL")
 		}
 		return json.Marshal(c)
+	case agentcli.Claude, agentcli.Codex:
+		// The command, its install directory and credentials are instance
+		// settings (agentCli); an agent chooses only model and limits.
+		c, err := agentcli.ParseConfig(typ, raw)
+		if err != nil {
+			return nil, httpx.Errorf(http.StatusBadRequest, "invalid adapterConfig for %s: %s", typ, strings.TrimPrefix(err.Error(), agentcli.ErrInvalidConfig.Error()+": "))
+		}
+		return json.Marshal(c)
 	}
-	return nil, httpx.Errorf(http.StatusBadRequest, "adapterType must be process or http")
+	return nil, httpx.Errorf(http.StatusBadRequest, "adapterType must be process, http, claude_local or codex_local")
 }
 
 // validatePermissions checks trust settings and that boundary references
@@ -216,7 +228,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if in.AdapterType == nil {
-		return httpx.Errorf(http.StatusBadRequest, "adapterType is required (process or http)")
+		return httpx.Errorf(http.StatusBadRequest, "adapterType is required (process, http, claude_local or codex_local)")
 	}
 	agent := domain.Agent{CompanyID: companyID, Status: domain.AgentActive, Permissions: domain.AgentPermissions{TrustPreset: domain.TrustStandard}}
 	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
@@ -429,8 +441,13 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 		Driver   string `json:"driver"`
 		Provider string `json:"provider"`
 		Status   string `json:"status"`
+		// AllowNetwork: see patchEnvironment.
+		AllowNetwork bool `json:"allowNetwork"`
 	}
 	if err := s.decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	if err := checkAllowNetwork(a, body.Driver, body.AllowNetwork); err != nil {
 		return err
 	}
 	name, err := validName("name", body.Name, 200)
@@ -449,7 +466,8 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 	if body.Status != "" && !slices.Contains([]string{"active", "inactive", "error"}, body.Status) {
 		return httpx.Errorf(http.StatusBadRequest, "status must be active, inactive or error")
 	}
-	e := domain.Environment{CompanyID: companyID, Name: name, Driver: body.Driver, Provider: body.Provider, Status: body.Status}
+	e := domain.Environment{CompanyID: companyID, Name: name, Driver: body.Driver, Provider: body.Provider, Status: body.Status,
+		AllowNetwork: body.AllowNetwork}
 	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
 		if err := s.Store.CreateEnvironment(r.Context(), tx, &e); err != nil {
 			return err

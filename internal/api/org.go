@@ -3,8 +3,10 @@ package api
 import (
 	"database/sql"
 	"net/http"
+	"slices"
 	"strings"
 
+	"github.com/paperclipai/paperclipai/internal/agentcli"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
@@ -25,6 +27,9 @@ type settingsPatch struct {
 		EnableChatConnectors     *bool `json:"enableChatConnectors"`
 		EnableIsolatedWorkspaces *bool `json:"enableIsolatedWorkspaces"`
 	} `json:"experimental"`
+	// AgentCLI replaces the settings of the named CLI adapters (null
+	// removes them).
+	AgentCLI map[string]*domain.AgentCLISettings `json:"agentCli"`
 }
 
 func (s *Server) patchSettings(w http.ResponseWriter, r *http.Request) error {
@@ -49,6 +54,22 @@ func (s *Server) patchSettings(w http.ResponseWriter, r *http.Request) error {
 			if p.Experimental.EnableIsolatedWorkspaces != nil {
 				v.Experimental.EnableIsolatedWorkspaces = *p.Experimental.EnableIsolatedWorkspaces
 			}
+		}
+		for typ, c := range p.AgentCLI {
+			if !slices.Contains(agentcli.Types, typ) {
+				return httpx.Errorf(http.StatusBadRequest, "agentCli: unknown adapter %q (claude_local or codex_local)", typ)
+			}
+			if c == nil {
+				delete(v.AgentCLI, typ)
+				continue
+			}
+			if err := agentcli.CheckSettings(*c); err != nil {
+				return httpx.Errorf(http.StatusBadRequest, "agentCli.%s: %s", typ, strings.TrimPrefix(err.Error(), agentcli.ErrInvalidConfig.Error()+": "))
+			}
+			if v.AgentCLI == nil {
+				v.AgentCLI = map[string]domain.AgentCLISettings{}
+			}
+			v.AgentCLI[typ] = *c
 		}
 		if err := s.Store.PutSettings(r.Context(), tx, v); err != nil {
 			return err

@@ -41,6 +41,7 @@ func (s *Server) routes() {
 	s.Handle("GET /api/companies/{companyId}/projects", companyList(s, s.Store.ListProjects))
 	s.Handle("POST /api/companies/{companyId}/environments", s.createEnvironment)
 	s.Handle("GET /api/companies/{companyId}/environments", companyList(s, s.Store.ListEnvironments))
+	s.Handle("PATCH /api/environments/{environmentId}", s.patchEnvironment)
 
 	s.Handle("POST /api/companies/{companyId}/issues", s.createIssue)
 	s.Handle("GET /api/companies/{companyId}/issues", s.listIssues)

@@ -26,7 +26,7 @@ func serverFlags(cmd *cobra.Command, f *config.Flags) {
 func newRunCmd() *cobra.Command {
 	var f config.Flags
 	var demoMode bool
-	var demoListen, demoSMTP string
+	var demoListen, demoSMTP, demoAgent string
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the control plane: API, web UI, workers and /metrics",
@@ -37,13 +37,14 @@ func newRunCmd() *cobra.Command {
 				return err
 			}
 			if demoMode {
-				return runDemo(cmd.Context(), cmd, cfg, demoListen, demoSMTP)
+				return runDemo(cmd.Context(), cmd, cfg, demoListen, demoSMTP, demoAgent)
 			}
 			return runServer(cmd.Context(), cmd, cfg)
 		},
 	}
 	serverFlags(cmd, &f)
 	cmd.Flags().BoolVar(&demoMode, "demo", false, "also run an in-process AgentMail emulator and a demo company whose agent answers email")
+	cmd.Flags().StringVar(&demoAgent, "agent", "example", "demo: the agent that answers: example (built in), claude_local (Claude Code) or codex_local (Codex); a CLI agent needs the CLI on PATH and its credentials in the environment")
 	cmd.Flags().StringVar(&demoListen, "demo-emulator-listen", "127.0.0.1:3199", "demo: emulator REST/WebSocket address")
 	cmd.Flags().StringVar(&demoSMTP, "demo-smtp", "127.0.0.1:2525", "demo: emulator SMTP address")
 	_ = cmd.Flags().MarkHidden("demo-emulator-listen")
@@ -53,7 +54,19 @@ func newRunCmd() *cobra.Command {
 
 // runDemo starts the emulator, points the server at it, seeds the demo
 // company and serves until the context ends.
-func runDemo(ctx context.Context, cmd *cobra.Command, cfg config.Config, listen, smtp string) error {
+func runDemo(ctx context.Context, cmd *cobra.Command, cfg config.Config, listen, smtp, agent string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ag := demo.ExampleAgent(exe)
+	if agent != "" && agent != "example" {
+		// Checked before anything starts: a missing CLI or credential is
+		// said at once, not discovered by the first email's failed run.
+		if ag, err = demo.CLIAgent(agent, os.LookupEnv); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(filepath.Join(cfg.Home, "instance"), 0o700); err != nil {
 		return err
 	}
@@ -67,11 +80,7 @@ func runDemo(ctx context.Context, cmd *cobra.Command, cfg config.Config, listen,
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	seeded, err := demo.Seed(ctx, srv, em, exe)
+	seeded, err := demo.Seed(ctx, srv, em, ag)
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 		defer cancel()

@@ -84,8 +84,9 @@ type Seeded struct {
 }
 
 // Seed creates (or, on a re-run, reuses) the demo company, its agent and
-// the agent's inbox. exe is the paperclipai binary the agent runs.
-func Seed(ctx context.Context, srv *server.Server, em *emulator.Server, exe string) (Seeded, error) {
+// the agent's inbox. ag is the demo agent's adapter (ExampleAgent or
+// CLIAgent).
+func Seed(ctx context.Context, srv *server.Server, em *emulator.Server, ag Agent) (Seeded, error) {
 	var out Seeded
 	st, err := loadState(srv.Config.Home)
 	if err != nil {
@@ -101,6 +102,12 @@ func Seed(ctx context.Context, srv *server.Server, em *emulator.Server, exe stri
 		return out, err
 	}
 	settings.Experimental.EnableChatConnectors = true
+	if ag.CLI != nil {
+		if settings.AgentCLI == nil {
+			settings.AgentCLI = map[string]domain.AgentCLISettings{}
+		}
+		settings.AgentCLI[ag.Type] = *ag.CLI
+	}
 	if err := srv.Store.PutSettings(ctx, srv.DB, settings); err != nil {
 		return out, err
 	}
@@ -124,14 +131,15 @@ func Seed(ctx context.Context, srv *server.Server, em *emulator.Server, exe stri
 	if err != nil {
 		return out, err
 	}
-	cfg, _ := json.Marshal(map[string]any{"command": exe, "args": []string{"example-agent", "autoreply"}, "timeoutSec": 120})
+	cfg := ag.Config
 	for _, a := range agents {
 		if a.Name == AgentName && a.Status != domain.AgentTerminated {
 			out.AgentID = a.ID
-			if string(a.AdapterConfig) != string(cfg) || !a.HostExecutionApproved {
-				// The binary may have moved since the last run. The server
-				// itself writes this configuration: it may run on the host.
-				a.AdapterConfig, a.HostExecutionApproved = cfg, true
+			if string(a.AdapterConfig) != string(cfg) || a.AdapterType != ag.Type || !a.HostExecutionApproved {
+				// The binary may have moved since the last run, or another
+				// demo agent was chosen. The server itself writes this
+				// configuration: it may run on the host.
+				a.AdapterType, a.AdapterConfig, a.HostExecutionApproved = ag.Type, cfg, true
 				if err := srv.Store.UpdateAgent(ctx, srv.DB, &a); err != nil {
 					return out, err
 				}
@@ -139,7 +147,7 @@ func Seed(ctx context.Context, srv *server.Server, em *emulator.Server, exe stri
 		}
 	}
 	if out.AgentID == "" {
-		a := domain.Agent{CompanyID: out.CompanyID, Name: AgentName, AdapterType: "process", AdapterConfig: cfg, HostExecutionApproved: true}
+		a := domain.Agent{CompanyID: out.CompanyID, Name: AgentName, AdapterType: ag.Type, AdapterConfig: cfg, HostExecutionApproved: true}
 		if err := srv.Store.CreateAgent(ctx, srv.DB, &a); err != nil {
 			return out, err
 		}

@@ -27,10 +27,16 @@ type demoProc struct {
 
 func startDemo(t *testing.T, home, dbURL, emAddr, smtpAddr string) *demoProc {
 	t.Helper()
+	return startDemoWith(t, home, dbURL, emAddr, smtpAddr, nil, os.Environ())
+}
+
+// startDemoWith starts the demo with extra arguments and the given environment.
+func startDemoWith(t *testing.T, home, dbURL, emAddr, smtpAddr string, args, env []string) *demoProc {
+	t.Helper()
 	addr := freePort(t)
-	cmd := exec.Command(testkit.Binary(t), "run", "--demo", "--home", home, "--listen", addr,
-		"--demo-emulator-listen", emAddr, "--demo-smtp", smtpAddr)
-	cmd.Env = append(os.Environ(), "PAPERCLIP_DATABASE_URL="+dbURL)
+	cmd := exec.Command(testkit.Binary(t), append([]string{"run", "--demo", "--home", home, "--listen", addr,
+		"--demo-emulator-listen", emAddr, "--demo-smtp", smtpAddr}, args...)...)
+	cmd.Env = append(env, "PAPERCLIP_DATABASE_URL="+dbURL)
 	p := &demoProc{cmd: cmd, url: "http://" + addr, em: "http://" + emAddr, smtp: smtpAddr,
 		stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr

@@ -179,12 +179,8 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.Heartbeat = heartbeat.New(heartbeat.Options{
 		Store: s.Store, Logger: logger.With("component", "heartbeat"), RunnerID: runnerID,
 		APIURL: "http://" + ln.Addr().String() + "/api",
-		Adapters: map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{
-			// Sandboxed runs reach the API only through a per-run bridge
-			// (an allowlist, as the run); s.Mux is set before any run starts.
-			Bridge: sandbox.Bridger(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.Mux.ServeHTTP(w, r) }),
-				s.publicationTask, logger.With("component", "sandbox")),
-		}, "http": heartbeat.HTTPAdapter{}},
+		Adapters: s.adapters(sandbox.Bridger(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.Mux.ServeHTTP(w, r) }),
+			s.publicationTask, logger.With("component", "sandbox")), logger),
 		LeaseTTL: cfg.RunLeaseTTL, MaxConcurrent: cfg.MaxConcurrentRuns, LogMaxBytes: cfg.RunLogMaxBytes,
 		ExclusiveDatabase: exclusive, WorkspacesDir: cfg.WorkspacesDir(), RunsDir: cfg.RunsDir(),
 		Home: cfg.Home, Hidden: []string{filepath.Join(cfg.Home, "instance"), cfg.MasterKeyFile},
