@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 
+	"github.com/paperclipai/paperclipai/internal/agentcli"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/netguard"
@@ -64,7 +65,8 @@ func (w *adapterWrite) writeOnly(field string, in, prev map[string]string, sameT
 // write-only values out of the stored config, and records who may let the
 // agent execute on the host: an instance administrator writing the
 // configuration approves it; anyone else changing host-executing settings
-// (process command, args, env, cwd; the http URL) withdraws the approval,
+// (process command, args, env, cwd; the http URL; a CLI agent's type or
+// Claude Code's allowed tools) withdraws the approval,
 // so the agent then runs only in an active sandbox environment. Only an
 // instance administrator may point an http agent at a non-public address.
 func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, raw json.RawMessage, admin, isNew bool) (*adapterWrite, error) {
@@ -109,6 +111,15 @@ func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, 
 		if cfg, err = json.Marshal(c); err != nil {
 			return nil, err
 		}
+	case agentcli.Claude:
+		// Extra tools (Bash, Write, …) decide what the CLI may do on the
+		// host: changing them is changing what executes there.
+		var c, prev agentcli.Config
+		_ = json.Unmarshal(cfg, &c)
+		if sameType {
+			_ = json.Unmarshal(a.AdapterConfig, &prev)
+		}
+		changed = changed || !slices.Equal(c.AllowedTools, prev.AllowedTools)
 	}
 	switch {
 	case admin:

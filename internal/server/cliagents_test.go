@@ -37,7 +37,21 @@ func testCLIAgentConfigurationAuthority(t *testing.T, url string) {
 		t.Fatal(err)
 	}
 	agents := "/api/companies/" + cid + "/agents"
-	owner.JSON("POST", agents, map[string]any{"name": "Claude", "adapterType": "claude_local"}, 201)
+	if a := owner.JSON("POST", agents, map[string]any{"name": "Claude", "adapterType": "claude_local"}, 201); a["hostExecutionApproved"] != false {
+		t.Fatalf("a member's CLI agent may run only in a sandbox: %v", a)
+	}
+	approved := ops.JSON("POST", agents, map[string]any{"name": "Approved", "adapterType": "claude_local",
+		"adapterConfig": map[string]any{"allowedTools": []string{"Read"}}}, 201)
+	if approved["hostExecutionApproved"] != true {
+		t.Fatalf("an administrator's CLI agent runs on the host: %v", approved)
+	}
+	path := "/api/agents/" + testkit.ID(approved)
+	if a := owner.JSON("PATCH", path, map[string]any{"adapterConfig": map[string]any{"model": "opus", "allowedTools": []string{"Read"}}}, 200); a["hostExecutionApproved"] != true {
+		t.Fatalf("changing the model keeps the approval: %v", a)
+	}
+	if a := owner.JSON("PATCH", path, map[string]any{"adapterConfig": map[string]any{"allowedTools": []string{"Bash"}}}, 200); a["hostExecutionApproved"] != false {
+		t.Fatalf("a member's allowedTools withdraw the approval: %v", a)
+	}
 	codex := owner.JSON("POST", agents, map[string]any{"name": "Codex", "adapterType": "codex_local",
 		"adapterConfig": map[string]any{"model": "gpt-5-codex", "pricing": map[string]any{"inputPerMTok": 1.25, "outputPerMTok": 10}}}, 201)
 	if c := codex["adapterConfig"].(map[string]any); c["model"] != "gpt-5-codex" {
