@@ -1,9 +1,9 @@
 // Package golden compares test output with checked-in golden files (the
 // caddy and standard-library style): where the shape of an output matters
 // to others (the agents' skill file, the MCP catalog, API error bodies,
-// the emulator's wire JSON), a
-// change to it must show up as a reviewed diff of testdata. Run the tests
-// with -update to rewrite the files after an intended change.
+// the emulator's wire JSON), a change to it must show up as a reviewed
+// diff of testdata. Run the tests with -update to rewrite the files after
+// an intended change.
 package golden
 
 import (
