@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -87,6 +88,9 @@ func (s *Service) Connect(ctx context.Context, a authz.Actor, companyID string, 
 		}
 		for _, id := range in.AgentIDs {
 			ag, err := s.Store.GetAgent(ctx, tx, id)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("check agent: %w", err)
+			}
 			if err != nil || ag.CompanyID != companyID || ag.Status == domain.AgentTerminated {
 				return httpx.Errorf(http.StatusBadRequest, "Select an available company agent")
 			}
@@ -205,6 +209,9 @@ func (s *Service) credentialAccess(ctx context.Context, q db.Querier, a authz.Ac
 // loadConnection reads a company's connection (404 when absent or foreign).
 func (s *Service) loadConnection(ctx context.Context, q db.Querier, companyID, id string) (domain.EmailConnection, error) {
 	c, err := s.Store.GetEmailConnection(ctx, q, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return c, fmt.Errorf("load connection: %w", err)
+	}
 	if err != nil || c.CompanyID != companyID {
 		return c, httpx.Errorf(http.StatusNotFound, "Active AgentMail connection not found")
 	}

@@ -2,6 +2,8 @@ package email
 
 import (
 	"database/sql"
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
@@ -188,6 +190,9 @@ func (s *Service) addInstall(w http.ResponseWriter, r *http.Request) error {
 		in.TargetID = c.CompanyID
 	case "agent":
 		ag, err := s.Store.GetAgent(r.Context(), s.Store.DB, in.TargetID)
+		if err != nil && store.ValidID(in.TargetID) && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("check agent: %w", err)
+		}
 		if !store.ValidID(in.TargetID) || err != nil || ag.CompanyID != c.CompanyID || ag.Status == domain.AgentTerminated {
 			return httpx.Errorf(http.StatusBadRequest, "Select an available company agent")
 		}
