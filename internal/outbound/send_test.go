@@ -116,6 +116,12 @@ func TestSendNewEmail(t *testing.T) {
 		if acc["id"] != key || acc["outcome"] != "queued" || acc["issueId"] == e.parent || acc["conversationId"] == nil {
 			t.Fatalf("acceptance: %v", acc)
 		}
+		// No attempt yet; the worker owns the send; a board user asked for it.
+		who, _ := acc["requestedBy"].(map[string]any)
+		if acc["attempts"] != float64(0) || acc["firstAttemptAt"] != nil || acc["retrying"] != true || acc["confirmationExpired"] != false ||
+			who == nil || who["userId"] == nil || who["agentId"] != nil || who["runId"] != nil {
+			t.Fatalf("accepted send's attempt fields: %v", acc)
+		}
 		child := e.Board.JSON("GET", "/api/issues/"+acc["issueId"].(string), nil, 200)
 		if child["parentId"] != e.parent || child["assigneeAgentId"] != e.AgentID || child["originKind"] != "chat_channel" || child["status"] != "todo" {
 			t.Fatalf("child task: %v", child)
@@ -133,6 +139,9 @@ func TestSendNewEmail(t *testing.T) {
 		}
 		if d["providerMessageId"] == nil || d["error"] != nil {
 			t.Fatalf("sent summary: %v", d)
+		}
+		if d["attempts"] != float64(1) || d["firstAttemptAt"] == nil || d["nextAttemptAt"] != nil || d["retrying"] != false || d["confirmationExpired"] != false {
+			t.Fatalf("sent send's attempt fields: %v", d)
 		}
 		if again := e.Board.JSON("POST", e.sendPath(), e.newEmail(key, "Could you clarify the delivery date?"), 202); again["id"] != key {
 			t.Fatalf("identical resubmit: %v", again)
@@ -224,6 +233,14 @@ func TestConfirmationWindowAndOperatorResolution(t *testing.T) {
 		for _, k := range keys {
 			e.waitOutcome(k, "uncertain")
 		}
+		// While retrying, the summary says so and when the next attempt is.
+		testkit.Eventually(t, 30*time.Second, "a recorded failed attempt", func() bool {
+			d := e.delivery(keys[0])
+			return d["attempts"].(float64) >= 1 && d["nextAttemptAt"] != nil
+		})
+		if d := e.delivery(keys[0]); d["retrying"] != true || d["confirmationExpired"] != false || d["firstAttemptAt"] == nil {
+			t.Fatalf("uncertain send's attempt fields: %v", d)
+		}
 		for _, k := range keys {
 			if err := e.Store.SetFirstAttempt(ctx, e.DB, k, e.Store.Now().Add(-25*time.Hour)); err != nil {
 				t.Fatal(err)
@@ -248,7 +265,8 @@ func TestConfirmationWindowAndOperatorResolution(t *testing.T) {
 			t.Fatalf("no attempt may start after 23 hours: %d → %d", before, after)
 		}
 		d := e.delivery(keys[0])
-		if d["outcome"] != "uncertain" || !strings.Contains(d["error"].(string), "confirmation window has expired") {
+		if d["outcome"] != "uncertain" || !strings.Contains(d["error"].(string), "confirmation window has expired") ||
+			d["retrying"] != false || d["confirmationExpired"] != true || d["nextAttemptAt"] != nil {
 			t.Fatalf("expired send: %v", d)
 		}
 		e.Em.ClearFaults()

@@ -131,12 +131,48 @@ type SendSummary struct {
 	// delivery receipt arrived.
 	SentAt      *time.Time `json:"sentAt"`
 	DeliveredAt *time.Time `json:"deliveredAt"`
+	// Attempts counts provider calls made so far; FirstAttemptAt is when
+	// the first began (the confirmation window counts from it) and
+	// NextAttemptAt when the worker looks at the send again.
+	Attempts       int        `json:"attempts"`
+	FirstAttemptAt *time.Time `json:"firstAttemptAt"`
+	NextAttemptAt  *time.Time `json:"nextAttemptAt"`
+	// Retrying is true while the worker still owns the send (it will make
+	// or repeat an attempt with the same idempotency key);
+	// ConfirmationExpired is true once automatic retries stopped because
+	// the confirmation window passed (only an operator can settle it).
+	Retrying            bool `json:"retrying"`
+	ConfirmationExpired bool `json:"confirmationExpired"`
+	// RequestedBy names who asked for the send: the agent and its run, or
+	// a board user.
+	RequestedBy SendRequester `json:"requestedBy"`
+}
+
+// SendRequester is who requested a send.
+type SendRequester struct {
+	AgentID *string `json:"agentId"`
+	RunID   *string `json:"runId"`
+	UserID  *string `json:"userId"`
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // summarizeSend presents a send.
 func summarizeSend(p store.EmailPublication) SendSummary {
 	out := SendSummary{ID: p.ID, IssueID: p.IssueID, ConversationID: p.ConversationID, EndpointID: p.EndpointID,
-		Outcome: p.Outcome, Request: p.Request, CreatedAt: p.CreatedAt, SentAt: p.PublishedAt, DeliveredAt: p.DeliveredAt}
+		Outcome: p.Outcome, Request: p.Request, CreatedAt: p.CreatedAt, SentAt: p.PublishedAt, DeliveredAt: p.DeliveredAt,
+		Attempts: p.Attempts, FirstAttemptAt: p.FirstAttemptAt, NextAttemptAt: p.NextAttemptAt,
+		Retrying:            p.State == domain.SendPending || p.State == domain.SendStreaming || p.State == domain.SendRetry,
+		ConfirmationExpired: p.State == domain.SendUnknown}
+	var who email.Sender
+	if json.Unmarshal(p.Actor, &who) == nil {
+		out.RequestedBy = SendRequester{AgentID: optional(who.AgentID), RunID: optional(who.RunID), UserID: optional(who.UserID)}
+	}
 	if p.Error != "" {
 		e := p.Error
 		out.Error = &e
