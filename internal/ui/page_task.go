@@ -33,6 +33,11 @@ type taskData struct {
 	DetailsErr  *APIError
 	UploadErr   *APIError
 	WakeErr     *APIError
+
+	// EmailView is the task's email conversation (page_task_email.go);
+	// nil for an ordinary task. Resolve is a failed resolve's re-render state.
+	EmailView *taskEmailView
+	Resolve   *taskResolveState
 }
 
 // Author names a comment's author: member email, "Local board", the agent
@@ -125,6 +130,8 @@ func (u *UI) renderTask(c *rc, status int, t domain.Issue, d taskData) {
 			fns = append(fns, func() { _ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &projects) })
 		}
 	}
+	emailLoads, emailFinish := u.taskEmailLoader(c, t, &d, frag)
+	fns = append(fns, emailLoads...)
 	// Independent reads run concurrently (see overview).
 	parallel(fns...)
 	for _, e := range errs {
@@ -153,6 +160,9 @@ func (u *UI) renderTask(c *rc, status int, t domain.Issue, d taskData) {
 	d.HeaderPoll, d.TimelinePoll, d.RunsPoll = u.pollInterval(10000), u.pollInterval(10000), u.pollInterval(15000)
 	if d.Active {
 		d.HeaderPoll, d.TimelinePoll, d.RunsPoll = u.pollInterval(3000), u.pollInterval(3000), u.pollInterval(3000)
+	}
+	if !emailFinish() {
+		return
 	}
 	c.render(status, "task", view{Title: t.Title, Nav: "tasks",
 		Crumbs: []crumb{{"Tasks", "/c/" + c.cid + "/tasks"}, {t.Title, ""}}, Data: d})
