@@ -116,7 +116,7 @@ func TestTaskEmailView(t *testing.T) {
 		c := "/c/" + m.cid
 		const evilSubject = `<script>alert(1)</script> Order "><img src=x onerror=alert(2)>`
 		const evilText = "Where is it? ![t](http://127.0.0.1:1/p.png) <img src=\"http://127.0.0.1:1/q.png\"> \"><svg onload=alert(3)>"
-		res, err := m.em.Deliver("help@agentmail.to", emulator.DeliverRequest{From: `Mallory <mallory@example.com>`,
+		res, err := m.em.Deliver("help@agentmail.to", emulator.DeliverRequest{From: `"<script>alert(5)</script>" <mallory@example.com>`,
 			Cc: []string{"carol@example.com"}, Subject: evilSubject,
 			Text: evilText + "\n\nOn Mon, Bob wrote:\n> Earlier thread text",
 			HTML: `<p>Where is it?<img src="http://127.0.0.1:1/h.png"></p>`,
@@ -142,7 +142,7 @@ func TestTaskEmailView(t *testing.T) {
 		if card == "" || !strings.Contains(card, `aria-label="Email received"`) {
 			t.Fatalf("no received email card: %s", body)
 		}
-		for _, want := range []string{"From:</span> Mallory &lt;mallory@example.com&gt;", `<span class="tag">External</span>`,
+		for _, want := range []string{"From:</span> &#34;&lt;script&gt;alert(5)&lt;/script&gt;&#34; &lt;mallory@example.com&gt;", `<span class="tag">External</span>`,
 			"To:</span> help@agentmail.to", "Cc:</span> carol@example.com",
 			"&lt;script&gt;alert(1)&lt;/script&gt; Order &#34;&gt;&lt;img src=x onerror=alert(2)&gt;",
 			"Where is it? ![t](http://127.0.0.1:1/p.png) &lt;img src=&#34;http://127.0.0.1:1/q.png&#34;&gt; &#34;&gt;&lt;svg onload=alert(3)&gt;",
@@ -158,7 +158,7 @@ func TestTaskEmailView(t *testing.T) {
 		}
 		// The system comment that carries the text for agents is replaced
 		// by the card.
-		if strings.Contains(body, "Email from Mallory") {
+		if strings.Contains(body, "Email from") {
 			t.Errorf("the message's system comment is shown besides its card")
 		}
 		for _, bad := range []string{"<script>alert", "<img", "<svg onload", "<iframe", "<object", "<embed", "onerror=alert(2)>", "mailto:"} {
