@@ -319,5 +319,13 @@ func TestTaskEmailView(t *testing.T) {
 			!strings.Contains(after, `data-outcome="failed"`) || strings.Contains(after, "/resolve") {
 			t.Errorf("after resolving: %s", between(after, `<div id="task-timeline"`, `</ol>`))
 		}
+
+		// Email turned off: the task says its history is hidden.
+		m.board.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": false}}, 200)
+		off := m.admin.get(c + "/tasks/" + task)
+		if off.status != 200 || !strings.Contains(off.body, "Email connections are turned off; this task’s email history is hidden until an instance administrator turns them on.") ||
+			strings.Contains(off.body, `class="email-card`) {
+			t.Errorf("email task with email turned off: %d", off.status)
+		}
 	})
 }
