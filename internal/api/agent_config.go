@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentcli"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/netguard"
+	"github.com/paperclipai/paperclipai/internal/sandbox"
 )
 
 // adapterWrite is what applying adapter input leaves for after the agent
@@ -89,6 +92,11 @@ func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, 
 			return nil, err
 		}
 		changed = changed || envChanged || c.Command != prev.Command || !slices.Equal(c.Args, prev.Args) || c.Cwd != prev.Cwd
+		if changed && !admin {
+			if err := memberCommand(c.Command); err != nil {
+				return nil, err
+			}
+		}
 		if cfg, err = json.Marshal(c); err != nil {
 			return nil, err
 		}
@@ -129,6 +137,22 @@ func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, 
 	}
 	a.AdapterType, a.AdapterConfig = typ, cfg
 	return w, nil
+}
+
+// memberCommand refuses a process command that no configuration written
+// by someone other than an instance administrator may run: such an agent
+// runs only in a sandbox, and a sandbox binds no host directory of the
+// member's choosing, so the command must be a system program (an absolute
+// path under /usr, /bin, /sbin, /lib*, or a name found on the server's
+// PATH, checked again when the run starts).
+func memberCommand(command string) error {
+	switch {
+	case filepath.IsAbs(command) && sandbox.SystemPath(filepath.Clean(command)):
+		return nil
+	case !strings.Contains(command, "/"):
+		return nil
+	}
+	return httpx.Errorf(http.StatusForbidden, "adapterConfig.command %q: only an instance administrator may run a program outside the system directories (/usr, /bin, /sbin, /lib*); use a system program (for example /bin/sh with args) or ask an instance administrator to save this configuration", command)
 }
 
 // storeAdapterSecrets vaults the write-only values of w as secrets bound

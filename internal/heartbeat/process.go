@@ -185,8 +185,12 @@ func (p ProcessAdapter) sandboxCommand(ctx context.Context, spec RunSpec, cfg do
 	env["PAPERCLIP_API_URL"] = ""
 	// A configured cwd must lie inside the task directory (sandbox.Command
 	// checks): nothing else of the host is writable, or even visible, in there.
+	// The command's own directory is bound only when an instance
+	// administrator wrote the configuration; a member's command must be a
+	// system program.
 	sb := sandbox.Spec{Workdir: spec.Workdir, Cwd: cfg.Cwd, SkillsDir: spec.SkillsDir, Binary: spec.Binary,
-		Command: cfg.Command, Args: cfg.Args, Env: env, Hidden: spec.Hidden, User: spec.SandboxUser}
+		Command: cfg.Command, Args: cfg.Args, Env: env, Hidden: spec.Hidden, User: spec.SandboxUser,
+		CommandApproved: spec.Agent.HostExecutionApproved}
 	stop = noop
 	if p.Bridge != nil {
 		if spec.RunDir == "" {

@@ -4,8 +4,9 @@
 // A sandboxed process sees a read-only operating system, a private /tmp,
 // /proc and /dev, its task directory (read-write; its cwd and HOME), its
 // run's skills directory (read-only), the server's own binary as
-// paperclipai and, when it lives outside the system paths, the directory of
-// its executable (read-only). It has no network, no view of other
+// paperclipai and, when an instance administrator approved a command that
+// lives outside the system paths, the directory of its executable
+// (read-only). It has no network, no view of other
 // processes and no capabilities, and never runs as host uid 0: a server
 // running as root starts bubblewrap as an unprivileged Identity. Nothing
 // else of the host, in particular not the Paperclip home (database, vault
@@ -29,6 +30,12 @@ import (
 
 // ErrNoBwrap means bubblewrap is not installed on this host.
 var ErrNoBwrap = errors.New("bubblewrap (bwrap) is required for sandbox environments")
+
+// ErrCommandNotApproved means the command of a configuration no instance
+// administrator approved lies outside the system directories and the task
+// directory, so running it would expose a host directory of the
+// configuring member's choosing.
+var ErrCommandNotApproved = errors.New("sandbox: command outside the system directories needs an instance administrator's approval")
 
 // Paths inside the sandbox. They live on bwrap's private root, not in the
 // task directory, so the agent cannot replace them on the host.
@@ -125,10 +132,20 @@ type Spec struct {
 	// Binary, when set, is the host path of the server's own executable,
 	// bound read-only at BinDir/paperclipai.
 	Binary string
-	// Command is the executable to run (absolute, or found on PATH) and
-	// Args its arguments.
+	// Command is the executable to run (absolute, or found on the
+	// server's PATH) and Args its arguments.
 	Command string
 	Args    []string
+	// CommandApproved is set when an instance administrator wrote the
+	// command (the agent's hostExecutionApproved). Only then may it live
+	// outside the system directories, its directory being bound
+	// read-only. Otherwise the command must be a system program (under
+	// /usr, /bin, /sbin or /lib*) or lie in the task directory, and Command
+	// fails with ErrCommandNotApproved: a server running as root stages
+	// binds whatever the directory permissions say, so a member choosing
+	// the command would choose which host directory (a shared /tmp with
+	// other services' sockets, an application's secrets) the sandbox sees.
+	CommandApproved bool
 	// Env is the complete environment of the sandboxed process. It reaches
 	// the process through bubblewrap's --setenv, never through
 	// bubblewrap's own environment (where LD_PRELOAD and friends would act
@@ -143,8 +160,9 @@ type Spec struct {
 	// User is the identity bubblewrap runs as.
 	User Identity
 	// ReadOnlyDirs are further host directories bound read-only at their
-	// own path (a CLI agent's install directory), checked like the
-	// command's directory.
+	// own path (a CLI agent's install directory, an instance
+	// administrator's setting), checked like an approved command's
+	// directory.
 	ReadOnlyDirs []string
 	// Binds are further binds of the run's own files, applied after the
 	// task directory (so a destination may lie inside it). See Bind.
@@ -250,7 +268,13 @@ func plan(s Spec) ([]string, []mount, string, error) {
 		}
 		mounts = append(mounts, mount{src: bin, dest: BinDir + "/paperclipai"})
 	}
-	roDirs := []string{filepath.Dir(cmdPath)}
+	cmdDir := filepath.Dir(cmdPath)
+	if !s.CommandApproved && !underSystem(cmdDir) && !within(cmdDir, workdir) && !within(cmdPath, ControlDir) {
+		return nil, nil, "", fmt.Errorf("%w: %s is neither a system program (%s) nor in the task directory; "+
+			"install it under /usr/local/bin, or have an instance administrator save the agent's configuration",
+			ErrCommandNotApproved, cmdPath, strings.Join(systemDirs, ", "))
+	}
+	roDirs := []string{cmdDir}
 	for _, d := range s.ReadOnlyDirs {
 		if !filepath.IsAbs(d) {
 			return nil, nil, "", fmt.Errorf("sandbox: read-only directory %q must be an absolute path", d)
@@ -323,6 +347,10 @@ func appendSystem(a []string, d string) []string {
 		return append(a, "--ro-bind", d, d)
 	}
 }
+
+// SystemPath reports whether the clean absolute path p lies in a system
+// directory every sandbox sees read-only (/usr, /bin, /sbin, /lib*, /etc).
+func SystemPath(p string) bool { return underSystem(p) }
 
 func underSystem(p string) bool {
 	for _, d := range systemDirs {

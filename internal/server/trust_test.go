@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,9 +52,17 @@ func TestMembersCannotExecuteOnTheHost(t *testing.T) {
 		mc := e.member(cid, "member@example.com", "member")
 		key := e.inst.Config.MasterKeyFile
 		escape := filepath.Join(e.inst.Home, "escape")
-		cmd := toolScript(t, `cat "`+key+`" && echo KEY-READ; id -u; touch "`+escape+`"; echo done`)
+		script := `cat "` + key + `" && echo KEY-READ; id -u; touch "` + escape + `"; echo done`
+		// A member's command is a system program: a program elsewhere
+		// would have its directory bound into the sandbox.
+		for _, c := range []string{toolScript(t, script), "tools/agent.sh", "./agent.sh"} {
+			if st, body := mc.Do("POST", "/api/companies/"+cid+"/agents", map[string]any{"name": "Mine", "adapterType": "process",
+				"adapterConfig": map[string]any{"command": c}}); st != 403 || !strings.Contains(string(body), "outside the system directories") {
+				t.Fatalf("member command %s: %d %s", c, st, body)
+			}
+		}
 		created := mc.JSON("POST", "/api/companies/"+cid+"/agents", map[string]any{"name": "Mine", "adapterType": "process",
-			"adapterConfig": map[string]any{"command": cmd}}, 201)
+			"adapterConfig": map[string]any{"command": "/bin/sh", "args": []string{"-c", script}}}, 201)
 		aid := testkit.ID(created)
 		if created["hostExecutionApproved"] != false {
 			t.Fatalf("a member's agent is approved for the host: %v", created)
@@ -75,6 +85,30 @@ func TestMembersCannotExecuteOnTheHost(t *testing.T) {
 		// /tmp; on the host nothing appears.)
 		if _, err := os.Stat(escape); err == nil {
 			t.Fatal("the member's agent wrote into the Paperclip home")
+		}
+		// An unapproved agent whose command lies elsewhere (an agent from
+		// before approvals existed) is refused in the sandbox with the
+		// reason, before its directory is bound; approved, it runs.
+		tool := toolScript(t, "echo approved-tool-ran")
+		legacy := testkit.ID(e.board.JSON("POST", "/api/companies/"+cid+"/agents", map[string]any{"name": "Legacy", "adapterType": "process",
+			"adapterConfig": map[string]any{"command": tool}, "environmentId": sb}, 201))
+		ctx := context.Background()
+		la, err := e.inst.Store.GetAgent(ctx, e.inst.DB, legacy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		la.HostExecutionApproved = false
+		if err := e.inst.Store.UpdateAgent(ctx, e.inst.DB, &la); err != nil {
+			t.Fatal(err)
+		}
+		run = e.waitRun(testkit.ID(mc.JSON("POST", "/api/agents/"+legacy+"/wakeup", map[string]any{"reason": "try"}, 202)), "succeeded", "failed")
+		if run["status"] != "failed" || !strings.Contains(fmt.Sprint(run["error"]), "needs an instance administrator's approval") {
+			t.Fatalf("unapproved command outside the system directories: %v", run)
+		}
+		e.board.JSON("PATCH", "/api/agents/"+legacy, map[string]any{"adapterConfig": map[string]any{"command": tool}}, 200)
+		run = e.waitRun(testkit.ID(mc.JSON("POST", "/api/agents/"+legacy+"/wakeup", map[string]any{"reason": "try"}, 202)), "succeeded", "failed")
+		if log := mc.JSON("GET", "/api/heartbeat-runs/"+testkit.ID(run)+"/log", nil, 200)["content"].(string); !strings.Contains(log, "approved-tool-ran") {
+			t.Fatalf("approved command: %v\n%s", run, log)
 		}
 
 		// The administrator's agent loses its approval when a member
