@@ -2,9 +2,11 @@ package emulator
 
 import (
 	"bytes"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // includeFlags reads include_spam & co; the matching permission is checked
@@ -353,9 +355,20 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 			ct = "application/octet-stream"
 		}
 	}
+	// Like object storage, the response carries only well-formed header
+	// values: a stored type or name with control characters (a hostile
+	// sender's) is encoded or replaced, never written raw, which no HTTP
+	// client would accept.
+	if _, _, err := mime.ParseMediaType(ct); err != nil || strings.ContainsFunc(ct, unicode.IsControl) {
+		ct = "application/octet-stream"
+	}
 	w.Header().Set("Content-Type", ct)
 	if ref.name != "" {
-		w.Header().Set("Content-Disposition", `attachment; filename="`+strings.ReplaceAll(ref.name, `"`, "")+`"`)
+		if cd := mime.FormatMediaType("attachment", map[string]string{"filename": ref.name}); cd != "" {
+			w.Header().Set("Content-Disposition", cd)
+		} else {
+			w.Header().Set("Content-Disposition", "attachment")
+		}
 	}
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
 }

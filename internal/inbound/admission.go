@@ -159,6 +159,8 @@ func (w *Worker) AdmitEvents(ctx context.Context, ep domain.EmailEndpoint, evs [
 func AdmitTx(ctx context.Context, tx *sql.Tx, st *store.Store, ep domain.EmailEndpoint, evs []agentmail.Event, source string) (int, error) {
 	ds := make([]store.EmailDelivery, 0, len(evs))
 	for _, ev := range evs {
+		// Before the comparison and the jsonb insert (see cleanEvent).
+		cleanEvent(&ev)
 		if !strings.EqualFold(ev.InboxID, ep.Address) {
 			return 0, ErrWrongInbox
 		}

@@ -183,6 +183,7 @@ func (w *Worker) prefetch(ctx context.Context, ep domain.EmailEndpoint, client *
 	bounded(w.t.Concurrency, len(todo), func(i int) {
 		it := todo[i]
 		it.msg, it.fetchErr = client.GetMessage(ctx, ep.Address, it.ev.MessageID)
+		it.msg = cleanMessage(it.msg)
 	})
 }
 

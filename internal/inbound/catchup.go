@@ -108,6 +108,7 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 					if err != nil {
 						return admitted, err
 					}
+					m = cleanMessage(m)
 					if providerFiltered(m) {
 						continue
 					}

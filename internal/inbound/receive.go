@@ -50,6 +50,7 @@ func (w *Worker) receive(ctx context.Context, ep domain.EmailEndpoint, client *a
 			return false, err
 		}
 	}
+	msg = cleanMessage(msg)
 	if !strings.EqualFold(msg.InboxID, ep.Address) {
 		return false, errInboxMismatch
 	}
@@ -357,7 +358,7 @@ func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbo
 			return nil, err
 		}
 		for i := range t.Messages {
-			m := &t.Messages[i]
+			m := cleanMessage(&t.Messages[i])
 			if !strings.EqualFold(m.InboxID, inbox) || seen[m.MessageID] {
 				continue
 			}

@@ -4,6 +4,10 @@
 // controls hide text from people reading it. Text (bodies, comments) may
 // keep tab, line feed and carriage return; a line (names, subjects,
 // addresses, keys) may keep only tab.
+//
+// Text that arrives from outside without a person to answer (inbound
+// email from the provider) cannot be refused, so CleanText and CleanLine
+// repair it instead.
 package safetext
 
 import (
@@ -11,7 +15,68 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
+
+// Replacement stands in for a control character CleanText or CleanLine
+// removes from visible text (U+FFFD, the Unicode replacement character).
+const Replacement = '\uFFFD'
+
+// CleanText repairs multi-line text so that Text accepts it: NUL is
+// dropped (it carries nothing visible), every other control character
+// Text refuses becomes Replacement, and invalid UTF-8 (which PostgreSQL
+// refuses too) becomes Replacement. Tab, line feed and carriage return stay.
+func CleanText(s string) string { return clean(s, false) }
+
+// CleanLine repairs a single-line value so that Line accepts it: like
+// CleanText, and line breaks (CR, LF) become spaces, as in a folded
+// header line.
+func CleanLine(s string) string { return clean(s, true) }
+
+func clean(s string, line bool) string {
+	bad := !utf8.ValidString(s)
+	if !bad {
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c == 0x7f || c == 0xc2 {
+				bad = true
+				break
+			}
+		}
+	}
+	if !bad {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range strings.ToValidUTF8(s, string(Replacement)) {
+		switch {
+		case r == 0:
+		case r == '\t':
+			b.WriteRune(r)
+		case r == '\n' || r == '\r':
+			if line {
+				b.WriteByte(' ')
+			} else {
+				b.WriteRune(r)
+			}
+		case isControl(r):
+			b.WriteRune(Replacement)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// CleanLines applies CleanLine to every element of ss in place and
+// returns it.
+func CleanLines(ss []string) []string {
+	for i, s := range ss {
+		ss[i] = CleanLine(s)
+	}
+	return ss
+}
 
 // Error is a refusal; it names the first offending character.
 type Error struct {

@@ -74,3 +74,25 @@ func TestJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestCleanTextAndLine(t *testing.T) {
+	cases := []struct{ in, text, line string }{
+		{"plain £ ✓", "plain £ ✓", "plain £ ✓"},
+		{"a\x00b", "ab", "ab"},
+		{"tab\tkept\r\nnext\n", "tab\tkept\r\nnext\n", "tab\tkept  next "},
+		{"bell\a esc\x1b del\x7f c1\u0085", "bell\uFFFD esc\uFFFD del\uFFFD c1\uFFFD", "bell\uFFFD esc\uFFFD del\uFFFD c1\uFFFD"},
+		{"bad\xffutf8", "bad\uFFFDutf8", "bad\uFFFDutf8"},
+	}
+	for _, c := range cases {
+		text, line := safetext.CleanText(c.in), safetext.CleanLine(c.in)
+		if text != c.text || line != c.line {
+			t.Errorf("Clean(%q) = %q, %q; want %q, %q", c.in, text, line, c.text, c.line)
+		}
+		if safetext.Text(text) != nil || safetext.Line(line) != nil {
+			t.Errorf("cleaned %q still refused", c.in)
+		}
+		if safetext.CleanText(text) != text || safetext.CleanLine(line) != line {
+			t.Errorf("cleaning %q twice changes it", c.in)
+		}
+	}
+}
