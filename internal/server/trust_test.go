@@ -12,6 +12,9 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -267,5 +270,73 @@ func TestAgentSubtasks(t *testing.T) {
 		}
 		_ = os.WriteFile(filepath.Join(dir, "release"), nil, 0o600)
 		e.waitRun(run, "succeeded", "failed", "cancelled")
+	})
+}
+
+// TestLowTrustSandboxHoldsAfterSetup is the "sandbox requirement holds only
+// at setup" regression through the API: after a low-trust agent's inbox is
+// set up with its sandbox, a member PATCHes the agent's environmentId to a
+// local environment, and later clears it; each time the next inbound mail
+// still gets its task, but the run is refused with
+// low_trust_requires_sandbox_environment and never executes.
+func TestLowTrustSandboxHoldsAfterSetup(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e := testkit.NewEmailEnv(t, url)
+		ctx := context.Background()
+		cid := e.CompanyID
+		e.Board.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{
+			"enableChatConnectors": true, "enableIsolatedWorkspaces": true}}, 200)
+		m := e.Board.JSON("POST", "/api/companies/"+cid+"/members", map[string]any{"email": "member@example.com", "role": "member"}, 201)
+		mc := e.Board.As(e.Board.JSON("POST", "/api/companies/"+cid+"/board-keys", map[string]any{"userId": m["userId"]}, 201)["token"].(string), "")
+		proj := testkit.ID(e.Board.JSON("POST", "/api/companies/"+cid+"/projects", map[string]any{"name": "Mail"}, 201))
+		sb := testkit.ID(e.Board.JSON("POST", "/api/companies/"+cid+"/environments", map[string]any{"name": "Sandbox", "driver": "sandbox"}, 201))
+		local := testkit.ID(mc.JSON("POST", "/api/companies/"+cid+"/environments", map[string]any{"name": "Here", "driver": "local"}, 201))
+		marker := filepath.Join(t.TempDir(), "ran")
+		e.AgentID = testkit.ID(e.Board.JSON("POST", "/api/companies/"+cid+"/agents", map[string]any{
+			"name": "Careful", "adapterType": "process", "environmentId": sb,
+			"adapterConfig": map[string]any{"command": "/bin/sh", "args": []string{"-c", "touch " + marker}},
+			"permissions": map[string]any{"trustPreset": "low_trust_review",
+				"authorizationPolicy": map[string]any{"trustBoundary": map[string]any{"projectIds": []string{proj}}}}}, 201))
+		sum := e.Setup("careful", nil)
+		epID, address := sum["id"].(string), sum["address"].(string)
+		testkit.Eventually(t, 30*time.Second, "a subscribed WebSocket", func() bool { return e.Inbound.SocketConnected(epID) })
+		// "" clears the environment (the agent then runs locally).
+		for i, envID := range []string{local, ""} {
+			got := mc.JSON("PATCH", "/api/agents/"+e.AgentID, map[string]any{"environmentId": envID}, 200)
+			if have, _ := got["environmentId"].(string); have != envID {
+				t.Fatalf("environmentId after PATCH: %v", got["environmentId"])
+			}
+			subject := fmt.Sprintf("Mail %d", i)
+			if _, err := e.Em.Deliver(address, emulator.DeliverRequest{From: "jane@example.com", Subject: subject, Text: "hello"}); err != nil {
+				t.Fatal(err)
+			}
+			var run domain.Run
+			testkit.Eventually(t, 30*time.Second, "the refused run of "+subject, func() bool {
+				is, err := e.Store.ListIssues(ctx, e.Store.DB, cid, store.IssueFilter{OriginKind: "chat_channel"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, is := range is {
+					if is.Title != subject {
+						continue
+					}
+					rs, err := e.Store.ListRuns(ctx, e.Store.DB, cid, e.AgentID, is.ID, 10)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(rs) == 1 && rs[0].Terminal() {
+						run = rs[0]
+						return true
+					}
+				}
+				return false
+			})
+			if run.Status != domain.RunRefused || run.RefusalReason != "low_trust_requires_sandbox_environment" {
+				t.Fatalf("environment %q: run %s %q %q", envID, run.Status, run.RefusalReason, run.Error)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatalf("environment %q: the low-trust agent ran unsandboxed", envID)
+			}
+		}
 	})
 }
