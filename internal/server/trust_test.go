@@ -340,3 +340,61 @@ func TestLowTrustSandboxHoldsAfterSetup(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelSandboxedRun: cancelling a running bubblewrap run kills the
+// run token with the answer, stops the whole sandbox (the agent and a
+// child it left in the background) and records the run cancelled.
+func TestCancelSandboxedRun(t *testing.T) {
+	requireBwrap(t)
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e := setup(t, url)
+		cid := e.company("Acme")
+		mc := e.member(cid, "member@example.com", "member")
+		sb := testkit.ID(e.board.JSON("POST", "/api/companies/"+cid+"/environments", map[string]any{"name": "sb", "driver": "sandbox"}, 201))
+		// A unique sleep length marks the sandbox's processes in the host's
+		// process table.
+		mark := fmt.Sprintf("4%d.%06d", os.Getpid()%1000, time.Now().UnixNano()%1_000_000)
+		script := `paperclipai api GET "/issues/$PAPERCLIP_TASK_ID" >/dev/null || exit 1
+sleep ` + mark + ` &
+printf %s "$PAPERCLIP_API_KEY" > token.tmp && mv token.tmp token
+while :; do sleep ` + mark + `; done`
+		aid := testkit.ID(e.board.JSON("POST", "/api/companies/"+cid+"/agents", map[string]any{"name": "Boxed", "adapterType": "process",
+			"environmentId": sb, "adapterConfig": map[string]any{"command": "/bin/sh", "args": []string{"-c", script}, "timeoutSec": 120}}, 201))
+		task := e.task(cid, aid)
+		run := testkit.ID(e.board.JSON("POST", "/api/agents/"+aid+"/wakeup", map[string]any{"reason": "go", "issueId": task}, 202))
+		token := readWhenPresent(t, filepath.Join(e.inst.Config.WorkspacesDir(), cid, task, "token"))
+		agent := e.board.As(token, run)
+		agent.JSON("GET", "/api/issues/"+task, nil, 200)
+		if n := markedProcesses(mark); n < 2 {
+			t.Fatalf("want the agent's sleeps running in the sandbox, found %d", n)
+		}
+		mc.JSON("POST", "/api/heartbeat-runs/"+run+"/cancel", map[string]any{"reason": "stop the box"}, 202)
+		if st, body := agent.Do("GET", "/api/issues/"+task, nil); st != 401 {
+			t.Fatalf("the sandboxed run's token still works: %d %s", st, body)
+		}
+		got := e.waitRun(run, "cancelled", "succeeded", "failed")
+		if got["status"] != "cancelled" || got["error"] != "run cancelled: stop the box" {
+			t.Fatalf("cancelled sandboxed run: %v", got)
+		}
+		// The sandbox's PID namespace dies with bubblewrap: nothing of it
+		// is left (polled: the kernel reaps the namespace after the run's
+		// own process has been collected).
+		testkit.Eventually(t, 30*time.Second, "the sandbox's processes to end", func() bool { return markedProcesses(mark) == 0 })
+	})
+}
+
+// markedProcesses counts host processes whose command line holds mark.
+func markedProcesses(mark string) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, ent := range ents {
+		if ent.Name()[0] < '0' || ent.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), mark) {
+			n++
+		}
+	}
+	return n
+}
