@@ -55,6 +55,12 @@ type Config struct {
 	// BodyReadTimeout bounds how long a request body may take to arrive
 	// once its headers are in (slow-body clients are cut off).
 	BodyReadTimeout time.Duration
+	// HeaderReadTimeout bounds how long a request's headers may take to
+	// arrive (10 s), and IdleTimeout how long a keep-alive connection may
+	// wait for its next request (2 min). Neither is read from the
+	// environment; tests shorten them.
+	HeaderReadTimeout time.Duration
+	IdleTimeout       time.Duration
 	// Email timing overrides, for tests and drills that must see lease
 	// expiry, catch-up or reconnects within seconds; zero keeps the
 	// defaults (90 s leases, catch-up every 60 s, reconnect backoff from
@@ -118,6 +124,8 @@ func Load(f Flags, getenv Getenv) (Config, error) {
 		RunLogMaxBytes:      1 << 20,
 		RequestBodyMaxBytes: 1 << 20,
 		BodyReadTimeout:     60 * time.Second,
+		HeaderReadTimeout:   10 * time.Second,
+		IdleTimeout:         2 * time.Minute,
 	}
 	if v := getenv("PAPERCLIP_ATTACHMENT_MAX_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

@@ -231,13 +231,23 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	}
 	// No ReadTimeout or WriteTimeout: MCP responses stream and attachment
 	// downloads may be slow; the guard bounds each request body instead.
-	s.httpSrv = &http.Server{Handler: guard.Wrap(s.Mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	s.httpSrv = &http.Server{Handler: guard.Wrap(s.Mux), ReadHeaderTimeout: orDefault(cfg.HeaderReadTimeout, 10*time.Second),
+		IdleTimeout: orDefault(cfg.IdleTimeout, 2*time.Minute), MaxHeaderBytes: MaxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	go func() { s.serveDone <- s.httpSrv.Serve(ln) }()
 	logger.Info("paperclipai started", "listen", ln.Addr().String(), "database", string(s.DB.Dialect),
 		"mode", cfg.DeploymentMode, "home", cfg.Home)
 	ok = true
 	return s, nil
+}
+
+// orDefault is d, or def when d is not positive (a Config built by hand,
+// without config.Load's defaults, must not mean "no timeout").
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 // MaxHeaderBytes bounds a request's header block; larger requests get 431.

@@ -107,12 +107,50 @@ func portOf(t *testing.T, base string) string {
 }
 
 // Issue 9 item 8: an unauthenticated client that sends a webhook's headers
-// and then stalls the body is cut off; oversized headers are refused.
+// and then stalls the body is cut off, so is one that stalls its headers,
+// and an idle keep-alive connection is closed; oversized headers are
+// refused. (The timeouts are shortened here; the defaults are 60 s, 10 s
+// and 2 min.)
 func TestSlowWebhookBodyCutOff(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		cfg := testkit.Config(t, url)
 		cfg.BodyReadTimeout = 300 * time.Millisecond
+		cfg.HeaderReadTimeout = 300 * time.Millisecond
+		cfg.IdleTimeout = 300 * time.Millisecond
 		inst := testkit.Start(t, cfg)
+
+		// Headers that never finish: the connection is closed without an
+		// answer. (The 20 s bound only keeps a broken server from hanging
+		// the test; the server closes at its 300 ms deadline.)
+		slow, err := net.Dial("tcp", inst.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer slow.Close()
+		fmt.Fprintf(slow, "GET /api/health HTTP/1.1\r\nHost: %s\r\nX-Slow: ", inst.Addr())
+		_ = slow.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if rest, err := io.ReadAll(slow); err != nil || len(rest) > 0 {
+			t.Fatalf("slow headers: connection not closed by the server: %v %q", err, rest)
+		}
+
+		// A keep-alive connection after one answered request: closed by
+		// the server once idle.
+		idle, err := net.Dial("tcp", inst.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer idle.Close()
+		fmt.Fprintf(idle, "GET /api/health HTTP/1.1\r\nHost: %s\r\n\r\n", inst.Addr())
+		_ = idle.SetReadDeadline(time.Now().Add(20 * time.Second))
+		ibr := bufio.NewReader(idle)
+		resp, err := http.ReadResponse(ibr, nil)
+		if err != nil || resp.StatusCode != 200 || resp.Close {
+			t.Fatalf("keep-alive request: %v %v", resp, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if rest, err := io.ReadAll(ibr); err != nil || len(rest) > 0 {
+			t.Fatalf("idle connection not closed by the server: %v %q", err, rest)
+		}
 
 		conn, err := net.Dial("tcp", inst.Addr())
 		if err != nil {
@@ -125,7 +163,7 @@ func TestSlowWebhookBodyCutOff(t *testing.T) {
 		// it would hold the connection until this bound and fail.
 		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
 		br := bufio.NewReader(conn)
-		resp, err := http.ReadResponse(br, nil)
+		resp, err = http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatalf("stalled webhook body: no answer: %v", err)
 		}
