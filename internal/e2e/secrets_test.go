@@ -21,8 +21,9 @@ import (
 // returns agents, the MCP tools and catalog, the web UI's agent pages and
 // the agent row: process env values and http header values are accepted,
 // reach the run (env) and the agent's endpoint (headers), are vaulted (not
-// stored in the agent row) and are never returned — not to board users,
-// not to any run token, not through MCP — nor left in the run log. Sending
+// stored in the agent row) and are never returned — not to board users
+// (a viewer included), not to any run token, not through MCP — nor left in
+// the run log. Sending
 // the mask back keeps a value.
 func TestAdapterSecretsAreWriteOnly(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
@@ -137,7 +138,21 @@ func TestAdapterSecretsAreWriteOnly(t *testing.T) {
 				t.Fatalf("GET %s: %d %s", p, st, body)
 			}
 		}
-		all := e.Board.Seen.String() + agent.Seen.String() + seen
+		// A viewer reads every agent route, activity and runs with its own
+		// key: 200, and no value.
+		vm := e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/members", map[string]any{"email": "viewer@example.com", "role": "viewer"}, 201)
+		viewer := e.Board.As(e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/board-keys", map[string]any{"userId": vm["userId"]}, 201)["token"].(string), "")
+		for _, p := range []string{"/api/agents/" + e.AgentID, "/api/agents/" + httpAgent, "/api/companies/" + e.CompanyID + "/agents",
+			"/api/companies/" + e.CompanyID + "/activity", "/api/companies/" + e.CompanyID + "/heartbeat-runs",
+			"/api/heartbeat-runs/" + run, "/api/heartbeat-runs/" + run + "/log", "/api/heartbeat-runs/" + hr + "/log"} {
+			if st, body := viewer.Do("GET", p, nil); st != 200 {
+				t.Fatalf("viewer GET %s: %d %s", p, st, body)
+			}
+		}
+		if env := viewer.JSON("GET", "/api/agents/"+e.AgentID, nil, 200)["adapterConfig"].(map[string]any)["env"].(map[string]any); env["API_TOKEN"] != "********" {
+			t.Fatalf("the viewer's agent env: %v", env)
+		}
+		all := e.Board.Seen.String() + agent.Seen.String() + viewer.Seen.String() + seen
 		for _, c := range []string{canary, headerCanary} {
 			if strings.Contains(all, c) {
 				t.Fatalf("a write-only value was returned")
