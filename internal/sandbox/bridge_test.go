@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -183,5 +184,91 @@ func TestBridgeSocketPlacement(t *testing.T) {
 	conn.Close()
 	if _, err := sandbox.StartBridge(&recorder{}, sandbox.Grant{}, sandbox.Options{Dir: dir}); err == nil {
 		t.Fatal("a second bridge reused an existing run directory")
+	}
+}
+
+// TestBridgeMCPIsRestricted: a /mcp request through a run's bridge reaches
+// the API as the run with a Restriction attached, and what the MCP server
+// dispatches under it (call_api, the delivery tool) gets only what the
+// bridge itself allows: the run's own task and its own sends. A request
+// reaching the API any other way carries no restriction, and a client
+// cannot add one.
+func TestBridgeMCPIsRestricted(t *testing.T) {
+	const company, task, other = "c0000000-0000-0000-0000-000000000001", "t0000000-0000-0000-0000-000000000001", "t0000000-0000-0000-0000-000000000002"
+	pubs := func(_ context.Context, id string) (string, string, error) {
+		switch id {
+		case "own":
+			return company, task, nil
+		case "other":
+			return company, other, nil
+		}
+		return "", "", errors.New("not found")
+	}
+	inner := &recorder{}
+	// The fake API: /mcp plays the MCP server, dispatching the issue read
+	// it is asked for through the restriction's API, as call_api does.
+	api := http.NewServeMux()
+	api.Handle("/api/", inner)
+	api.HandleFunc("POST /mcp", func(w http.ResponseWriter, r *http.Request) {
+		rs, ok := sandbox.RestrictionFrom(r.Context())
+		if !ok {
+			http.Error(w, "unrestricted", http.StatusTeapot)
+			return
+		}
+		if rs.Grant.TaskID != task || r.Header.Get("Authorization") != "Bearer pcr_run" {
+			http.Error(w, "wrong grant", http.StatusInternalServerError)
+			return
+		}
+		rec := httptest.NewRecorder()
+		rs.API.ServeHTTP(rec, httptest.NewRequest("GET", "/api/issues/"+r.URL.Query().Get("issue"), nil))
+		pub := r.URL.Query().Get("publication")
+		_, _ = io.WriteString(w, strconv.Itoa(rec.Code)+" "+strconv.FormatBool(pub != "" && rs.OwnPublication(r.Context(), pub)))
+	})
+	b, err := sandbox.StartBridge(api, sandbox.Grant{Token: "pcr_run", RunID: "run-1", CompanyID: company, TaskID: task},
+		sandbox.Options{Dir: filepath.Join(t.TempDir(), "bridge"), Publications: pubs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", b.Socket())
+	}}}
+	mcpCall := func(issue, pub string) string {
+		t.Helper()
+		resp, err := client.Post("http://sandbox/mcp?issue="+issue+"&publication="+pub, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strconv.Itoa(resp.StatusCode) + ":" + string(body)
+	}
+	if got := mcpCall(task, "own"); got != "200:418 true" {
+		t.Fatalf("own task and send through the bridge's /mcp: %s", got)
+	}
+	before := len(inner.got)
+	for _, c := range []struct{ issue, pub, want string }{
+		{other, "other", "200:403 false"},
+		{other, "unknown", "200:403 false"},
+	} {
+		if got := mcpCall(c.issue, c.pub); got != c.want {
+			t.Fatalf("another task (%s) or send (%s) through the bridge's /mcp: %s", c.issue, c.pub, got)
+		}
+	}
+	if len(inner.got) != before {
+		t.Fatal("a read of another task was forwarded to the API")
+	}
+	// The same API reached directly (the ordinary /mcp endpoint) carries
+	// no restriction.
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/mcp?issue="+other, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTeapot {
+		t.Fatalf("a direct /mcp request was restricted: %d", resp.StatusCode)
 	}
 }
