@@ -59,6 +59,21 @@ func TestLocalTrustedRefusesWebPages(t *testing.T) {
 		if st, body := rawRequest(t, base, "GET", "/api/companies", "attacker.example:3100", nil, ""); st != 403 || !strings.Contains(body, "not allowed") {
 			t.Fatalf("rebinding Host: %d %s", st, body)
 		}
+		// The MCP endpoint likewise: a rebinding page cannot reach it under
+		// its own name nor post to it cross-site, while an MCP client
+		// (no Origin) reaches it and is asked for its run token.
+		mcpInit := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+		mcpJSON := map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+		if st, body := rawRequest(t, base, "POST", "/mcp", "attacker.example:3100", mcpJSON, mcpInit); st != 403 || !strings.Contains(body, "not allowed") {
+			t.Fatalf("/mcp under a rebinding Host: %d %s", st, body)
+		}
+		crossMCP := map[string]string{"Content-Type": "text/plain", "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}
+		if st, body := rawRequest(t, base, "POST", "/mcp", "", crossMCP, mcpInit); st != 403 {
+			t.Fatalf("cross-site /mcp post: %d %s", st, body)
+		}
+		if st, body := rawRequest(t, base, "POST", "/mcp", "", mcpJSON, mcpInit); st != 401 {
+			t.Fatalf("/mcp without a run token: %d %s", st, body)
+		}
 		// The public URL's host is served (webhooks through a tunnel) but
 		// is never the implicit local board.
 		if st, body := rawRequest(t, base, "GET", "/api/companies", "pc.example.com", nil, ""); st != 401 {
