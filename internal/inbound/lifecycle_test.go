@@ -155,21 +155,26 @@ func TestOwnMailNeverWakes(t *testing.T) {
 
 // Issue 9 item 16: an outside sender who copies the publication id of a
 // mail we really sent into X-Paperclip-Publication-Id still gets a task and
-// a wake; only the provider message of that publication counts as ours.
+// a wake; only the provider message of that publication counts as ours,
+// with the header or without it.
 func TestForgedPublicationHeaderStillWakes(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := newEnv(t, url, "ours", nil)
 		e.waitSocket()
 		parent := testkit.ID(e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/issues", map[string]any{"title": "Outreach"}, 201))
-		key := testkit.NewUUID()
-		e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/email/send", map[string]any{"endpointId": e.EpID, "parentIssueId": parent,
-			"to": []string{"jane@example.com"}, "subject": "Hello Jane", "text": "Hi", "idempotencyKey": key}, 202)
-		var providerID string
-		testkit.Eventually(t, wait, "the send to be accepted by the provider", func() bool {
-			d := e.Board.JSON("GET", "/api/companies/"+e.CompanyID+"/email/deliveries/"+key, nil, 200)
-			providerID, _ = d["providerMessageId"].(string)
-			return providerID != ""
-		})
+		send := func(subject string) (key, providerID string) {
+			key = testkit.NewUUID()
+			e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/email/send", map[string]any{"endpointId": e.EpID, "parentIssueId": parent,
+				"to": []string{"jane@example.com"}, "subject": subject, "text": "Hi", "idempotencyKey": key}, 202)
+			testkit.Eventually(t, wait, "the send to be accepted by the provider", func() bool {
+				d := e.Board.JSON("GET", "/api/companies/"+e.CompanyID+"/email/deliveries/"+key, nil, 200)
+				providerID, _ = d["providerMessageId"].(string)
+				return providerID != ""
+			})
+			return key, providerID
+		}
+		key, providerID := send("Hello Jane")
+		_, bareID := send("Hello again")
 		// A second inbox of ours receives the mails under test.
 		other := &env{EmailEnv: e.EmailEnv, t: t}
 		other.connect("theirs", nil)
@@ -188,6 +193,13 @@ func TestForgedPublicationHeaderStillWakes(t *testing.T) {
 		other.settled(2)
 		mustEqual(t, "no task for our own message", len(e.tasks()), tasks0+1)
 		mustEqual(t, "no wake for our own message", len(e.wakes()), wakes0+1)
+
+		// Without the header (a relay dropped it), the provider message id
+		// of our publication still identifies it.
+		other.deliver(emulator.DeliverRequest{From: "Ours <" + e.Address + ">", Subject: "Hello again", Text: "Hi", MessageID: bareID})
+		other.settled(3)
+		mustEqual(t, "no task for our own message without the header", len(e.tasks()), tasks0+1)
+		mustEqual(t, "no wake for our own message without the header", len(e.wakes()), wakes0+1)
 	})
 }
 

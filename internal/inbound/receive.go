@@ -222,11 +222,13 @@ func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult,
 			return err
 		}
 		known := err == nil
-		published, err := w.ourPublication(ctx, tx, msg)
-		if err != nil {
-			return err
+		mine := own(msg, ep.Address, false)
+		if !mine {
+			if mine, err = w.ourPublication(ctx, tx, ep, msg); err != nil {
+				return err
+			}
 		}
-		f := facts{receipt: !in.received, known: known, automatic: automatic(msg), own: own(msg, ep.Address, published), status: status}
+		f := facts{receipt: !in.received, known: known, automatic: automatic(msg), own: mine, status: status}
 		commentID := ""
 		for {
 			a := decide(f)
@@ -379,21 +381,29 @@ func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbo
 	return out, nil
 }
 
-// ourPublication reports whether msg is the provider message of the
-// publication its header names. The header is forgeable; the provider
-// message id recorded when our send was accepted is not, so an outside
-// sender copying a publication id it saw in our mail is still a sender.
-func (w *Worker) ourPublication(ctx context.Context, tx *sql.Tx, msg *agentmail.Message) (bool, error) {
-	id, ok := publicationClaim(msg)
-	if !ok || msg.MessageID == "" {
+// ourPublication reports whether msg is the provider message of one of
+// our publications: the one its header names, else any send of the
+// company's inboxes that produced this provider message id (a provider or
+// relay may drop our header). The header is forgeable and only picks the
+// row to compare; the provider message id recorded when our send was
+// accepted decides, so an outside sender copying a publication id it saw
+// in our mail is still a sender.
+func (w *Worker) ourPublication(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, msg *agentmail.Message) (bool, error) {
+	if msg.MessageID == "" {
 		return false, nil
 	}
-	p, err := w.st.GetPublication(ctx, tx, id)
+	if id, ok := publicationClaim(msg); ok {
+		p, err := w.st.GetPublication(ctx, tx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return false, err
+		}
+		if err == nil && p.ProviderMessageID == msg.MessageID {
+			return true, nil
+		}
+	}
+	_, err := w.st.CompanyPublicationByProviderMessage(ctx, tx, ep.CompanyID, msg.MessageID)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	return p.ProviderMessageID == msg.MessageID, nil
+	return err == nil, err
 }

@@ -100,6 +100,18 @@ func (s *Store) PublicationByProviderMessage(ctx context.Context, q db.Querier, 
 		WHERE p.endpoint_id = $1 AND p.provider_message_id = $2`, endpointID, messageID)
 }
 
+// CompanyPublicationByProviderMessage returns a publication of any of the
+// company's inboxes that produced a provider message (the newest, should
+// several share the id). The endpoint subquery, rather than a filter on
+// the publication's company_id, lets both databases probe the
+// (endpoint_id, provider_message_id) index once per inbox instead of
+// scanning the company's outbox.
+func (s *Store) CompanyPublicationByProviderMessage(ctx context.Context, q db.Querier, companyID, messageID string) (EmailPublication, error) {
+	return queryOne(ctx, q, "get email delivery", scanPublication, `SELECT `+pubCols+pubFrom+`
+		WHERE p.endpoint_id IN (SELECT e.id FROM email_endpoints e WHERE e.company_id = $1) AND p.provider_message_id = $2
+		ORDER BY p.created_at DESC, p.id DESC LIMIT 1`, companyID, messageID)
+}
+
 // ListPublicationsByConversation returns a conversation's sends, oldest first.
 func (s *Store) ListPublicationsByConversation(ctx context.Context, q db.Querier, conversationID string) ([]EmailPublication, error) {
 	return queryAll(ctx, q, "list email deliveries", scanPublication, `SELECT `+pubCols+pubFrom+`
