@@ -212,11 +212,7 @@ func deref(p *string) string {
 }
 
 func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
-	a := httpx.Actor(r)
-	if err := authz.RequireBoard(a); err != nil {
-		return err
-	}
-	companyID, acc, err := s.companyAccess(r, true)
+	a, companyID, acc, err := s.boardCompany(r, true)
 	if err != nil {
 		return err
 	}
@@ -373,11 +369,7 @@ func (s *Server) wakeup(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
-	a := httpx.Actor(r)
-	if err := authz.RequireBoard(a); err != nil {
-		return err
-	}
-	companyID, _, err := s.companyAccess(r, true)
+	a, companyID, _, err := s.boardCompany(r, true)
 	if err != nil {
 		return err
 	}
@@ -428,11 +420,7 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error {
-	a := httpx.Actor(r)
-	if err := authz.RequireBoard(a); err != nil {
-		return err
-	}
-	companyID, _, err := s.companyAccess(r, true)
+	a, companyID, _, err := s.boardCompany(r, true)
 	if err != nil {
 		return err
 	}

@@ -16,11 +16,7 @@ import (
 // mint one for themselves; only an instance administrator may issue one
 // for another member (onboarding), since a key acts as its user.
 func (s *Server) createBoardKey(w http.ResponseWriter, r *http.Request) error {
-	a := httpx.Actor(r)
-	if err := authz.RequireBoard(a); err != nil {
-		return err
-	}
-	companyID, _, err := s.companyAccess(r, true)
+	a, companyID, _, err := s.boardCompany(r, true)
 	if err != nil {
 		return err
 	}
@@ -74,11 +70,7 @@ func (s *Server) createBoardKey(w http.ResponseWriter, r *http.Request) error {
 // listCompanyBoardKeys lists a company's active keys: all of them to its
 // owners and admins, the caller's own to everyone else.
 func (s *Server) listCompanyBoardKeys(w http.ResponseWriter, r *http.Request) error {
-	a := httpx.Actor(r)
-	if err := authz.RequireBoard(a); err != nil {
-		return err
-	}
-	companyID, acc, err := s.companyAccess(r, false)
+	a, companyID, acc, err := s.boardCompany(r, false)
 	if err != nil {
 		return err
 	}

@@ -21,11 +21,7 @@ var knownPermissions = []string{domain.PermManageConnections}
 // members; only owners grant the owner role or change an owner; the last
 // owner keeps the role.
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request) error {
-	a := httpx.Actor(r)
-	if err := authz.RequireBoard(a); err != nil {
-		return err
-	}
-	companyID, acc, err := s.companyAccess(r, true)
+	a, companyID, acc, err := s.boardCompany(r, true)
 	if err != nil {
 		return err
 	}
@@ -101,11 +97,7 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) error {
 // scoped to it. Owners and admins remove members, anyone may leave, only
 // owners remove owners, and the last owner stays.
 func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) error {
-	a := httpx.Actor(r)
-	if err := authz.RequireBoard(a); err != nil {
-		return err
-	}
-	companyID, acc, err := s.companyAccess(r, true)
+	a, companyID, acc, err := s.boardCompany(r, true)
 	if err != nil {
 		return err
 	}

@@ -94,6 +94,18 @@ func (s *Server) companyAccess(r *http.Request, write bool) (string, authz.Acces
 	return companyID, acc, err
 }
 
+// boardCompany is the opening of a board-only company route: the actor
+// must be a board user (not an agent run) with read or, when write is set,
+// write access to the path's company.
+func (s *Server) boardCompany(r *http.Request, write bool) (authz.Actor, string, authz.Access, error) {
+	a := httpx.Actor(r)
+	if err := authz.RequireBoard(a); err != nil {
+		return a, "", authz.Access{}, err
+	}
+	companyID, acc, err := s.companyAccess(r, write)
+	return a, companyID, acc, err
+}
+
 // companyList serves a GET route listing one company's rows to anyone with
 // read access to the company.
 func companyList[T any](s *Server, list func(ctx context.Context, q db.Querier, companyID string) ([]T, error)) httpx.HandlerFunc {
