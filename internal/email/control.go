@@ -207,6 +207,11 @@ func (s *Service) remove(ctx context.Context, a authz.Actor, ep *domain.EmailEnd
 		if err := s.Store.UpdateEndpoint(ctx, tx, &cur); err != nil {
 			return err
 		}
+		if s.Disconnected != nil {
+			if err := s.Disconnected(ctx, tx, cur.ID); err != nil {
+				return err
+			}
+		}
 		*ep = cur
 		return s.Store.Audit(ctx, tx, a.AuditActor(), ep.CompanyID, "email_endpoint.remove", "email_endpoint", ep.ID,
 			map[string]any{"providerCleanup": cleanupOK})

@@ -52,6 +52,11 @@ type Options struct {
 	// reconnect, pause, resume, disconnect): the receiving and sending
 	// workers' work signals, which then look at the inbox again.
 	Changed []notify.Signal
+	// Disconnected, when set, runs inside the transaction that archives an
+	// inbox, after the archive; the send side settles the inbox's
+	// unfinished sends there, so none is left queued on a disconnected
+	// inbox.
+	Disconnected func(ctx context.Context, tx *sql.Tx, endpointID string) error
 }
 
 // Service is the email channel's core: credentials and their grants,

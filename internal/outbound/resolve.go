@@ -10,6 +10,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -22,7 +23,8 @@ type ResolveInput struct {
 // Resolve lets a connection manager settle an uncertain send (docs/email-pipeline.md,
 // "Resolving an uncertain send"): "sent" when a provider message carrying our header proves it went
 // out, "failed" when the operator confirms it did not (a resend is then a new
-// explicit action).
+// explicit action). On a disconnected inbox, whose keys are gone, "sent"
+// records the manager's word and message id unverified.
 func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID string, in ResolveInput) (SendSummary, error) {
 	var zero SendSummary
 	if in.Outcome != domain.OutcomeSent && in.Outcome != domain.OutcomeFailed {
@@ -55,10 +57,24 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 	defer func() { _ = l.Release(ctx) }()
 	var sent *agentmail.Message
 	var ep domain.EmailEndpoint
+	// unverified: the inbox is disconnected, its keys are gone, so the
+	// manager's word (and message id) is recorded without asking the
+	// provider, and the audit entry says so.
+	unverified := false
 	if in.Outcome == domain.OutcomeSent {
 		if in.ProviderMessageID == "" {
 			return zero, badRequest("A provider message ID is required")
 		}
+		if safetext.Token(in.ProviderMessageID) != nil {
+			return zero, badRequest("providerMessageId is not a provider message ID")
+		}
+		cur, err := s.Store.GetEndpoint(ctx, s.Store.DB, pub.EndpointID)
+		if err != nil {
+			return zero, err
+		}
+		unverified = cur.Status == domain.EndpointArchived
+	}
+	if in.Outcome == domain.OutcomeSent && !unverified {
 		var key string
 		ep, key, err = s.Email.ActiveEndpoint(ctx, s.Store.DB, pub.EndpointID)
 		if err != nil {
@@ -89,6 +105,20 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 			if _, err := s.setOutcome(ctx, tx, pub.ID, domain.OutcomeFailed); err != nil {
 				return err
 			}
+		} else if unverified {
+			other, err := s.Store.PublicationByProviderMessage(ctx, tx, pub.EndpointID, in.ProviderMessageID)
+			if err == nil && other.ID != pub.ID {
+				return &httpx.Error{Status: http.StatusConflict, Message: "That provider message belongs to another send"}
+			}
+			if err != nil && !isNotFound(err) {
+				return err
+			}
+			if err := s.Store.MarkPublished(ctx, tx, pub.ID, in.ProviderMessageID, ""); err != nil {
+				return err
+			}
+			if _, err := s.setOutcome(ctx, tx, pub.ID, domain.OutcomeSent, domain.OutcomeUncertain); err != nil {
+				return err
+			}
 		} else {
 			if err := s.Store.DB.AdvisoryXactLock(ctx, tx, "email:"+ep.ID+":"+sent.ThreadID); err != nil {
 				return err
@@ -98,7 +128,7 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 			}
 			s.admitSent(ctx, tx, ep, sent.MessageID, sent.ThreadID)
 		}
-		return s.Store.Audit(ctx, tx, a.AuditActor(), companyID, "email.resolved", "email_publication", pub.ID, map[string]any{"outcome": in.Outcome})
+		return s.Store.Audit(ctx, tx, a.AuditActor(), companyID, "email.resolved", "email_publication", pub.ID, map[string]any{"outcome": in.Outcome, "verified": in.Outcome == domain.OutcomeSent && !unverified})
 	})
 	if err != nil {
 		return zero, err

@@ -106,7 +106,9 @@ func (w *Worker) execute(ctx context.Context, pubID string, l *store.Lease) erro
 	if fail != nil {
 		return w.recordFailure(ctx, pub, fail, false)
 	}
-	if err := w.Store.StartAttempt(ctx, w.Store.DB, pub.ID); err != nil {
+	if err := w.Store.StartAttempt(ctx, w.Store.DB, pub.ID); errors.Is(err, store.ErrSendSettled) {
+		return nil // settled meanwhile (its inbox was disconnected): never sent
+	} else if err != nil {
 		return err
 	}
 	// Fence: the lease must still be ours right before the provider call

@@ -148,12 +148,20 @@ func (w *Worker) tick(ctx context.Context, busy map[string]bool) ([]store.EmailP
 	var next time.Time
 	var due []store.EmailPublication
 	now := w.Store.Now()
-	for _, epID := range eps {
-		ep, err := w.Store.GetEndpoint(ctx, w.Store.DB, epID)
-		if err != nil || ep.Status != domain.EndpointActive {
-			continue // paused or removed inboxes keep their queue until resumed
+	for _, ep := range eps {
+		switch ep.Status {
+		case domain.EndpointActive:
+		case domain.EndpointArchived:
+			// A disconnected inbox never sends again: its sends end now,
+			// truthfully (failed, or uncertain when an attempt was made).
+			if err := w.settleArchived(ctx, ep.ID); err != nil {
+				return nil, time.Time{}, err
+			}
+			continue
+		default:
+			continue // a paused inbox keeps its queue until resumed
 		}
-		sends, err := w.Store.PendingSends(ctx, w.Store.DB, epID, headsPerEndpoint)
+		sends, err := w.Store.PendingSends(ctx, w.Store.DB, ep.ID, headsPerEndpoint)
 		if err != nil {
 			return nil, time.Time{}, err
 		}

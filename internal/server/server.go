@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -175,7 +176,12 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	// the services that create its work hold it (see newEmailChannel).
 	receiveWork, sendWork := notify.New(), notify.New()
 	s.Email = email.New(email.Options{Store: s.Store, Vault: s.Vault, Authz: az, Config: cfg, Client: amClient,
-		Log: logger.With("component", "email"), Holder: runnerID, Changed: []notify.Signal{receiveWork, sendWork}})
+		Log: logger.With("component", "email"), Holder: runnerID, Changed: []notify.Signal{receiveWork, sendWork},
+		// s.Outbound is built below (it needs s.Email); a disconnect only
+		// happens once the server serves.
+		Disconnected: func(ctx context.Context, tx *sql.Tx, endpointID string) error {
+			return s.Outbound.SettleDisconnected(ctx, tx, endpointID)
+		}})
 	s.Heartbeat = heartbeat.New(heartbeat.Options{
 		Store: s.Store, Logger: logger.With("component", "heartbeat"), RunnerID: runnerID,
 		APIURL: "http://" + ln.Addr().String() + "/api",

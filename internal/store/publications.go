@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -127,22 +128,104 @@ func (s *Store) PendingSends(ctx context.Context, q db.Querier, endpointID strin
 		ORDER BY p.created_at, p.id LIMIT $2`, endpointID, limit)
 }
 
-// EndpointsWithPendingSends returns the ids of endpoints holding sends the
-// worker may still act on.
-func (s *Store) EndpointsWithPendingSends(ctx context.Context, q db.Querier) ([]string, error) {
-	return queryAll(ctx, q, "pending send endpoints", func(r rowScanner) (string, error) {
-		var id string
-		return id, r.Scan(&id)
-	}, `SELECT DISTINCT p.endpoint_id`+pubFrom+` WHERE s.outcome IN ('queued', 'uncertain') AND p.state IN ('pending', 'streaming', 'retry')`)
+// PendingSendEndpoint is an endpoint holding sends the worker may still
+// act on, with the endpoint's status.
+type PendingSendEndpoint struct {
+	ID     string
+	Status string
 }
 
+// EndpointsWithPendingSends returns the endpoints holding sends the worker
+// may still act on, with their status (one query, so the worker need not
+// read each endpoint to skip a paused one).
+func (s *Store) EndpointsWithPendingSends(ctx context.Context, q db.Querier) ([]PendingSendEndpoint, error) {
+	return queryAll(ctx, q, "pending send endpoints", func(r rowScanner) (PendingSendEndpoint, error) {
+		var e PendingSendEndpoint
+		return e, r.Scan(&e.ID, &e.Status)
+	}, `SELECT e.id, e.status FROM email_endpoints e WHERE e.id IN (SELECT p.endpoint_id`+pubFrom+`
+		WHERE s.outcome IN ('queued', 'uncertain') AND p.state IN ('pending', 'streaming', 'retry'))`)
+}
+
+// SettledSend is one unfinished send that SettleDisconnectedSends ended.
+type SettledSend struct {
+	ID        string
+	CompanyID string
+	// Outcome is failed (never attempted) or uncertain (an attempt may
+	// have reached the provider); From is the outcome before.
+	Outcome, From domain.SendOutcome
+}
+
+// SettleDisconnectedSends ends every unfinished send (queued or uncertain,
+// not parked) of a disconnected endpoint (docs/email-pipeline.md, "Sends
+// of a disconnected inbox"): a send never attempted becomes failed with
+// neverMsg; a send with an attempt, which may have reached the provider,
+// becomes delivery_unknown / uncertain with inDoubtMsg, for an operator to
+// resolve. Call it inside the transaction that archives the endpoint.
+//
+// Why the row lock: StartAttempt only starts an attempt on a row still
+// pending, streaming or retry. On PostgreSQL the FOR UPDATE here and
+// StartAttempt's UPDATE serialize on the publication row, so a racing
+// attempt either started first (attempts > 0: the send is settled as
+// uncertain) or finds the send failed and never calls the provider. SQLite
+// has one writer, which serializes them anyway.
+func (s *Store) SettleDisconnectedSends(ctx context.Context, q db.Querier, endpointID, neverMsg, inDoubtMsg string) ([]SettledSend, error) {
+	lock := ""
+	if s.DB.Dialect == db.Postgres {
+		lock = " FOR UPDATE OF p"
+	}
+	type row struct {
+		SettledSend
+		attempts int
+	}
+	rows, err := queryAll(ctx, q, "settle disconnected sends", func(r rowScanner) (row, error) {
+		var v row
+		return v, r.Scan(&v.ID, &v.CompanyID, &v.attempts, &v.From)
+	}, `SELECT p.id, p.company_id, p.attempts, s.outcome`+pubFrom+`
+		WHERE p.endpoint_id = $1 AND s.outcome IN ('queued', 'uncertain') AND p.state IN ('pending', 'streaming', 'retry')
+		ORDER BY p.created_at, p.id`+lock, endpointID)
+	if err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	out := make([]SettledSend, 0, len(rows))
+	for _, r := range rows {
+		state, outcome, msg := domain.SendUnknown, domain.OutcomeUncertain, inDoubtMsg
+		if r.attempts == 0 && r.From == domain.OutcomeQueued {
+			state, outcome, msg = domain.SendFailed, domain.OutcomeFailed, neverMsg
+		}
+		if _, err := q.ExecContext(ctx, `UPDATE email_publications SET state = $2, redacted_error = $3, next_attempt_at = NULL,
+			updated_at = $4 WHERE id = $1`, r.ID, string(state), msg, now); err != nil {
+			return nil, fmt.Errorf("settle disconnected send: %w", err)
+		}
+		if _, err := q.ExecContext(ctx, `UPDATE email_sends SET outcome = $2, updated_at = $3 WHERE publication_id = $1`,
+			r.ID, string(outcome), now); err != nil {
+			return nil, fmt.Errorf("settle disconnected send: %w", err)
+		}
+		r.Outcome = outcome
+		out = append(out, r.SettledSend)
+	}
+	return out, nil
+}
+
+// ErrSendSettled means a send was settled (failed, parked or published)
+// before its attempt could start: no attempt may be made.
+var ErrSendSettled = errors.New("send already settled")
+
 // StartAttempt records that an attempt begins: attempts+1, state streaming,
-// first_attempt_at set once.
+// first_attempt_at set once. It returns ErrSendSettled, changing nothing,
+// when the send is no longer pending, streaming or retry (say its inbox was
+// disconnected meanwhile): the caller must not call the provider.
 func (s *Store) StartAttempt(ctx context.Context, q db.Querier, id string) error {
 	now := s.Now()
-	if _, err := q.ExecContext(ctx, `UPDATE email_publications SET state = 'streaming', attempts = attempts + 1, updated_at = $2
-		WHERE id = $1`, id, now); err != nil {
+	res, err := q.ExecContext(ctx, `UPDATE email_publications SET state = 'streaming', attempts = attempts + 1, updated_at = $2
+		WHERE id = $1 AND state IN ('pending', 'streaming', 'retry')`, id, now)
+	if err != nil {
 		return fmt.Errorf("start send attempt: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("start send attempt: %w", err)
+	} else if n == 0 {
+		return fmt.Errorf("start send attempt %s: %w", id, ErrSendSettled)
 	}
 	if _, err := q.ExecContext(ctx, `UPDATE email_sends SET first_attempt_at = COALESCE(first_attempt_at, $2), updated_at = $2
 		WHERE publication_id = $1`, id, now); err != nil {
@@ -193,7 +276,8 @@ func (s *Store) SetSendOutcome(ctx context.Context, q db.Querier, id string, out
 	return n == 1, nil
 }
 
-// MarkPublished records the provider's message and thread for a send. The
+// MarkPublished records the provider's message and thread (empty when
+// unknown: an operator's unverified resolution) for a send. The
 // error is cleared only on the first publish: a receipt (say a bounce) may
 // already have recorded its diagnostic on a published send.
 func (s *Store) MarkPublished(ctx context.Context, q db.Querier, id, messageID, threadID string) error {
@@ -202,7 +286,7 @@ func (s *Store) MarkPublished(ctx context.Context, q db.Querier, id, messageID, 
 		published_at = COALESCE(published_at, $4),
 		redacted_error = CASE WHEN state = 'published' THEN redacted_error ELSE NULL END,
 		next_attempt_at = NULL, updated_at = $4 WHERE id = $1`,
-		id, messageID, threadID, now); err != nil {
+		id, messageID, nullString(threadID), now); err != nil {
 		return fmt.Errorf("mark published: %w", err)
 	}
 	return nil

@@ -387,6 +387,60 @@ func TestStore(t *testing.T) {
 			})
 		})
 
+		t.Run("SettleDisconnectedSends", func(t *testing.T) {
+			// A disconnect fails the never-attempted send and parks the
+			// attempted one as uncertain; an attempt racing the settlement
+			// waits for it and then refuses to start (no provider call).
+			t.Run("NoAttemptStartsAfterward", func(t *testing.T) {
+				b := setup(t)
+				i := issue(t, b, domain.IssueTodo)
+				pubs := make([]store.EmailPublication, 3)
+				for k := range pubs {
+					conv := domain.EmailConversation{CompanyID: b.company.ID, EndpointID: b.ep.ID, IssueID: i.ID,
+						ExternalThreadID: "pending:" + store.NewID(), ExternalConversationID: store.NewID()}
+					if _, err := st.InsertConversation(b.ctx, d, &conv); err != nil {
+						t.Fatal(err)
+					}
+					pubs[k] = store.EmailPublication{ID: store.NewID(), CompanyID: b.company.ID, EndpointID: b.ep.ID, ConversationID: conv.ID,
+						IssueID: i.ID, Request: []byte(`{}`), Actor: []byte(`{}`), Digest: "d"}
+					if err := st.InsertPublication(b.ctx, d, &pubs[k]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				never, attempted, racing := pubs[0].ID, pubs[1].ID, pubs[2].ID
+				if err := st.StartAttempt(b.ctx, d, attempted); err != nil {
+					t.Fatal(err)
+				}
+				tx, err := d.BeginTx(b.ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				settled, err := st.SettleDisconnectedSends(b.ctx, tx, b.ep.ID, "never", "in doubt")
+				if err != nil || len(settled) != 3 {
+					t.Fatalf("settled %v, %v", settled, err)
+				}
+				started := make(chan error, 1)
+				go func() { started <- st.StartAttempt(b.ctx, d, racing) }()
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-started; !errors.Is(err, store.ErrSendSettled) {
+					t.Fatalf("attempt racing the settlement: %v, want ErrSendSettled", err)
+				}
+				want := map[string][2]string{never: {"failed", "failed"}, attempted: {"delivery_unknown", "uncertain"},
+					racing: {"failed", "failed"}}
+				for id, w := range want {
+					got, err := st.GetPublication(b.ctx, d, id)
+					if err != nil || string(got.State) != w[0] || string(got.Outcome) != w[1] || got.NextAttemptAt != nil {
+						t.Fatalf("publication %s: %s/%s %v, want %v", id, got.State, got.Outcome, err, w)
+					}
+				}
+				if again, err := st.SettleDisconnectedSends(b.ctx, d, b.ep.ID, "never", "in doubt"); err != nil || len(again) != 0 {
+					t.Fatalf("settling twice: %v %v", again, err)
+				}
+			})
+		})
+
 		t.Run("Suppression", func(t *testing.T) {
 			b := setup(t)
 			if err := st.Suppress(b.ctx, d, b.company.ID, b.ep.ID, "gone@example.com", "message.bounced"); err != nil {

@@ -74,7 +74,7 @@ var envStatusLabels = map[string]string{"active": "Active", "inactive": "Inactiv
 // activityLabels names audit actions; unknown actions show verbatim.
 var activityLabels = map[string]string{
 	"email.received": "Email received", "email.queued": "Email queued", "email.sent": "Email sent",
-	"email.failed": "Email failed", "email.resolved": "Delivery resolved",
+	"email.failed": "Email failed", "email.uncertain": "Delivery uncertain", "email.resolved": "Delivery resolved",
 	"email_endpoint.draft_created": "Inbox setup started", "email_endpoint.connected": "Inbox connected",
 	"email_endpoint.pause": "Inbox paused", "email_endpoint.resume": "Inbox resumed",
 	"email_endpoint.reconnect": "Inbox reconnected", "email_endpoint.remove": "Inbox disconnected",
