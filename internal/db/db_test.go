@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,4 +102,62 @@ func TestListenReceivesCommittedNotifications(t *testing.T) {
 			t.Fatalf("Listen after cancel: %v", err)
 		}
 	})
+}
+
+// Follow listens again on its own after the database restarts (an
+// immediate stop drops the listener's connection): it reports the lost
+// connection, wakes its caller once listening again (notifications sent
+// meanwhile are lost), and delivers new notifications. The time from the
+// database accepting connections to listening again is logged.
+func TestFollowSurvivesADatabaseRestart(t *testing.T) {
+	c := dbtest.StartCluster(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d, err := db.Open(ctx, c.URL(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	got := make(chan struct{}, 100)
+	var lost atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- d.Follow(ctx, "test_follow", func() { got <- struct{}{} }, func(error) { lost.Add(1) })
+	}()
+	// notifyUntilHeard sends committed notifications until one arrives.
+	notifyUntilHeard := func() {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			_ = d.Tx(ctx, func(tx *sql.Tx) error { return d.NotifyTx(ctx, tx, "test_follow") })
+			select {
+			case <-got:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		t.Fatal("no notification arrived")
+	}
+	<-got // listening
+	notifyUntilHeard()
+	c.Stop()
+	c.Start()
+	back := time.Now()
+	select {
+	case <-got: // listening again
+	case <-time.After(30 * time.Second):
+		t.Fatal("Follow did not listen again after the restart")
+	}
+	t.Logf("listening again %v after the database accepted connections", time.Since(back).Round(time.Millisecond))
+	if lost.Load() == 0 {
+		t.Fatal("the lost connection was not reported")
+	}
+	for len(got) > 0 {
+		<-got
+	}
+	notifyUntilHeard()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Follow after cancel: %v", err)
+	}
 }

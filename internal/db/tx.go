@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 )
 
 // identifier is the shape of the savepoint and channel names this package
@@ -56,6 +57,11 @@ var ErrNoListen = errors.New("database does not support LISTEN")
 // the pool afterwards: it is left in LISTEN state, or broken by a cancelled
 // wait. On SQLite it returns ErrNoListen.
 func (d *DB) Listen(ctx context.Context, channel string, notify func()) error {
+	return d.listen(ctx, channel, notify, nil)
+}
+
+// listen is Listen with a hook called once LISTEN is in effect.
+func (d *DB) listen(ctx context.Context, channel string, notify, listening func()) error {
 	if d.Dialect != Postgres || d.Pool == nil {
 		return ErrNoListen
 	}
@@ -71,6 +77,9 @@ func (d *DB) Listen(ctx context.Context, channel string, notify func()) error {
 	if _, err := pc.Exec(ctx, "LISTEN "+channel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	if listening != nil {
+		listening()
+	}
 	for {
 		if _, err := pc.WaitForNotification(ctx); err != nil {
 			if errors.Is(err, context.Canceled) {
@@ -80,4 +89,46 @@ func (d *DB) Listen(ctx context.Context, channel string, notify func()) error {
 		}
 		notify()
 	}
+}
+
+// Follow backoff: the first retry after a lost listener connection, and
+// the cap. The cap is short on purpose: a retry while the database is down
+// costs one refused TCP connection, and after it is back the listener (and
+// with it cross-replica wake-ups) should return within about a second.
+const (
+	followRetryMin = 100 * time.Millisecond
+	followRetryMax = time.Second
+)
+
+// Follow is Listen that survives the database: it calls notify for every
+// notification on channel until ctx ends, and reconnects after a failure
+// (reporting it to onError, which may be nil) with a backoff from 100 ms
+// to 1 s that starts over once listening works again. It also calls
+// notify each time LISTEN takes effect, the first time included, because
+// notifications sent while nobody listened are lost: the caller then looks
+// for work itself. On SQLite it returns ErrNoListen at once.
+func (d *DB) Follow(ctx context.Context, channel string, notify func(), onError func(error)) error {
+	if d.Dialect != Postgres || d.Pool == nil {
+		return ErrNoListen
+	}
+	backoff := followRetryMin
+	for ctx.Err() == nil {
+		err := d.listen(ctx, channel, notify, func() {
+			backoff = followRetryMin
+			notify()
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if onError != nil {
+			onError(err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, followRetryMax)
+	}
+	return nil
 }
