@@ -448,6 +448,12 @@ func TestFaultsAndRequestLog(t *testing.T) {
 		}
 	}
 	mustCall(t, s, key, "GET", "/inboxes", nil, 200) // times exhausted
+	// every: only each third matching request fails; the others are served.
+	control(t, s, "POST", "/_emulator/faults", map[string]any{"match": map[string]any{"operation": "list_inboxes"}, "status": 503,
+		"every": 3, "times": 2})
+	for _, want := range []int{200, 200, 503, 200, 200, 503, 200, 200, 200} {
+		mustCall(t, s, key, "GET", "/inboxes", nil, want)
+	}
 	// Verbatim bodies, path prefixes and methods.
 	control(t, s, "POST", "/_emulator/faults", map[string]any{"match": map[string]any{"method": "GET", "path_prefix": "/v0/inboxes/" + esc(in)}, "status": 503, "body": "upstream exploded"})
 	r := mustCall(t, s, key, "GET", "/inboxes/"+esc(in), nil, 503)

@@ -402,6 +402,10 @@ func (s *Server) controlRoutes() http.Handler {
 			fail(w, http.StatusBadRequest, "validation_error", "status must be an HTTP status code")
 			return
 		}
+		if f.Every < 0 || f.Times < 0 {
+			fail(w, http.StatusBadRequest, "validation_error", "every and times must not be negative")
+			return
+		}
 		if f.Status == 0 && f.DelayMS == 0 && !f.Stall {
 			fail(w, http.StatusBadRequest, "validation_error", "a fault needs status, delay_ms or stall")
 			return

@@ -28,8 +28,11 @@ type FaultMatch struct {
 // Code. With Status unset the request is processed normally and only its
 // response is delayed by DelayMS (an idempotent send stays "in flight"
 // meanwhile). Stall sends the status line and headers and then never
-// finishes the body until the client goes away. Times limits how many
-// requests the fault affects (0 = unlimited).
+// finishes the body until the client goes away. Every N > 1 applies the
+// fault to every Nth matching request only (the Nth, 2Nth, …); the others
+// pass on to the next fault or are served normally, so a test can fail a
+// steady share of requests (every 10: 10 %) reproducibly. Times limits how
+// many requests the fault affects (0 = unlimited).
 type Fault struct {
 	ID      string            `json:"id"`
 	Match   FaultMatch        `json:"match"`
@@ -39,9 +42,11 @@ type Fault struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	DelayMS int               `json:"delay_ms,omitempty"`
 	Stall   bool              `json:"stall,omitempty"`
+	Every   int               `json:"every,omitempty"`
 	Times   int               `json:"times,omitempty"`
 
-	used int
+	// seen counts matching requests (for Every), used affected ones.
+	seen, used int
 }
 
 type fault = Fault
@@ -66,7 +71,7 @@ func (s *Server) AddFault(f Fault) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f.ID = "flt_" + randomAlnum(12)
-	f.used = 0
+	f.seen, f.used = 0, 0
 	cp := f
 	s.state.faults = append(s.state.faults, &cp)
 	return cp.ID
@@ -100,6 +105,9 @@ func (s *Server) matchFault(method, rawPath, path, op string) *Fault {
 	defer s.mu.Unlock()
 	for i, f := range s.state.faults {
 		if !f.matches(method, rawPath, path, op) {
+			continue
+		}
+		if f.seen++; f.Every > 1 && f.seen%f.Every != 0 {
 			continue
 		}
 		f.used++
