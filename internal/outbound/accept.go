@@ -153,6 +153,11 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		if err := s.Store.InsertPublication(ctx, tx, &pub); err != nil {
 			return err
 		}
+		if pub.Outcome == domain.OutcomeQueued {
+			if err := s.notifyTx(ctx, tx); err != nil {
+				return err
+			}
+		}
 		return s.Store.Audit(ctx, tx, actor.AuditActor(), companyID, "email.queued", "email_publication", pub.ID, map[string]any{"endpointId": ep.ID,
 			"issueId": pub.IssueID, "reply": req.IsReply(), "recipients": len(recipients), "outcome": pub.Outcome})
 	})

@@ -291,7 +291,12 @@ func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, 
 	if f.recheck {
 		w.Log.Warn("send checks could not be made; checking again later", "publication", pub.ID, "err", f.err)
 		next := w.Store.Now().Add(recheckDelay)
-		return w.Store.SetPublicationState(ctx, w.Store.DB, pub.ID, domain.SendRetry, f.msg, &next)
+		return w.Store.Tx(ctx, func(tx *sql.Tx) error {
+			if err := w.Store.SetPublicationState(ctx, tx, pub.ID, domain.SendRetry, f.msg, &next); err != nil {
+				return err
+			}
+			return w.notifyTx(ctx, tx)
+		})
 	}
 	return w.Store.Tx(ctx, func(tx *sql.Tx) error {
 		if f.transient && attempted {
@@ -303,8 +308,10 @@ func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, 
 			if err := w.Store.SetPublicationState(ctx, tx, pub.ID, domain.SendRetry, f.msg, &next); err != nil {
 				return err
 			}
-			_, err = w.setOutcome(ctx, tx, pub.ID, domain.OutcomeUncertain, domain.OutcomeQueued, domain.OutcomeUncertain)
-			return err
+			if _, err = w.setOutcome(ctx, tx, pub.ID, domain.OutcomeUncertain, domain.OutcomeQueued, domain.OutcomeUncertain); err != nil {
+				return err
+			}
+			return w.notifyTx(ctx, tx)
 		}
 		if err := w.Store.SetPublicationState(ctx, tx, pub.ID, domain.SendFailed, f.msg, nil); err != nil {
 			return err

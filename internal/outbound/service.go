@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -101,6 +102,20 @@ func New(o Options) *Service {
 
 // Notify wakes the worker (call after committing new send work).
 func (s *Service) Notify() { s.Work.Notify() }
+
+// notifyChannel is the PostgreSQL channel on which commits that create
+// send work (an accepted send, a scheduled retry) wake the send workers of
+// every replica. Why: the replica that accepted or scheduled a send may
+// die before it acts, and an idle replica would otherwise not look until
+// its own next deadline, which may be never.
+const notifyChannel = "paperclip_email_sends"
+
+// notifyTx queues the cross-replica send signal, delivered only if tx
+// commits (db.NotifyTx); on SQLite, with one process, the in-process
+// signal after commit suffices.
+func (s *Service) notifyTx(ctx context.Context, tx *sql.Tx) error {
+	return s.Store.DB.NotifyTx(ctx, tx, notifyChannel)
+}
 
 // authzActor rebuilds an authz actor for audit and policy decisions.
 func (s *Service) authzActor(ctx context.Context, q db.Querier, a email.Sender) authz.Actor {

@@ -2,11 +2,13 @@ package outbound
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -38,11 +40,30 @@ func NewWorker(s *Service) *Worker { return &Worker{Service: s} }
 func (w *Worker) Start(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel, w.done = cancel, make(chan struct{})
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		w.listen(lctx)
+	}()
 	go func() {
 		defer close(w.done)
+		defer func() { <-listening }()
 		w.run(lctx)
 	}()
 	return nil
+}
+
+// listen relays other replicas' send notifications (PostgreSQL) to the
+// loop until ctx ends, reconnecting after a lost connection; each
+// (re)connect also wakes the loop, since notifications sent meanwhile are
+// lost. On SQLite it returns at once.
+func (w *Worker) listen(ctx context.Context) {
+	err := w.Store.DB.Follow(ctx, notifyChannel, w.Notify, func(err error) {
+		w.Log.Warn("send notifications interrupted; reconnecting", "err", err)
+	})
+	if err != nil && !errors.Is(err, db.ErrNoListen) {
+		w.Log.Error("send notifications", "err", err)
+	}
 }
 
 // Shutdown stops the loop and waits, at most until ctx ends, for the
@@ -214,6 +235,34 @@ func (w *Worker) process(ctx context.Context, pubID string) (time.Time, error) {
 		}
 		return until.Add(10 * time.Millisecond), nil
 	}
-	defer func() { _ = l.Release(ctx) }()
+	defer w.release(ctx, l)
 	return time.Time{}, w.execute(ctx, pubID, l)
+}
+
+// release gives a thread lease back. When that fails (the database is
+// unreachable) it keeps trying in the background until the lease would
+// have expired anyway. Why: a lease left behind blocks its conversation,
+// on every replica, this one included, for the full lease TTL (90 s by
+// default) after the database is back; giving it back as soon as the
+// database answers lets the send go on within a second. Deleting by our
+// own token is always safe: once another holder took the row, it deletes
+// nothing.
+func (w *Worker) release(ctx context.Context, l *store.Lease) {
+	if err := l.Release(ctx); err == nil {
+		return
+	}
+	until := w.Store.Now().Add(l.TTL)
+	go func() {
+		for w.Store.Now().Before(until) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			if err := l.Release(ctx); err == nil {
+				w.Notify()
+				return
+			}
+		}
+	}()
 }
