@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
@@ -122,21 +121,16 @@ func (s *Service) stopCancelled(ctx context.Context) {
 }
 
 // listenCancels follows cancellation notifications on PostgreSQL, so a run
-// cancelled through another replica stops at once; it reconnects after a
-// failure. SQLite has one process, which interrupts its own runs directly.
+// cancelled through another replica stops at once; db.Follow reconnects
+// after a failure (within about a second of the database being back) and
+// looks for cancelled runs after each (re)connect, since notifications
+// sent meanwhile are lost. SQLite has one process, which interrupts its
+// own runs directly.
 func (s *Service) listenCancels(ctx context.Context) {
-	backoff := time.Second
-	for ctx.Err() == nil {
-		err := s.st.DB.Listen(ctx, cancelChannel, func() { s.stopCancelled(ctx) })
-		if errors.Is(err, db.ErrNoListen) || ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("run cancellation listener stopped; reconnecting", "err", fmt.Sprint(err), "in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 30*time.Second)
+	err := s.st.DB.Follow(ctx, cancelChannel, func() { s.stopCancelled(ctx) }, func(err error) {
+		s.log.Warn("run cancellation listener stopped; reconnecting", "err", fmt.Sprint(err))
+	})
+	if err != nil && !errors.Is(err, db.ErrNoListen) {
+		s.log.Error("run cancellation listener", "err", err)
 	}
 }

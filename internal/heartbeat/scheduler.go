@@ -24,8 +24,13 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.linkBinary(); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
-	if err := s.sweepOrphans(ctx, s.opts.ExclusiveDatabase); err != nil {
-		return fmt.Errorf("heartbeat: recover orphaned runs: %w", err)
+	// With the database to itself, every running run is a dead
+	// predecessor's. Shared, the loop sweeps once its renewals have worked
+	// for a while (see loop).
+	if s.opts.ExclusiveDatabase {
+		if err := s.sweepOrphans(ctx, true); err != nil {
+			return fmt.Errorf("heartbeat: recover orphaned runs: %w", err)
+		}
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -44,6 +49,16 @@ func (s *Service) loop(ctx context.Context) {
 	defer renew.Stop()
 	poll := time.NewTicker(pollInterval)
 	defer poll.Stop()
+	// renewingSince is when this runner's lease renewals last started to
+	// succeed (zero while they fail). Why: after the database was
+	// unreachable (restarted, or cut off), every replica's run leases may
+	// have lapsed, live runs included, and each replica needs up to one
+	// renewal period (TTL/3) after the database is back to renew its own.
+	// A replica that swept at once would fail, and retry, runs that are
+	// still running elsewhere. So orphans are swept only after renewals
+	// have worked for two renewal periods; a run is then orphaned only if
+	// its runner really stopped renewing.
+	renewingSince := s.st.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -51,11 +66,18 @@ func (s *Service) loop(ctx context.Context) {
 		case <-s.signal:
 		case <-poll.C:
 		case <-renew.C:
-			if err := s.st.RenewRunLeases(ctx, s.st.DB, s.opts.RunnerID, s.st.Now().Add(s.opts.LeaseTTL)); err != nil && ctx.Err() == nil {
-				s.log.Error("renew run leases", "err", err)
+			if err := s.st.RenewRunLeases(ctx, s.st.DB, s.opts.RunnerID, s.st.Now().Add(s.opts.LeaseTTL)); err != nil {
+				renewingSince = time.Time{}
+				if ctx.Err() == nil {
+					s.log.Error("renew run leases", "err", err)
+				}
+			} else if renewingSince.IsZero() {
+				renewingSince = s.st.Now()
 			}
-			if err := s.sweepOrphans(ctx, false); err != nil && ctx.Err() == nil {
-				s.log.Error("recover orphaned runs", "err", err)
+			if !renewingSince.IsZero() && s.st.Now().Sub(renewingSince) >= 2*s.opts.LeaseTTL/3 {
+				if err := s.sweepOrphans(ctx, false); err != nil && ctx.Err() == nil {
+					s.log.Error("recover orphaned runs", "err", err)
+				}
 			}
 			// Cancellations requested on other replicas, should their
 			// notification have been missed.
