@@ -235,34 +235,7 @@ func (w *Worker) process(ctx context.Context, pubID string) (time.Time, error) {
 		}
 		return until.Add(10 * time.Millisecond), nil
 	}
-	defer w.release(ctx, l)
+	// A failed release is retried in the background by the store.
+	defer func() { _ = l.Release(ctx) }()
 	return time.Time{}, w.execute(ctx, pubID, l)
-}
-
-// release gives a thread lease back. When that fails (the database is
-// unreachable) it keeps trying in the background until the lease would
-// have expired anyway. Why: a lease left behind blocks its conversation,
-// on every replica, this one included, for the full lease TTL (90 s by
-// default) after the database is back; giving it back as soon as the
-// database answers lets the send go on within a second. Deleting by our
-// own token is always safe: once another holder took the row, it deletes
-// nothing.
-func (w *Worker) release(ctx context.Context, l *store.Lease) {
-	if err := l.Release(ctx); err == nil {
-		return
-	}
-	until := w.Store.Now().Add(l.TTL)
-	go func() {
-		for w.Store.Now().Before(until) {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-			if err := l.Release(ctx); err == nil {
-				w.Notify()
-				return
-			}
-		}
-	}()
 }

@@ -66,11 +66,12 @@ func newToken(holder string) string { return holder + ":" + NewID() }
 func (s *Store) TryLease(ctx context.Context, q db.Querier, companyID, endpointID, key, holder string, ttl time.Duration) (l *Lease, until time.Time, err error) {
 	l = &Lease{st: s, q: q, CompanyID: companyID, EndpointID: endpointID, Key: key, Token: newToken(holder), Holder: holder, TTL: ttl}
 	ok, err := s.acquireLease(ctx, q, l)
-	if err != nil || ok {
-		if err != nil {
-			l = nil
-		}
-		return l, time.Time{}, err
+	if err != nil {
+		s.releaseLater(endpointID, l.Token, ttl) // the claim may have committed
+		return nil, time.Time{}, err
+	}
+	if ok {
+		return l, time.Time{}, nil
 	}
 	exp, err := s.leaseExpiry(ctx, q, endpointID, key)
 	if err != nil || exp == nil {
@@ -130,9 +131,38 @@ func (l *Lease) Release(ctx context.Context) error {
 	defer cancel()
 	if _, err := l.q.ExecContext(rctx, `DELETE FROM email_leases WHERE endpoint_id = $1 AND lease_key = $2 AND token = $3`,
 		l.EndpointID, l.Key, l.Token); err != nil {
+		l.st.releaseLater(l.EndpointID, l.Token, l.TTL)
 		return fmt.Errorf("release lease %s: %w", l.Key, err)
 	}
 	return nil
+}
+
+// releaseRetry is the pause between background release attempts.
+const releaseRetry = 250 * time.Millisecond
+
+// releaseLater deletes token's rows in the background, retrying until it
+// succeeds or ttl has passed (the rows have expired by then anyway). It
+// serves a claim whose outcome is unknown (the acquiring statement failed,
+// yet may have committed: the connection dropped before the answer) and a
+// release that failed (the database was unreachable). Why: such a row
+// blocks its key for every holder, this process included, until it
+// expires, 90 s by default after the database is back; deleting it as
+// soon as the database answers lets the work go on within a second.
+// Deleting by token is always safe: a row another holder took since has
+// another token. It runs on the pool, never on the caller's transaction.
+func (s *Store) releaseLater(endpointID, token string, ttl time.Duration) {
+	until := s.Now().Add(ttl)
+	go func() {
+		for s.Now().Before(until) {
+			time.Sleep(releaseRetry)
+			ctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
+			_, err := s.DB.ExecContext(ctx, `DELETE FROM email_leases WHERE endpoint_id = $1 AND token = $2`, endpointID, token)
+			cancel()
+			if err == nil {
+				return
+			}
+		}
+	}()
 }
 
 // LeaseSet is the leases of one endpoint taken together under one token by
@@ -173,6 +203,7 @@ func (s *Store) TryLeases(ctx context.Context, q db.Querier, companyID, endpoint
 			WHERE email_leases.token = excluded.token OR email_leases.expires_at <= $6
 			RETURNING lease_key`, args...)
 		if err != nil {
+			s.releaseLater(endpointID, set.Token, ttl) // earlier chunks, or this one, may have committed
 			return nil, err
 		}
 		for _, k := range held {
@@ -197,6 +228,12 @@ func (set *LeaseSet) Release(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseReleaseTimeout)
 	defer cancel()
 	if _, err := set.q.ExecContext(rctx, `DELETE FROM email_leases WHERE endpoint_id = $1 AND token = $2`, set.EndpointID, set.Token); err != nil {
+		var ttl time.Duration
+		for _, l := range set.held {
+			ttl = l.TTL
+			break
+		}
+		set.st.releaseLater(set.EndpointID, set.Token, ttl)
 		return fmt.Errorf("release leases: %w", err)
 	}
 	return nil

@@ -143,6 +143,40 @@ func TestStore(t *testing.T) {
 					t.Fatalf("after release: %v %v", other, err)
 				}
 			})
+			// A release that fails (here: its transaction is gone; in
+			// production: the database is unreachable) is retried in the
+			// background, so the key is free again long before the TTL.
+			t.Run("FailedReleaseIsRetried", func(t *testing.T) {
+				b := setup(t)
+				tx, err := d.BeginTx(b.ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, _, err := st.TryLease(b.ctx, tx, b.company.ID, b.ep.ID, store.ThreadLeaseKey("t0"), "one", time.Hour)
+				if err != nil || l == nil {
+					t.Fatalf("take: %v %v", l, err)
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				if err := l.Release(b.ctx); err == nil {
+					t.Fatal("release on a finished transaction succeeded")
+				}
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					other, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, store.ThreadLeaseKey("t0"), "two", time.Minute)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if other != nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the lease whose release failed was never given back")
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			})
 			t.Run("FenceFailsAfterExpiry", func(t *testing.T) {
 				b := setup(t)
 				l, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, store.ThreadLeaseKey("t1"), "one", time.Minute)
