@@ -24,8 +24,8 @@ const (
 	faultSleepers       = 4 // agent runs in flight during the outage
 )
 
-// TestDatabaseRestartUnderLoad stops PostgreSQL immediately (every
-// connection drops, as in a crash) while two replicas receive mail over
+// TestDatabaseRestartUnderLoad cuts every connection of the replicas and
+// then stops PostgreSQL immediately (as in a crash) while two replicas receive mail over
 // WebSockets and send replies, keeps mail arriving and sends being
 // submitted while it is down, and starts it again. Afterwards nothing is
 // lost or doubled: every message is retained once and woke its agent
@@ -123,7 +123,16 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 		})
 	}
 
-	time.Sleep(1500 * time.Millisecond)
+	// First every replica's connections are cut (the database stays up),
+	// then the database itself goes down.
+	time.Sleep(800 * time.Millisecond)
+	var cut int
+	if err := d.QueryRowContext(context.Background(), `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&cut); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v: cut %d connections", elapsed(), cut)
+	time.Sleep(1200 * time.Millisecond)
 	cluster.Stop()
 	t.Logf("%v: database stopped (immediate)", elapsed())
 	time.Sleep(3 * time.Second)
