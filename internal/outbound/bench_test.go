@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,6 +92,7 @@ func benchSends(b *testing.B, url string, acceptors int, waitEach bool) {
 	deadline := time.After(2*time.Minute + time.Duration(b.N)*50*time.Millisecond)
 
 	b.ResetTimer()
+	cpu0 := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, acceptors)
@@ -131,6 +133,7 @@ func benchSends(b *testing.B, url string, acceptors int, waitEach bool) {
 		}
 	}
 	finished := time.Now()
+	cpu := processCPU() - cpu0
 	b.StopTimer()
 
 	if got := len(e.Em.Outbox("client@example.com", "")); got != b.N {
@@ -143,6 +146,7 @@ func benchSends(b *testing.B, url string, acceptors int, waitEach bool) {
 	pct := func(p float64) float64 { return ms(lat[int(p*float64(len(lat)-1))]) }
 	b.ReportMetric(float64(b.N)/finished.Sub(start).Seconds(), "sends/s")
 	b.ReportMetric(float64(b.N)/accepted.Sub(start).Seconds(), "accepts/s")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/send")
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
@@ -169,4 +173,15 @@ func accept(client *http.Client, url string, body map[string]any) error {
 		return fmt.Errorf("send %s: status %d: %s", body["idempotencyKey"], resp.StatusCode, out)
 	}
 	return nil
+}
+
+// processCPU is this process's user plus system CPU time: the server, the
+// in-process emulator and the benchmark's client together (PostgreSQL's
+// own processes are not counted).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
