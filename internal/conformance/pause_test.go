@@ -134,6 +134,9 @@ func TestSendsOfADisconnectedInbox(t *testing.T) {
 				t.Fatalf("attempted send %s after the disconnect: %v", k, d)
 			}
 			mustEqual(t, "attempted send state", state(k), "delivery_unknown")
+			if d["retrying"] != false || d["confirmationExpired"] != false {
+				t.Fatalf("a send parked by the disconnect is neither retrying nor past its window: %v", d)
+			}
 		}
 		d := e.delivery(secondKey)
 		if d["outcome"] != "failed" || !strings.Contains(fmt.Sprint(d["error"]), "disconnected before this email was sent") {

@@ -155,7 +155,8 @@ type SendSummary struct {
 	// Retrying is true while the worker still owns the send (it will make
 	// or repeat an attempt with the same idempotency key);
 	// ConfirmationExpired is true once automatic retries stopped because
-	// the confirmation window passed (only an operator can settle it).
+	// the confirmation window passed (only an operator can settle it; a
+	// send parked by a disconnect says so in Error instead).
 	Retrying            bool `json:"retrying"`
 	ConfirmationExpired bool `json:"confirmationExpired"`
 	// RequestedBy names who asked for the send: the agent and its run, or
@@ -182,8 +183,11 @@ func summarizeSend(p store.EmailPublication) SendSummary {
 	out := SendSummary{ID: p.ID, IssueID: p.IssueID, ConversationID: p.ConversationID, EndpointID: p.EndpointID,
 		Outcome: p.Outcome, Request: p.Request, CreatedAt: p.CreatedAt, SentAt: p.PublishedAt, DeliveredAt: p.DeliveredAt,
 		Attempts: p.Attempts, FirstAttemptAt: p.FirstAttemptAt, NextAttemptAt: p.NextAttemptAt,
-		Retrying:            p.State == domain.SendPending || p.State == domain.SendStreaming || p.State == domain.SendRetry,
-		ConfirmationExpired: p.State == domain.SendUnknown}
+		Retrying: p.State == domain.SendPending || p.State == domain.SendStreaming || p.State == domain.SendRetry,
+		// A send parked because its inbox was disconnected is also
+		// delivery_unknown, with its own error: only the window's error
+		// means the window expired.
+		ConfirmationExpired: p.State == domain.SendUnknown && p.Error == expiredMsg}
 	var who email.Sender
 	if json.Unmarshal(p.Actor, &who) == nil {
 		out.RequestedBy = SendRequester{AgentID: optional(who.AgentID), RunID: optional(who.RunID), UserID: optional(who.UserID)}
