@@ -133,6 +133,15 @@ type EmailEndpointSummary struct {
 	LastSyncAt      *time.Time `json:"lastSyncAt"`
 	HealthMessage   string     `json:"healthMessage,omitempty"`
 	ActivatedAt     *time.Time `json:"activatedAt,omitempty"`
+	// CredentialConnectionID is the saved credential the inbox was set up
+	// from (null for an inbox using its own pasted key, and after a
+	// reconnect, which always gives the inbox its own key).
+	CredentialConnectionID *string    `json:"credentialConnectionId"`
+	CreatedAt              time.Time  `json:"createdAt"`
+	ActivationAt           *time.Time `json:"activationAt"`
+	LastEventAt            *time.Time `json:"lastEventAt"`
+	LastPublicationAt      *time.Time `json:"lastPublicationAt"`
+	ArchivedAt             *time.Time `json:"archivedAt"`
 	// LowTrustWarning is true when the assigned agent is not low-trust: an
 	// unrestricted inbox can receive mail from anyone.
 	StandardAgentWarning bool `json:"standardAgentWarning,omitempty"`
@@ -142,7 +151,12 @@ type EmailEndpointSummary struct {
 func (e EmailEndpoint) Summary() EmailEndpointSummary {
 	s := EmailEndpointSummary{ID: e.ID, CompanyID: e.CompanyID, ConnectionID: e.ID, AssignedAgentID: e.AssignedAgentID,
 		Status: e.Status, ReceiveMode: e.ReceiveMode, LastSyncAt: e.LastSyncAt, HealthMessage: e.HealthMessage,
-		ActivatedAt: e.ActivatedAt}
+		ActivatedAt: e.ActivatedAt, CreatedAt: e.CreatedAt, ActivationAt: e.ActivationAt, LastEventAt: e.LastEventAt,
+		LastPublicationAt: e.LastPublicationAt, ArchivedAt: e.ArchivedAt}
+	if e.CredentialConnectionID != "" {
+		c := e.CredentialConnectionID
+		s.CredentialConnectionID = &c
+	}
 	if e.Address != "" {
 		a := e.Address
 		s.Address = &a

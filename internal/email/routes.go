@@ -33,6 +33,8 @@ func (s *Service) Routes(rt httpx.Router) {
 	h("GET /api/email/inboxes/{endpointId}", s.getInbox)
 	h("POST /api/email/inboxes/{endpointId}/control", s.control)
 	h("POST /api/email/inboxes/{endpointId}/reconnect", s.reconnect)
+	h("GET /api/email/inboxes/{endpointId}/conversations", s.listConversations)
+	h("GET /api/email/inboxes/{endpointId}/activity", s.inboxActivity)
 }
 
 // Gate serves h only while email connections are enabled (the
@@ -309,7 +311,18 @@ func (s *Service) listInboxes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.ListInboxes(r.Context(), httpx.Actor(r), companyID)
+	a := httpx.Actor(r)
+	var out []domain.EmailEndpointSummary
+	switch v := r.URL.Query().Get("includeArchived"); {
+	case v != "" && v != "true" && v != "false":
+		return httpx.Errorf(http.StatusBadRequest, "includeArchived must be true or false")
+	case v == "true" && a.Kind != authz.KindAgent:
+		// Disconnected inboxes are board history; agents keep seeing only
+		// their active inboxes.
+		out, err = s.ListAllInboxes(r.Context(), a, companyID)
+	default:
+		out, err = s.ListInboxes(r.Context(), a, companyID)
+	}
 	if err != nil {
 		return err
 	}
