@@ -16,6 +16,7 @@ var (
 	inlineScript = regexp.MustCompile(`<script(?:\s[^>]*)?>\s*[^<\s]`)
 	eventAttr    = regexp.MustCompile(`(?i)<[^>]+\son[a-z]+\s*=`)
 	h1Re         = regexp.MustCompile(`<h1[\s>]`)
+	remoteLoad   = regexp.MustCompile(`(?i)(\ssrc\s*=\s*"?(https?:)?//|<link[^>]*\shref\s*=\s*"?(https?:)?//|\saction\s*=\s*"?(https?:)?//)`)
 )
 
 var wantHeaders = map[string]string{
@@ -58,8 +59,10 @@ func checkPage(t *testing.T, path string, p page) {
 	if !strings.Contains(p.body, `<html lang="en">`) {
 		t.Errorf("GET %s: no lang", path)
 	}
-	if strings.Contains(p.body, "http://") || strings.Contains(p.body, "https://") {
-		t.Errorf("GET %s: page references a remote URL", path)
+	// Links may point elsewhere (AgentMail's console and docs open in a
+	// new tab); what loads with the page may not.
+	if m := remoteLoad.FindString(p.body); m != "" {
+		t.Errorf("GET %s: page loads a remote resource: %s", path, m)
 	}
 }
 

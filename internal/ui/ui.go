@@ -53,6 +53,8 @@ type UI struct {
 
 	healthMu sync.Mutex
 	health   cachedHealth
+
+	email emailState // the email pages' caches
 }
 
 // New builds the UI handler.
@@ -145,6 +147,8 @@ func (u *UI) routes() {
 	m.HandleFunc("GET /c/{cid}/members", u.company(u.membersPage))
 	m.HandleFunc("POST /c/{cid}/members", u.company(u.addMember))
 	m.HandleFunc("POST /c/{cid}/board-keys", u.company(u.createBoardKey))
+
+	u.emailRoutes(m)
 
 	m.HandleFunc("/", u.page(func(c *rc) { c.notFound() }))
 }

@@ -42,7 +42,8 @@
       const [name, value] = el.getAttribute("data-show-when").split("=");
       const form = el.closest("form");
       if (!form) return;
-      const checked = form.querySelector('input[name="' + name + '"]:checked');
+      const select = form.querySelector('select[name="' + name + '"]');
+      const checked = select || form.querySelector('input[name="' + name + '"]:checked');
       el.hidden = !checked || checked.value !== value;
     });
   }
@@ -50,6 +51,10 @@
   document.addEventListener("change", (ev) => {
     const t = ev.target;
     if (t.matches("[data-toggles]")) toggles(t.closest("form") || document);
+    if (t.matches("select[data-refresh]")) refreshFragment(t);
+    if (t.id === "email-agent" && t.form) {
+      t.form.querySelectorAll("[data-js-disabled]").forEach((b) => { b.disabled = t.value === ""; });
+    }
     if (t.matches("[data-autosubmit]") && t.form) t.form.requestSubmit();
   });
 
@@ -79,7 +84,7 @@
       const note = document.createElement("p");
       note.className = "hint";
       note.setAttribute("role", "status");
-      note.textContent = "Still working…";
+      note.textContent = form.dataset.slowNote || "Still working…";
       form.append(note);
     }, 10000);
   });
@@ -98,7 +103,7 @@
     if (!btn) return;
     const src = btn.dataset.copyFrom ? document.getElementById(btn.dataset.copyFrom) : null;
     const text = src ? src.value : btn.dataset.copy;
-    const status = btn.parentElement.querySelector(".copy-status");
+    const status = (btn.closest(".copy-scope") || btn.parentElement).querySelector(".copy-status");
     let msg = "Copied!";
     try {
       await navigator.clipboard.writeText(text);
@@ -202,15 +207,129 @@
     }
   });
 
+  // ---- Dependent regions: a select re-renders a fragment ---------------
+  // <select data-refresh="name"> fetches ?fragment=name of this page with
+  // the form's data-refresh selects as query parameters and swaps the
+  // element with that id (the wizard's trust notice follows the agent).
+  async function refreshFragment(select) {
+    const form = select.form;
+    const id = select.dataset.refresh;
+    const params = new URLSearchParams(location.search);
+    form.querySelectorAll("select[data-refresh]").forEach((s) => params.set(s.name, s.value));
+    params.set("fragment", id);
+    try {
+      const res = await fetch(location.pathname + "?" + params.toString(), { credentials: "same-origin", cache: "no-store" });
+      if (!res.ok) return;
+      const doc = new DOMParser().parseFromString(policy.createHTML(await res.text()), "text/html");
+      const fresh = doc.getElementById(id);
+      const old = document.getElementById(id);
+      if (!fresh || !old) return;
+      const node = document.importNode(fresh, true);
+      old.replaceWith(node);
+      enhance(node);
+    } catch (e) { /* the page still works; Continue re-validates */ }
+  }
+
+  // ---- Address check (wizard step 2) -------------------------------------
+  // Debounced 350 ms; the request in flight is aborted on change and an
+  // answer is shown only for the username and domain it was asked for.
+  // The answer is "taken" or "unknown", never "free".
+  function addressCheck(form) {
+    const name = form.querySelector("#email-name");
+    const domain = form.querySelector("#email-domain");
+    const submit = form.querySelector("#step-address-continue");
+    if (!name || !domain) return;
+    let timer = null, ctrl = null, current = "";
+    const keyOf = () => name.value + "@" + domain.value;
+    function apply(box) {
+      const st = box.dataset.status || "";
+      const bad = st === "taken" || st === "invalid";
+      if (bad) {
+        name.setAttribute("aria-invalid", "true");
+        name.setAttribute("aria-describedby", "email-address-error email-name-hint");
+      } else {
+        name.removeAttribute("aria-invalid");
+        name.setAttribute("aria-describedby", "email-name-hint");
+      }
+      const existing = form.querySelector("#address-mode-existing");
+      const blocked = (bad || st === "checking") && !(existing && existing.checked);
+      if (submit) submit.disabled = blocked;
+    }
+    function show(html) {
+      const doc = new DOMParser().parseFromString(policy.createHTML(html), "text/html");
+      const fresh = doc.getElementById("address-check");
+      const old = form.querySelector("#address-check");
+      if (!fresh || !old) return;
+      const node = document.importNode(fresh, true);
+      old.replaceWith(node);
+      apply(node);
+    }
+    function pending() {
+      const box = form.querySelector("#address-check");
+      box.dataset.status = "checking";
+      box.querySelector("#email-address-status").textContent = "Checking address…";
+      box.querySelector("#email-address-error").textContent = "";
+      const sug = box.querySelector(".suggestions");
+      if (sug) sug.remove();
+      apply(box);
+    }
+    async function run() {
+      const key = keyOf();
+      current = key;
+      if (ctrl) ctrl.abort();
+      ctrl = new AbortController();
+      const body = new URLSearchParams({ username: name.value, domain: domain.value });
+      const csrf = form.querySelector('input[name="csrf"]');
+      try {
+        const res = await fetch(form.dataset.check, { method: "POST", body, signal: ctrl.signal, credentials: "same-origin",
+          headers: { "X-CSRF-Token": csrf ? csrf.value : "" } });
+        const html = await res.text();
+        if (key !== current) return; // a stale answer
+        if (!res.ok) {
+          show('<div id="address-check" class="address-check" data-status="error"><p id="email-address-status" role="status" class="check-status">Could not check this address. Try again in a moment.</p><p id="email-address-error" role="alert" class="error-text"></p></div>');
+          return;
+        }
+        show(html);
+      } catch (e) {
+        if (e.name === "AbortError" || key !== current) return;
+        show('<div id="address-check" class="address-check" data-status="error"><p id="email-address-status" role="status" class="check-status">Could not check this address. The network request failed.</p><p id="email-address-error" role="alert" class="error-text"></p></div>');
+      }
+    }
+    function changed() {
+      const lower = name.value.toLowerCase();
+      if (lower !== name.value) name.value = lower;
+      clearTimeout(timer);
+      if (name.value === "") { current = ""; return; }
+      pending();
+      timer = setTimeout(run, 350);
+    }
+    name.addEventListener("input", changed);
+    name.addEventListener("change", () => { if (keyOf() !== current) changed(); });
+    domain.addEventListener("change", changed);
+    form.addEventListener("change", (ev) => { if (ev.target.name === "mode") apply(form.querySelector("#address-check")); });
+    form.addEventListener("click", (ev) => {
+      const b = ev.target.closest(".address-suggestion");
+      if (!b) return;
+      name.value = b.dataset.suggest;
+      name.focus();
+      changed();
+    });
+  }
+
   // ---- Setup ---------------------------------------------------------------
   function enhance(root) {
     localTimes(root);
     toggles(root);
+    root.querySelectorAll("[data-js-disabled]").forEach((b) => {
+      const sel = b.form && b.form.querySelector("#email-agent");
+      b.disabled = !!sel && sel.value === "";
+    });
   }
 
   function init() {
     enhance(document);
     document.querySelectorAll("[data-poll]").forEach((el) => start(el));
+    document.querySelectorAll("form[data-address-form]").forEach(addressCheck);
     const alert = document.querySelector("[data-focus]");
     if (alert) alert.focus();
   }
