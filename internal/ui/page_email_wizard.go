@@ -194,6 +194,8 @@ type wizard struct {
 
 	// Ready screen.
 	EmulatorCmd string
+
+	keepUsername bool // a posted username stays as typed
 }
 
 type restrictedInbox struct {
@@ -529,7 +531,7 @@ func (u *UI) prepareAddress(c *rc, w *wizard) bool {
 			w.State.Inbox = w.Existing[0].Address
 		}
 	}
-	if w.State.Mode == "new" && w.State.Username == "" && w.Agent != nil && w.FieldErr["username"] == "" {
+	if w.State.Mode == "new" && w.State.Username == "" && w.Agent != nil && !w.keepUsername {
 		w.State.Username = defaultUsername(w.Agent.Name)
 	}
 	if w.Trust != nil && w.Trust.Preset == domain.TrustLowTrustReview {
@@ -813,10 +815,8 @@ func (u *UI) wizardAddress(c *rc) {
 	if r := c.post("receive"); r == domain.ReceiveWebhook || r == domain.ReceiveWebSocket {
 		st.Receive = r
 	}
-	// prepareAddress needs the typed username kept, even when empty.
-	if st.Username == "" {
-		w.FieldErr["username"] = msgUsernameRule
-	}
+	// The typed username is kept, even when empty (no suggestion then).
+	w.keepUsername = true
 	offered := w.State.Domain
 	if !u.prepareAddress(c, w) {
 		return
