@@ -81,6 +81,9 @@ type Seeded struct {
 	AgentID    string
 	EndpointID string
 	Address    string
+	// APIKey is the emulator organization's key, printed so a user can
+	// connect AgentMail in the browser (it only opens the local emulator).
+	APIKey string
 }
 
 // Seed creates (or, on a re-run, reuses) the demo company, its agent and
@@ -153,7 +156,7 @@ func Seed(ctx context.Context, srv *server.Server, em *emulator.Server, ag Agent
 		}
 		out.AgentID = a.ID
 	}
-	out.EndpointID, out.Address = st.EndpointID, Address
+	out.EndpointID, out.Address, out.APIKey = st.EndpointID, Address, st.APIKey
 	ep, err := srv.Store.GetEndpoint(ctx, srv.DB, st.EndpointID)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && ep.Status == domain.EndpointDraft):
@@ -201,7 +204,11 @@ func Instructions(srv *server.Server, em *emulator.Server, s Seeded) string {
 		fmt.Fprintf(&b, "  or any SMTP client to %s (for example: swaks --server %s --to %s)\n", smtp, smtp, s.Address)
 	}
 	fmt.Fprintf(&b, "\nThen watch the task, the agent's run and its reply:\n")
-	fmt.Fprintf(&b, "  paperclipai api GET /companies/%s/issues\n", s.CompanyID)
-	fmt.Fprintf(&b, "  curl -s %s/_emulator/outbox\n\n", em.URL())
+	fmt.Fprintf(&b, "  %s/c/%s/tasks  (or: paperclipai api GET /companies/%s/issues)\n", srv.URL(), s.CompanyID, s.CompanyID)
+	fmt.Fprintf(&b, "  curl -s %s/_emulator/outbox\n", em.URL())
+	fmt.Fprintf(&b, "\nOr set up email yourself in the browser, without any API call:\n")
+	fmt.Fprintf(&b, "  1. Open %s/c/%s/apps/agentmail/connect\n", srv.URL(), s.CompanyID)
+	fmt.Fprintf(&b, "  2. Paste the emulator's AgentMail API key when asked: %s\n", s.APIKey)
+	fmt.Fprintf(&b, "  3. Click \"Give an agent an email address\"; the ready screen shows how to send it a test email.\n\n")
 	return b.String()
 }

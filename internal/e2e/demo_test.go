@@ -88,6 +88,10 @@ func TestDemoAnswersEmailEndToEnd(t *testing.T) {
 		home := t.TempDir()
 		emAddr, smtpAddr := freePort(t), freePort(t)
 		p := startDemo(t, home, url, emAddr, smtpAddr)
+		if out := p.stdout.String(); !strings.Contains(out, "/apps/agentmail/connect") ||
+			!strings.Contains(out, "Paste the emulator's AgentMail API key when asked: am_demo_") {
+			t.Fatalf("the demo does not say how to connect AgentMail in the browser:\n%s", out)
+		}
 		msgID := fmt.Sprintf("<demo-%d@example.com>", time.Now().UnixNano())
 		raw := "From: Alice <alice@example.com>\r\nTo: assistant@agentmail.to\r\nSubject: Where is my order?\r\n" +
 			"Message-ID: " + msgID + "\r\nDate: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n\r\nHi, order 42 has not arrived.\r\n"

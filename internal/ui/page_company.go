@@ -146,13 +146,15 @@ func (u *UI) overview(c *rc) {
 			if ib.Address != nil {
 				addr = *ib.Address
 			}
+			href := "/c/" + c.cid + "/apps/agentmail/inboxes/" + ib.ID + "/settings"
 			switch {
 			case ib.Status == "draft":
-				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Setup incomplete", Tone: "amber", Text: addr + " · " + idx.Name(ib.AssignedAgentID)})
+				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Setup incomplete", Tone: "amber", Text: addr + " · " + idx.Name(ib.AssignedAgentID),
+					Href: "/c/" + c.cid + "/apps/agentmail/setup/" + ib.ID})
 			case ib.Status == "paused":
-				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Paused", Tone: "amber", Text: addr + " · " + idx.Name(ib.AssignedAgentID)})
+				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Paused", Tone: "amber", Text: addr + " · " + idx.Name(ib.AssignedAgentID), Href: href})
 			case ib.LastError != nil:
-				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Needs attention", Tone: "red", Text: addr + ": " + *ib.LastError})
+				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Needs attention", Tone: "red", Text: addr + ": " + *ib.LastError, Href: href})
 			}
 		}
 	}
