@@ -191,6 +191,25 @@ func TestUIEmailJourney(t *testing.T) {
 		// 11–12. The task, the agent's run and its reply, delivered.
 		b.visit(c + "/tasks/" + tid)
 		b.waitText("h1", "Delivery date?", 5*time.Second)
+		in := `#task-timeline article[aria-label="Email received"]`
+		b.waitText(in, "Jane <jane@example.com>", 10*time.Second)
+		for _, want := range []string{"External", "To: support@agentmail.to", "Can you confirm Friday delivery?"} {
+			b.waitText(in, want, 5*time.Second)
+		}
+		for _, hidden := range []string{"Earlier thread text", "Bcc:", "Message ID:"} {
+			if strings.Contains(b.text(in), hidden) {
+				t.Errorf("%q is visible before it is asked for", hidden)
+			}
+		}
+		b.click(in + " details.email-fulltext > summary")
+		b.waitText(in, "Earlier thread text", 5*time.Second)
+		b.click(in + " details.email-details > summary")
+		b.waitText(in, "Message ID:", 5*time.Second)
+		out := `#task-timeline article[aria-label="Email sent"]`
+		b.eventually("the reply's card to show Delivered", 60*time.Second, func() bool {
+			return b.exists(out) && strings.Contains(b.text(out+" .email-outcome"), "Delivered")
+		})
+		b.waitText(out, "Thanks for your email about", 5*time.Second)
 		b.eventually("the agent's run to succeed", 60*time.Second, func() bool {
 			return b.exists(`#task-runs .run-row[data-status="succeeded"]`)
 		})
@@ -199,9 +218,9 @@ func TestUIEmailJourney(t *testing.T) {
 		if len(thread["messages"].([]any)) < 2 {
 			t.Fatalf("thread: %v", thread)
 		}
-		out := e.em.Outbox("jane@example.com", "")
-		if len(out) != 1 || out[0].InReplyTo == "" || !strings.Contains(out[0].Text, "Thanks for your email about") {
-			t.Fatalf("outbox: %+v", out)
+		outbox := e.em.Outbox("jane@example.com", "")
+		if len(outbox) != 1 || outbox[0].InReplyTo == "" || !strings.Contains(outbox[0].Text, "Thanks for your email about") {
+			t.Fatalf("outbox: %+v", outbox)
 		}
 		for _, absent := range []string{"Email reply", "Internal comment", "Start email child task"} {
 			if strings.Contains(b.text("main"), absent) {

@@ -4,12 +4,18 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
 // Template functions of the email pages.
 func init() {
-	funcs["outcomeLabel"] = func(s string) string { return labelOr(outcomeLabels, s) }
-	funcs["outcomeText"] = func(s string) string { return outcomeExplanations[s] }
+	funcs["outcomeLabel"] = func(s string) string {
+		if l, ok := taskEmailOutcomeLabels[domain.SendOutcome(s)]; ok {
+			return l
+		}
+		return s
+	}
 	funcs["deliveryLabel"] = func(s string) string { return labelOr(deliveryStateLabels, s) }
 	funcs["eventLabel"] = func(s string) string { return labelOr(eventKindLabels, s) }
 	funcs["receiveLabel"] = func(s string) string { return labelOr(receiveLabels, s) }

@@ -48,19 +48,8 @@ const (
 	msgWebhookNeedsHTTPS    = "Webhook receiving requires a public HTTPS URL; use WebSocket for local setup."
 )
 
-// outcomeLabels are the send outcomes (EmailPublicationSummary.outcome);
-// outcomeExplanations the line under each.
-var outcomeLabels = map[string]string{
-	"queued": "Queued", "sent": "Sent", "delivered": "Delivered", "failed": "Delivery failed", "uncertain": "Delivery uncertain",
-}
-
-var outcomeExplanations = map[string]string{
-	"queued":    "Paperclip will send this email shortly.",
-	"sent":      "AgentMail accepted the email. Waiting for delivery confirmation.",
-	"delivered": "The recipient’s mail server accepted the email.",
-	"failed":    "A new send is a new explicit action by the agent.",
-	"uncertain": "Paperclip lost confirmation after sending. Check AgentMail before resolving.",
-}
+// Send outcome labels are the task email view's (taskEmailOutcomeLabels
+// in labels_task_email.go); the inbox activity reuses them.
 
 // deliveryStateLabels are the inbound delivery states (inbox activity).
 var deliveryStateLabels = map[string]string{

@@ -19,10 +19,6 @@ func TestEmailLabelsCoverStates(t *testing.T) {
 	}{
 		"receive mode":   {receiveLabels, []string{domain.ReceiveWebSocket, domain.ReceiveWebhook}},
 		"receive review": {receiveReviewLabels, []string{domain.ReceiveWebSocket, domain.ReceiveWebhook}},
-		"send outcome": {outcomeLabels, []string{string(domain.OutcomeQueued), string(domain.OutcomeSent), string(domain.OutcomeDelivered),
-			string(domain.OutcomeFailed), string(domain.OutcomeUncertain)}},
-		"outcome explanation": {outcomeExplanations, []string{string(domain.OutcomeQueued), string(domain.OutcomeSent),
-			string(domain.OutcomeDelivered), string(domain.OutcomeFailed), string(domain.OutcomeUncertain)}},
 		"delivery state": {deliveryStateLabels, []string{string(domain.DeliveryReceived), string(domain.DeliveryProcessing),
 			string(domain.DeliveryProcessed), string(domain.DeliveryFiltered), string(domain.DeliveryRetry)}},
 		"event kind": {eventKindLabels, []string{"message.received", "message.sent", "message.delivered", "message.bounced",
