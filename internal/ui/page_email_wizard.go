@@ -625,7 +625,14 @@ func (u *UI) postWizard(c *rc) (*wizard, bool) {
 	return w, true
 }
 
-func (c *rc) post(name string) string { return strings.TrimSpace(c.r.PostForm.Get(name)) }
+// post is a field of the POST body (never of the URL query, which holds
+// the wizard's state).
+func (c *rc) post(name string) string {
+	if c.r.PostForm == nil {
+		_ = c.r.ParseForm()
+	}
+	return strings.TrimSpace(c.r.PostForm.Get(name))
+}
 
 // wizardAgent handles step 1: the agent and the credential.
 func (u *UI) wizardAgent(c *rc) {
