@@ -242,34 +242,42 @@ func envWithout(names ...string) []string {
 	return out
 }
 
-// `run --demo --agent claude_local` makes Claude Code the demo agent when
-// the CLI is on PATH and its credentials are in the environment (here the
-// fake CLI, which calls no model), and says what is missing otherwise.
+// `run --demo --agent claude_local` (or codex_local) makes Claude Code
+// (or Codex) the demo agent when the CLI is on PATH and its credentials
+// are in the environment (here the fake CLI, which calls no model), and
+// says what is missing otherwise.
 func TestDemoWithACLIAgent(t *testing.T) {
-	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
-		fake := testkit.FakeCLIs(t)
-		base := envWithout("PATH", "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
-		pathEnv := "PATH=" + fake + ":" + os.Getenv("PATH")
-		cmd := exec.Command(testkit.Binary(t), "run", "--demo", "--agent", "claude_local", "--home", t.TempDir(), "--listen", freePort(t))
-		cmd.Env = append(base, pathEnv, "PAPERCLIP_DATABASE_URL="+url)
-		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN") {
-			t.Fatalf("without credentials: %v\n%s", err, out)
-		}
-		emAddr, smtpAddr := freePort(t), freePort(t)
-		p := startDemoWith(t, t.TempDir(), url, emAddr, smtpAddr, []string{"--agent", "claude_local"},
-			append(base, pathEnv, "ANTHROPIC_API_KEY=demo-not-a-key"))
-		raw := "From: Alice <alice@example.com>\r\nTo: assistant@agentmail.to\r\nSubject: Order 42\r\nMessage-ID: <cli-demo@example.com>\r\n" +
-			"Date: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n\r\nWhere is it?\r\n"
-		if err := smtp.SendMail(smtpAddr, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(raw)); err != nil {
-			t.Fatalf("smtp: %v", err)
-		}
-		var replies []map[string]any
-		testkit.Eventually(t, 90*time.Second, "the CLI agent's reply", func() bool {
-			replies = p.outbox(t, "alice@example.com")
-			return len(replies) == 1
+	for _, tc := range []struct{ adapter, credential, missing, label string }{
+		{"claude_local", "ANTHROPIC_API_KEY", "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN", "Fake Claude Code (session "},
+		{"codex_local", "CODEX_API_KEY", "set CODEX_API_KEY", "Fake Codex (session "},
+	} {
+		t.Run(tc.adapter, func(t *testing.T) {
+			dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+				fake := testkit.FakeCLIs(t)
+				base := envWithout("PATH", "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "CODEX_API_KEY")
+				pathEnv := "PATH=" + fake + ":" + os.Getenv("PATH")
+				cmd := exec.Command(testkit.Binary(t), "run", "--demo", "--agent", tc.adapter, "--home", t.TempDir(), "--listen", freePort(t))
+				cmd.Env = append(base, pathEnv, "PAPERCLIP_DATABASE_URL="+url)
+				if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), tc.missing) {
+					t.Fatalf("without credentials: %v\n%s", err, out)
+				}
+				emAddr, smtpAddr := freePort(t), freePort(t)
+				p := startDemoWith(t, t.TempDir(), url, emAddr, smtpAddr, []string{"--agent", tc.adapter},
+					append(base, pathEnv, tc.credential+"=demo-not-a-key"))
+				raw := "From: Alice <alice@example.com>\r\nTo: assistant@agentmail.to\r\nSubject: Order 42\r\nMessage-ID: <cli-demo@example.com>\r\n" +
+					"Date: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n\r\nWhere is it?\r\n"
+				if err := smtp.SendMail(smtpAddr, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(raw)); err != nil {
+					t.Fatalf("smtp: %v", err)
+				}
+				var replies []map[string]any
+				testkit.Eventually(t, 90*time.Second, "the CLI agent's reply", func() bool {
+					replies = p.outbox(t, "alice@example.com")
+					return len(replies) == 1
+				})
+				if text, _ := replies[0]["text"].(string); !strings.Contains(text, tc.label) {
+					t.Fatalf("reply: %v\n%s", replies[0], p.stderr.String())
+				}
+			})
 		})
-		if text, _ := replies[0]["text"].(string); !strings.Contains(text, "Fake Claude Code (session ") {
-			t.Fatalf("reply: %v\n%s", replies[0], p.stderr.String())
-		}
-	})
+	}
 }
