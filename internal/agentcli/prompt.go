@@ -76,6 +76,13 @@ func Prompt(in PromptInput) string {
 	b.WriteString(" search_api and call_api for other operations, such as commenting on your task or updating its status" +
 		" (operation issues.update: done when finished, in_review when a person should look, blocked when you cannot go on)." +
 		" Sending email does not complete a task.\n")
+	// The run token is only in the MCP configuration, never in the CLI's
+	// environment, so its shell cannot act as the run.
+	b.WriteString("Use these MCP tools for every Paperclip action: your shell holds no Paperclip credentials")
+	if in.HasInbox {
+		b.WriteString(", so the `paperclipai` commands and HTTP requests the agentmail skill mentions are not for you; its MCP tool names are")
+	}
+	b.WriteString(".\n")
 	if in.HasInbox {
 		switch {
 		case in.SkillText != "":

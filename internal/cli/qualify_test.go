@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,11 +29,55 @@ import (
 // qualifyEnv is a server on a database, an emulator whose webhooks reach
 // the server through a loopback TLS front (its public HTTPS URL), and an
 // organization key that is a canary: it must never show in any output.
+// The server reaches the provider's REST API through a recorder that
+// keeps every secret the provider issues to it (the runtime keys and the
+// webhook signing secrets of setup and reconnects): canaries too.
 type qualifyEnv struct {
 	inst    *testkit.Instance
 	em      *emulator.Server
 	key     string
 	keyFile string
+	issued  *issuedSecrets
+}
+
+// issuedSecrets are the API keys and webhook secrets the provider handed
+// out, taken from its creation responses.
+type issuedSecrets struct {
+	mu               sync.Mutex
+	keys, hookSecret []string
+}
+
+func (s *issuedSecrets) record(res *http.Response) error {
+	if res.Request.Method != http.MethodPost {
+		return nil
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	var v struct {
+		APIKey string `json:"api_key"`
+		Secret string `json:"secret"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if v.APIKey != "" {
+			s.keys = append(s.keys, v.APIKey)
+		}
+		if v.Secret != "" {
+			s.hookSecret = append(s.hookSecret, v.Secret)
+		}
+	}
+	return nil
+}
+
+func (s *issuedSecrets) all() (keys, secrets []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.keys...), append([]string(nil), s.hookSecret...)
 }
 
 func newQualifyEnv(t *testing.T, databaseURL string) *qualifyEnv {
@@ -53,6 +99,13 @@ func newQualifyEnv(t *testing.T, databaseURL string) *qualifyEnv {
 	t.Cleanup(func() { em.Close() })
 	cfg := testkit.EmailConfig(testkit.Config(t, databaseURL), em)
 	cfg.PublicURL = front.URL
+	issued := &issuedSecrets{}
+	emURL, _ := url.Parse(em.URL())
+	rec := httputil.NewSingleHostReverseProxy(emURL)
+	rec.ModifyResponse = issued.record
+	recorder := httptest.NewServer(rec)
+	t.Cleanup(recorder.Close)
+	cfg.AgentMailAPIURL = recorder.URL + "/v0"
 	inst := testkit.Start(t, cfg)
 	u, _ := url.Parse(inst.URL())
 	backend.Store(u)
@@ -62,7 +115,7 @@ func newQualifyEnv(t *testing.T, databaseURL string) *qualifyEnv {
 	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &qualifyEnv{inst: inst, em: em, key: key, keyFile: keyFile}
+	return &qualifyEnv{inst: inst, em: em, key: key, keyFile: keyFile, issued: issued}
 }
 
 // recipientInbox creates an inbox of the key's organization to act as the
@@ -80,22 +133,43 @@ func (e *qualifyEnv) recipientInbox(t *testing.T, username string) string {
 	return in.InboxID
 }
 
-// run runs the command in-process and returns its exit code, stdout and
-// stderr.
+// run runs the command in-process with the key file and returns its exit
+// code and stderr.
 func (e *qualifyEnv) run(t *testing.T, stdout *testkit.SyncBuffer, args ...string) (int, string) {
 	t.Helper()
+	return e.runWith(t, strings.NewReader(""), stdout, append([]string{"--api-key-file", e.keyFile}, args...)...)
+}
+
+// runWith runs the command in-process with stdin and args (no key file
+// unless args name one).
+func (e *qualifyEnv) runWith(t *testing.T, stdin io.Reader, stdout *testkit.SyncBuffer, args ...string) (int, string) {
+	t.Helper()
 	var stderr bytes.Buffer
-	base := []string{"email", "qualify", "--server", e.inst.URL(), "--api-key-file", e.keyFile}
-	code := Main(context.Background(), append(base, args...), strings.NewReader(""), stdout, &stderr)
+	base := []string{"email", "qualify", "--server", e.inst.URL()}
+	code := Main(context.Background(), append(base, args...), stdin, stdout, &stderr)
 	return code, stderr.String()
 }
 
-// noCanary fails when the key shows in any output of the run.
+// noCanary fails when the key, or a runtime key or webhook secret the
+// provider issued to the server, shows in any output of the run or the
+// server's log.
 func (e *qualifyEnv) noCanary(t *testing.T, outputs ...string) {
 	t.Helper()
+	keys, secrets := e.issued.all()
 	for i, out := range append(outputs, e.inst.Logs.String()) {
 		if strings.Contains(out, e.key) || strings.Contains(out, "am_canary_") {
 			t.Fatalf("output %d carries the AgentMail key", i)
+		}
+		for _, k := range keys {
+			if strings.Contains(out, k) {
+				t.Fatalf("output %d carries a runtime key the provider issued", i)
+			}
+		}
+		for _, s := range secrets {
+			// The secret, or its key material without the whsec_ prefix.
+			if strings.Contains(out, s) || strings.Contains(out, strings.TrimPrefix(s, "whsec_")) {
+				t.Fatalf("output %d carries a webhook signing secret", i)
+			}
 		}
 	}
 }
@@ -184,6 +258,11 @@ func TestQualifyAgainstEmulator(t *testing.T) {
 		if !strings.Contains(stderr, "Qualification PASSED") || !strings.Contains(stderr, "pass  websocket: mail received") {
 			t.Errorf("progress and table on stderr:\n%s", stderr)
 		}
+		// Setup and each reconnect issued a runtime key, and the webhook
+		// mode a signing secret: the canary check below covers them.
+		if keys, secrets := e.issued.all(); len(keys) < 2 || len(secrets) < 1 {
+			t.Fatalf("issued secrets: %d runtime keys, %d webhook secrets", len(keys), len(secrets))
+		}
 		e.noCanary(t, stdout.String(), stderr, string(md))
 		// Cleanup left the provider inbox but no registration of the run.
 		c, _ := agentmail.New(agentmail.Options{BaseURL: e.em.APIURL(), APIKey: e.key})
@@ -204,8 +283,9 @@ func TestQualifyReportsEmulatorFaults(t *testing.T) {
 		e.em.AddFault(emulator.Fault{Match: emulator.FaultMatch{Operation: "reply_message"}, Status: 503, Code: "service_unavailable"})
 		report := filepath.Join(t.TempDir(), "qualification.md")
 		stdout := &testkit.SyncBuffer{}
-		code, stderr := e.run(t, stdout, "--recipient", "qa@example.net", "--modes", "websocket,webhook", "--emulator", e.em.URL(),
-			"--report", report, "--timeout", "6s")
+		// The key comes from standard input (--api-key-file -).
+		code, stderr := e.runWith(t, strings.NewReader(e.key+"\n"), stdout, "--api-key-file", "-", "--recipient", "qa@example.net",
+			"--modes", "websocket,webhook", "--emulator", e.em.URL(), "--report", report, "--timeout", "6s")
 		if code == 0 {
 			t.Fatalf("a faulty run exited 0:\n%s", stdout.String())
 		}
@@ -279,4 +359,40 @@ func TestQualifyManualRecipient(t *testing.T) {
 		}
 		e.noCanary(t, out, stderr)
 	})
+}
+
+// Without a key file and without a terminal the command stops before
+// touching the server, saying how to give the key; an empty or
+// multi-line key from standard input is refused the same way.
+func TestQualifyKeyInput(t *testing.T) {
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	for _, tc := range []struct {
+		name  string
+		stdin io.Reader
+		args  []string
+		want  string
+	}{
+		{"no key, reader", strings.NewReader("am_not_read\n"), nil, "no AgentMail key: give --api-key-file FILE (or - for stdin), or run on a terminal to be asked"},
+		{"no key, not a terminal", devNull, nil, "no AgentMail key: give --api-key-file FILE (or - for stdin), or run on a terminal to be asked"},
+		{"empty stdin", strings.NewReader("\n"), []string{"--api-key-file", "-"}, "the AgentMail key is empty or spans several lines"},
+		{"two lines", strings.NewReader("am_one\nam_two\n"), []string{"--api-key-file", "-"}, "the AgentMail key is empty or spans several lines"},
+		{"missing file", strings.NewReader(""), []string{"--api-key-file", filepath.Join(t.TempDir(), "nope")}, "read the AgentMail key:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			// The server address is never dialled: the key is read first.
+			args := append([]string{"email", "qualify", "--server", "http://127.0.0.1:1", "--recipient", "qa@example.net"}, tc.args...)
+			code := Main(context.Background(), args, tc.stdin, &stdout, &stderr)
+			if code == 0 || !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("exit %d, stderr %q, want %q", code, stderr.String(), tc.want)
+			}
+			if out := stderr.String() + stdout.String(); strings.Contains(out, "am_not_read") || strings.Contains(out, "am_one") {
+				t.Fatalf("the key input was echoed: %q", stderr.String())
+			}
+		})
+	}
 }

@@ -7,10 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
@@ -18,45 +20,91 @@ import (
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
-// A resume the CLI no longer knows (here: the task directory lost its
-// Claude Code sessions) falls back to a fresh session in the same run,
-// and the new session is kept for the next email.
+// A resume the CLI no longer knows (here: the task directory lost the
+// CLI's sessions, Claude Code's projects or Codex's rollouts) falls back
+// to a fresh session in the same run, and the new session is kept for
+// the next email.
 func TestCLIAgentFreshSessionWhenResumeFails(t *testing.T) {
+	for _, tc := range []struct{ adapter, sessions, refusal string }{
+		{"claude_local", ".claude/projects", "No conversation found"},
+		{"codex_local", ".codex/sessions", "no rollout found for thread id"},
+	} {
+		t.Run(tc.adapter, func(t *testing.T) {
+			dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+				testFreshSession(t, url, tc.adapter, tc.sessions, tc.refusal)
+			})
+		})
+	}
+}
+
+func testFreshSession(t *testing.T, url, adapter, sessions, refusal string) {
+	e, _ := cliEnv(t, url, adapter, false)
+	first, err := e.Em.Deliver("helpdesk@agentmail.to", emulator.DeliverRequest{From: "alice@example.com", Subject: "Hi", Text: "One"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := waitOutbox(t, e, "alice@example.com", 1)
+	task := emailTask(t, e)
+	run1 := waitCLIRuns(t, e, task, 1)[0]
+	old := run1["sessionId"].(string)
+	dir := filepath.Join(e.Home, "workspaces", e.CompanyID, task, sessions)
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the first run kept no session in %s: %v", dir, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Em.Deliver("helpdesk@agentmail.to", emulator.DeliverRequest{From: "alice@example.com", Subject: "Re: Hi", Text: "Two",
+		InReplyTo: out[0].MessageID, References: []string{first.MessageID, out[0].MessageID}}); err != nil {
+		t.Fatal(err)
+	}
+	out = waitOutbox(t, e, "alice@example.com", 2)
+	run2 := waitCLIRuns(t, e, task, 2)[1]
+	fresh, _ := run2["sessionId"].(string)
+	if run2["status"] != "succeeded" || fresh == "" || fresh == old || !strings.Contains(out[1].Text, "session "+fresh+", turn 1)") {
+		t.Fatalf("fallback run: %v\nreply: %s", run2, out[1].Text)
+	}
+	if log := runLogText(t, e, testkit.ID(run2)); !strings.Contains(log, "resuming session "+old+" failed") || !strings.Contains(log, refusal) {
+		t.Fatalf("the log must tell the fallback:\n%s", log)
+	}
+	recs := fakeRecords(t, e.Home, testkit.ID(run2))
+	if len(recs) != 2 || recs[0].Resumed+recs[1].Resumed != old {
+		t.Fatalf("want a resumed attempt and a fresh one: %+v", recs)
+	}
+	var n int
+	if err := e.DB.QueryRow(`SELECT COUNT(*) FROM agent_task_sessions WHERE agent_id = $1 AND issue_id = $2 AND session_id = $3`,
+		e.AgentID, task, fresh).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("stored session: %d %v", n, err)
+	}
+}
+
+// A CLI run's streamed events are its log, capped at the server's run log
+// limit like every run log: the stored log stops at the cap and says how
+// much there was, while the run still reads the whole stream (the result
+// event past the cap gives its session and usage).
+func TestCLIAgentRunLogIsBounded(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
-		e, _ := cliEnv(t, url, "claude_local", false)
-		first, err := e.Em.Deliver("helpdesk@agentmail.to", emulator.DeliverRequest{From: "alice@example.com", Subject: "Hi", Text: "One"})
-		if err != nil {
+		const logMax, noise = 8 << 10, 64 << 10
+		t.Setenv("FAKECLI_NOISE_BYTES", strconv.Itoa(noise))
+		e, _ := cliEnv(t, url, "claude_local", false, func(c *config.Config) { c.RunLogMaxBytes = logMax })
+		if _, err := e.Em.Deliver("helpdesk@agentmail.to", emulator.DeliverRequest{From: "alice@example.com", Subject: "Chatty", Text: "Say a lot"}); err != nil {
 			t.Fatal(err)
 		}
-		out := waitOutbox(t, e, "alice@example.com", 1)
-		task := testkit.ID(e.Board.List("/api/companies/" + e.CompanyID + "/issues?originKind=chat_channel")[0])
-		run1 := waitCLIRuns(t, e, task, 1)[0]
-		old := run1["sessionId"].(string)
-		dir := filepath.Join(e.Home, "workspaces", e.CompanyID, task, ".claude", "projects")
-		if err := os.RemoveAll(dir); err != nil {
-			t.Fatal(err)
+		waitOutbox(t, e, "alice@example.com", 1)
+		run := waitCLIRuns(t, e, emailTask(t, e), 1)[0]
+		id := testkit.ID(run)
+		u, _ := e.Board.JSON("GET", "/api/heartbeat-runs/"+id, nil, 200)["usage"].(map[string]any)
+		if run["status"] != "succeeded" || run["sessionId"] == nil || u == nil || u["costMicros"] != float64(12300) {
+			t.Fatalf("run past the log cap: %v usage %v", run, u)
 		}
-		if _, err := e.Em.Deliver("helpdesk@agentmail.to", emulator.DeliverRequest{From: "alice@example.com", Subject: "Re: Hi", Text: "Two",
-			InReplyTo: out[0].MessageID, References: []string{first.MessageID, out[0].MessageID}}); err != nil {
-			t.Fatal(err)
+		l := e.Board.JSON("GET", "/api/heartbeat-runs/"+id+"/log", nil, 200)
+		content, _ := l["content"].(string)
+		size, _ := l["sizeBytes"].(float64)
+		if len(content) > logMax || len(content) < logMax/2 || l["truncated"] != true || size < noise {
+			t.Fatalf("log: %d bytes stored, truncated %v, size %v", len(content), l["truncated"], l["sizeBytes"])
 		}
-		out = waitOutbox(t, e, "alice@example.com", 2)
-		run2 := waitCLIRuns(t, e, task, 2)[1]
-		fresh, _ := run2["sessionId"].(string)
-		if run2["status"] != "succeeded" || fresh == "" || fresh == old || !strings.Contains(out[1].Text, "session "+fresh+", turn 1)") {
-			t.Fatalf("fallback run: %v\nreply: %s", run2, out[1].Text)
-		}
-		if log := runLogText(t, e, testkit.ID(run2)); !strings.Contains(log, "resuming session "+old+" failed") || !strings.Contains(log, "No conversation found") {
-			t.Fatalf("the log must tell the fallback:\n%s", log)
-		}
-		recs := fakeRecords(t, e.Home, testkit.ID(run2))
-		if len(recs) != 2 || recs[0].Resumed+recs[1].Resumed != old {
-			t.Fatalf("want a resumed attempt and a fresh one: %+v", recs)
-		}
-		var n int
-		if err := e.DB.QueryRow(`SELECT COUNT(*) FROM agent_task_sessions WHERE agent_id = $1 AND issue_id = $2 AND session_id = $3`,
-			e.AgentID, task, fresh).Scan(&n); err != nil || n != 1 {
-			t.Fatalf("stored session: %d %v", n, err)
+		if !strings.HasPrefix(content, "paperclip: Claude Code -p") {
+			t.Fatalf("the log must keep its head:\n%.200s", content)
 		}
 	})
 }
@@ -194,34 +242,42 @@ func envWithout(names ...string) []string {
 	return out
 }
 
-// `run --demo --agent claude_local` makes Claude Code the demo agent when
-// the CLI is on PATH and its credentials are in the environment (here the
-// fake CLI, which calls no model), and says what is missing otherwise.
+// `run --demo --agent claude_local` (or codex_local) makes Claude Code
+// (or Codex) the demo agent when the CLI is on PATH and its credentials
+// are in the environment (here the fake CLI, which calls no model), and
+// says what is missing otherwise.
 func TestDemoWithACLIAgent(t *testing.T) {
-	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
-		fake := testkit.FakeCLIs(t)
-		base := envWithout("PATH", "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
-		pathEnv := "PATH=" + fake + ":" + os.Getenv("PATH")
-		cmd := exec.Command(testkit.Binary(t), "run", "--demo", "--agent", "claude_local", "--home", t.TempDir(), "--listen", freePort(t))
-		cmd.Env = append(base, pathEnv, "PAPERCLIP_DATABASE_URL="+url)
-		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN") {
-			t.Fatalf("without credentials: %v\n%s", err, out)
-		}
-		emAddr, smtpAddr := freePort(t), freePort(t)
-		p := startDemoWith(t, t.TempDir(), url, emAddr, smtpAddr, []string{"--agent", "claude_local"},
-			append(base, pathEnv, "ANTHROPIC_API_KEY=demo-not-a-key"))
-		raw := "From: Alice <alice@example.com>\r\nTo: assistant@agentmail.to\r\nSubject: Order 42\r\nMessage-ID: <cli-demo@example.com>\r\n" +
-			"Date: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n\r\nWhere is it?\r\n"
-		if err := smtp.SendMail(smtpAddr, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(raw)); err != nil {
-			t.Fatalf("smtp: %v", err)
-		}
-		var replies []map[string]any
-		testkit.Eventually(t, 90*time.Second, "the CLI agent's reply", func() bool {
-			replies = p.outbox(t, "alice@example.com")
-			return len(replies) == 1
+	for _, tc := range []struct{ adapter, credential, missing, label string }{
+		{"claude_local", "ANTHROPIC_API_KEY", "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN", "Fake Claude Code (session "},
+		{"codex_local", "CODEX_API_KEY", "set CODEX_API_KEY", "Fake Codex (session "},
+	} {
+		t.Run(tc.adapter, func(t *testing.T) {
+			dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+				fake := testkit.FakeCLIs(t)
+				base := envWithout("PATH", "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "CODEX_API_KEY")
+				pathEnv := "PATH=" + fake + ":" + os.Getenv("PATH")
+				cmd := exec.Command(testkit.Binary(t), "run", "--demo", "--agent", tc.adapter, "--home", t.TempDir(), "--listen", freePort(t))
+				cmd.Env = append(base, pathEnv, "PAPERCLIP_DATABASE_URL="+url)
+				if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), tc.missing) {
+					t.Fatalf("without credentials: %v\n%s", err, out)
+				}
+				emAddr, smtpAddr := freePort(t), freePort(t)
+				p := startDemoWith(t, t.TempDir(), url, emAddr, smtpAddr, []string{"--agent", tc.adapter},
+					append(base, pathEnv, tc.credential+"=demo-not-a-key"))
+				raw := "From: Alice <alice@example.com>\r\nTo: assistant@agentmail.to\r\nSubject: Order 42\r\nMessage-ID: <cli-demo@example.com>\r\n" +
+					"Date: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n\r\nWhere is it?\r\n"
+				if err := smtp.SendMail(smtpAddr, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(raw)); err != nil {
+					t.Fatalf("smtp: %v", err)
+				}
+				var replies []map[string]any
+				testkit.Eventually(t, 90*time.Second, "the CLI agent's reply", func() bool {
+					replies = p.outbox(t, "alice@example.com")
+					return len(replies) == 1
+				})
+				if text, _ := replies[0]["text"].(string); !strings.Contains(text, tc.label) {
+					t.Fatalf("reply: %v\n%s", replies[0], p.stderr.String())
+				}
+			})
 		})
-		if text, _ := replies[0]["text"].(string); !strings.Contains(text, "Fake Claude Code (session ") {
-			t.Fatalf("reply: %v\n%s", replies[0], p.stderr.String())
-		}
-	})
+	}
 }

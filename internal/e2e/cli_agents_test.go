@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
@@ -33,6 +34,11 @@ type fakeRecord struct {
 		Mode     string `json:"mode"`
 		Writable bool   `json:"writable"`
 	} `json:"skill"`
+	Install *struct {
+		Dir           string `json:"dir"`
+		Writable      bool   `json:"writable"`
+		ReadOnlyMount bool   `json:"readOnlyMount"`
+	} `json:"install"`
 	Tools    []string `json:"tools"`
 	Replied  string   `json:"replied"`
 	Failures []string `json:"failures"`
@@ -61,15 +67,17 @@ func fakeRecords(t *testing.T, home, runID string) []fakeRecord {
 	return out
 }
 
-// cliEnv is an email env whose agent is a CLI agent run by the fake CLI.
-func cliEnv(t *testing.T, url, adapter string, sandboxed bool) (*testkit.EmailEnv, map[string]any) {
+// cliEnv is an email env whose agent is a CLI agent run by the fake CLI;
+// mutate adjusts the server's configuration. The fake's knobs
+// (FAKECLI_NOISE_BYTES) reach it through passEnv when a test sets them.
+func cliEnv(t *testing.T, url, adapter string, sandboxed bool, mutate ...func(*config.Config)) (*testkit.EmailEnv, map[string]any) {
 	t.Helper()
-	e := testkit.NewEmailEnv(t, url)
+	e := testkit.NewEmailEnv(t, url, mutate...)
 	fake := testkit.FakeCLIs(t)
 	command := map[string]string{"claude_local": "claude", "codex_local": "codex"}[adapter]
 	t.Setenv("FAKECLI_CANARY", "canary-from-the-server-env")
 	e.Board.JSON("PATCH", "/api/instance/settings", map[string]any{"agentCli": map[string]any{adapter: map[string]any{
-		"command": filepath.Join(fake, command), "passEnv": []string{"FAKECLI_CANARY"}}}}, 200)
+		"command": filepath.Join(fake, command), "passEnv": []string{"FAKECLI_CANARY", "FAKECLI_NOISE_BYTES"}}}}, 200)
 	cfg := map[string]any{"model": "fake-model", "timeoutSec": 90}
 	if adapter == "claude_local" {
 		cfg["maxTurns"] = 5
@@ -83,6 +91,19 @@ func cliEnv(t *testing.T, url, adapter string, sandboxed bool) (*testkit.EmailEn
 	}
 	e.Board.JSON("PATCH", "/api/agents/"+e.AgentID, patch, 200)
 	return e, e.Setup("helpdesk", nil)
+}
+
+// emailTask waits for the env's one email task and returns its id.
+func emailTask(t *testing.T, e *testkit.EmailEnv) string {
+	t.Helper()
+	var task string
+	testkit.Eventually(t, 60*time.Second, "the email task", func() bool {
+		if l := e.Board.List("/api/companies/" + e.CompanyID + "/issues?originKind=chat_channel"); len(l) > 0 {
+			task = testkit.ID(l[0])
+		}
+		return task != ""
+	})
+	return task
 }
 
 func runsOf(e *testkit.EmailEnv, task string) []map[string]any {
@@ -185,6 +206,15 @@ func testCLIAgent(t *testing.T, url, adapter string, sandboxed bool) {
 		if strings.HasPrefix(n, "PAPERCLIP_MASTER") || n == "PGPASSWORD" || n == "PAPERCLIP_TEST_DATABASE_URL" {
 			t.Fatalf("the server's environment leaked into the CLI's: %s", n)
 		}
+		// The token reaches the CLI only in its MCP configuration.
+		if n == "PAPERCLIP_API_KEY" {
+			t.Fatalf("the run token variable is in the CLI's environment")
+		}
+	}
+	// In a sandbox the CLI cannot change its own install directory (the
+	// fake tried to write there).
+	if rec.Install == nil || (sandboxed && (rec.Install.Writable || !rec.Install.ReadOnlyMount)) {
+		t.Fatalf("install directory: %+v", rec.Install)
 	}
 	wantMode := map[bool]string{false: "http", true: "stdio"}[sandboxed]
 	if rec.MCPMode != wantMode {

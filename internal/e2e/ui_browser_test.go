@@ -57,6 +57,15 @@ func TestUIJourney(t *testing.T) {
 		b.waitText("main", "Standard", 5*time.Second)
 		aid := b.path()[len(c+"/agents/"):]
 
+		// Choosing Claude Code shows its settings and hides the process ones.
+		b.visit(c + "/agents/new")
+		eval[bool](b, `document.querySelector("#adapter-claude").click(), true`)
+		b.eventually("the Claude Code settings", 5*time.Second, func() bool {
+			return eval[bool](b, `!document.querySelector('[data-show-when="adapter=claude_local"]').hidden &&
+				document.querySelector('[data-show-when="adapter=process"]').hidden &&
+				document.querySelector('[data-show-when="adapter=codex_local"]').hidden`)
+		})
+
 		b.visit(c + "/tasks/new")
 		b.fill("#task-title", "Write the weekly report")
 		b.fill("#task-description", "Numbers first.\nThen the highlights.")

@@ -206,8 +206,17 @@ func installDir(real, configured string) string {
 }
 
 // env is the CLI's environment: a few of the server's variables (never
-// all: the server's may hold the vault master key), the run's variables,
-// the CLI's fixed settings and the instance's passEnv credentials.
+// all: the server's may hold the vault master key), the run's variables
+// without its token, the CLI's fixed settings and the instance's passEnv
+// credentials.
+//
+// The run token is never in a CLI's environment, on the host or in a
+// sandbox: every tool the CLI spawns (its shell, language servers, MCP
+// servers of its own) would inherit it. The CLI reaches Paperclip through
+// the per-run MCP configuration, whose header carries the token (host) or
+// through the bridge, which adds it (sandbox). So `paperclipai` commands
+// in a CLI agent's shell carry no run authority on the host (see
+// docs/agents.md, "Bring your own agent").
 func (a CLIAdapter) env(spec RunSpec, settings domain.AgentCLISettings, boxed bool) map[string]string {
 	env := map[string]string{}
 	for _, k := range passthroughEnv {
@@ -217,6 +226,14 @@ func (a CLIAdapter) env(spec RunSpec, settings domain.AgentCLISettings, boxed bo
 	}
 	for k, v := range spec.Env() {
 		env[k] = v
+	}
+	delete(env, "PAPERCLIP_API_KEY")
+	for k, v := range env {
+		// Defence in depth: a Prepare hook's variable holding the token
+		// is dropped too.
+		if spec.Token != "" && strings.Contains(v, spec.Token) {
+			delete(env, k)
+		}
 	}
 	env["HOME"] = spec.Workdir
 	if spec.BinDir != "" {
@@ -233,10 +250,9 @@ func (a CLIAdapter) env(spec RunSpec, settings domain.AgentCLISettings, boxed bo
 	if boxed {
 		env["TMPDIR"] = "/tmp"
 		env["PATH"] = sandbox.BinDir + ":" + serverPath()
-		env["PAPERCLIP_API_URL"] = sandbox.APIURL
 		// The bridge adds the run's credentials; a sandbox that can reach
 		// the network must not hold a token usable elsewhere.
-		env["PAPERCLIP_API_KEY"] = ""
+		env["PAPERCLIP_API_URL"] = sandbox.APIURL
 		if spec.SkillsDir != "" {
 			env["PAPERCLIP_SKILLS_DIR"] = sandbox.SkillsDir
 		}

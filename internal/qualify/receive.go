@@ -2,6 +2,7 @@ package qualify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -77,29 +78,80 @@ type registrations struct {
 	keysHidden bool
 }
 
+// maxRegistrationPages bounds the pages read from one listing: an inbox
+// with more than this many pages of webhooks or keys (100 a page) is not
+// one a qualification run should be pointed at.
+const maxRegistrationPages = 50
+
+// registrations reads every page of the inbox's webhooks and API keys, so
+// a registration of this run is found wherever the provider lists it.
 func (r *runner) registrations(ctx context.Context, inbox string) (*registrations, error) {
 	out := &registrations{webhooks: map[string]bool{}, keys: map[string]bool{}}
-	whs, err := r.prov.ListInboxWebhooks(ctx, inbox, agentmail.ListParams{Limit: 100})
+	err := eachPage("the inbox's webhooks", func(token string) (string, error) {
+		whs, err := r.prov.ListInboxWebhooks(ctx, inbox, agentmail.ListParams{Limit: 100, PageToken: token})
+		if err != nil {
+			return "", fmt.Errorf("list the inbox's webhooks: %s", agentmail.Describe(err))
+		}
+		for _, w := range whs.Webhooks {
+			out.webhooks[w.WebhookID] = true
+		}
+		return whs.NextPageToken, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list the inbox's webhooks: %s", agentmail.Describe(err))
+		return nil, err
 	}
-	for _, w := range whs.Webhooks {
-		out.webhooks[w.WebhookID] = true
-	}
-	var keys struct {
-		APIKeys []struct {
-			APIKeyID string `json:"api_key_id"`
-		} `json:"api_keys"`
-	}
-	err = r.prov.Do(ctx, "GET", "/inboxes/"+url.PathEscape(inbox)+"/api-keys", url.Values{"limit": {"100"}}, nil, &keys)
-	if err != nil {
+	err = eachPage("the inbox's API keys", func(token string) (string, error) {
+		var keys struct {
+			APIKeys []struct {
+				APIKeyID string `json:"api_key_id"`
+			} `json:"api_keys"`
+			NextPageToken string `json:"next_page_token"`
+		}
+		q := url.Values{"limit": {"100"}}
+		if token != "" {
+			q.Set("page_token", token)
+		}
+		if err := r.prov.Do(ctx, "GET", "/inboxes/"+url.PathEscape(inbox)+"/api-keys", q, nil, &keys); err != nil {
+			return "", errKeysHidden
+		}
+		for _, k := range keys.APIKeys {
+			out.keys[k.APIKeyID] = true
+		}
+		return keys.NextPageToken, nil
+	})
+	switch {
+	case err == errKeysHidden && len(out.keys) == 0:
+		// The key may not list inbox keys (a narrower scope).
 		out.keysHidden = true
-		return out, nil
-	}
-	for _, k := range keys.APIKeys {
-		out.keys[k.APIKeyID] = true
+	case err == errKeysHidden:
+		return nil, errors.New("list the inbox's API keys: a later page was refused")
+	case err != nil:
+		return nil, err
 	}
 	return out, nil
+}
+
+// errKeysHidden is a refused API key listing.
+var errKeysHidden = errors.New("the key may not list the inbox's API keys")
+
+// eachPage calls page with each page token in turn (first ""), until a
+// page has no next token. A provider that repeats a token or never ends
+// is an error, not an endless loop.
+func eachPage(what string, page func(token string) (next string, err error)) error {
+	seen := map[string]bool{}
+	token := ""
+	for range maxRegistrationPages {
+		next, err := page(token)
+		if err != nil || next == "" {
+			return err
+		}
+		if seen[next] {
+			return fmt.Errorf("list %s: the provider repeated page token %q", what, next)
+		}
+		seen[next] = true
+		token = next
+	}
+	return fmt.Errorf("list %s: more than %d pages", what, maxRegistrationPages)
 }
 
 // qualifyMode runs one mode's steps; the first mode sets the inbox up,

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/paperclipai/paperclipai/internal/agentcli"
 	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
@@ -18,6 +20,25 @@ type agentForm struct {
 	URL, Headers                                    string
 	Environment, Budget, Status                     string
 	Trust, Kind, Project, Task                      string
+	// Claude Code (claude_local) and Codex (codex_local) settings of the
+	// agent.
+	ClaudeModel, AllowedTools, MaxTurns              string
+	CodexModel, PriceInput, PriceCached, PriceOutput string
+	// CLI is the instance setting of each CLI adapter type (what executes
+	// on the host), keyed by adapter type. It is read from and written to
+	// the instance settings for instance administrators only; for anyone
+	// else it stays nil, whatever the request carried.
+	CLI map[string]cliSettingsForm
+}
+
+// ShowCLISettings reports whether the form shows the instance settings of
+// the CLI adapters (to instance administrators only).
+func (f agentForm) ShowCLISettings() bool { return f.CLI != nil }
+
+// cliSettingsForm is one CLI adapter's instance setting as typed (lists
+// one entry per line).
+type cliSettingsForm struct {
+	Command, InstallDir, PassEnv, EgressHosts string
 }
 
 type agentFormData struct {
@@ -29,6 +50,37 @@ type agentFormData struct {
 	Tasks        []domain.Issue
 	Err          *APIError
 }
+
+// cliTypes are the CLI adapter types in the order the form offers them.
+var cliTypes = []string{agentcli.Claude, agentcli.Codex}
+
+func settingsForm(s domain.AgentCLISettings) cliSettingsForm {
+	return cliSettingsForm{Command: s.Command, InstallDir: s.InstallDir,
+		PassEnv: strings.Join(s.PassEnv, "\n"), EgressHosts: strings.Join(s.EgressHosts, "\n")}
+}
+
+func (f cliSettingsForm) settings() domain.AgentCLISettings {
+	return domain.AgentCLISettings{Command: strings.TrimSpace(f.Command), InstallDir: strings.TrimSpace(f.InstallDir),
+		PassEnv: lines(f.PassEnv, true), EgressHosts: lines(f.EgressHosts, true)}
+}
+
+// lines splits a one-entry-per-line textarea, skipping blank lines
+// (trimming each entry when trim is set).
+func lines(s string, trim bool) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimRight(l, "\r")
+		if trim {
+			l = strings.TrimSpace(l)
+		}
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func formatPrice(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func formFromAgent(a domain.Agent) agentForm {
 	f := agentForm{Name: a.Name, Adapter: a.AdapterType, Environment: a.EnvironmentID, Status: a.Status,
@@ -58,6 +110,23 @@ func formFromAgent(a domain.Agent) agentForm {
 		f.URL, f.Headers = h.URL, joinPairs(h.Headers, ": ")
 		if h.TimeoutSec > 0 {
 			f.Timeout = strconv.Itoa(h.TimeoutSec)
+		}
+	case agentcli.Claude, agentcli.Codex:
+		var c agentcli.Config
+		_ = json.Unmarshal(a.AdapterConfig, &c)
+		if c.TimeoutSec > 0 {
+			f.Timeout = strconv.Itoa(c.TimeoutSec)
+		}
+		if a.AdapterType == agentcli.Claude {
+			f.ClaudeModel, f.AllowedTools = c.Model, strings.Join(c.AllowedTools, "\n")
+			if c.MaxTurns > 0 {
+				f.MaxTurns = strconv.Itoa(c.MaxTurns)
+			}
+			break
+		}
+		f.CodexModel = c.Model
+		if p := c.Pricing; p != nil {
+			f.PriceInput, f.PriceCached, f.PriceOutput = formatPrice(p.InputPerMTok), formatPrice(p.CachedInputPerMTok), formatPrice(p.OutputPerMTok)
 		}
 	}
 	return f
@@ -98,11 +167,24 @@ func splitPairs(s, sep, what string) (map[string]string, *APIError) {
 }
 
 func readAgentForm(c *rc) agentForm {
-	return agentForm{Name: c.form("name"), Adapter: c.form("adapter"), Command: strings.TrimSpace(c.form("command")),
+	f := agentForm{Name: c.form("name"), Adapter: c.form("adapter"), Command: strings.TrimSpace(c.form("command")),
 		Args: c.form("args"), Env: c.form("env"), Cwd: strings.TrimSpace(c.form("cwd")), Timeout: strings.TrimSpace(c.form("timeout")),
 		URL: strings.TrimSpace(c.form("url")), Headers: c.form("headers"), Environment: c.form("environment"),
 		Budget: strings.TrimSpace(c.form("budget")), Status: c.form("status"), Trust: c.form("trust"), Kind: c.form("kind"),
-		Project: c.form("project"), Task: c.form("task")}
+		Project: c.form("project"), Task: c.form("task"),
+		ClaudeModel: strings.TrimSpace(c.form("claudeModel")), AllowedTools: c.form("allowedTools"), MaxTurns: strings.TrimSpace(c.form("maxTurns")),
+		CodexModel: strings.TrimSpace(c.form("codexModel")), PriceInput: strings.TrimSpace(c.form("priceInput")),
+		PriceCached: strings.TrimSpace(c.form("priceCached")), PriceOutput: strings.TrimSpace(c.form("priceOutput"))}
+	// The instance settings are read only from an instance administrator's
+	// form: anyone else's request never touches them, whatever it carries.
+	if c.caps.InstanceAdmin {
+		f.CLI = map[string]cliSettingsForm{}
+		for _, typ := range cliTypes {
+			f.CLI[typ] = cliSettingsForm{Command: c.form(typ + ".command"), InstallDir: c.form(typ + ".installDir"),
+				PassEnv: c.form(typ + ".passEnv"), EgressHosts: c.form(typ + ".egressHosts")}
+		}
+	}
+	return f
 }
 
 // adapterConfig builds the adapter type and config from the form.
@@ -115,24 +197,52 @@ func (f agentForm) adapterConfig() (string, any, *APIError) {
 		}
 		timeout = n
 	}
-	if f.Adapter == "http" {
+	switch f.Adapter {
+	case "http":
 		h, e := splitPairs(f.Headers, ":", "Headers")
 		if e != nil {
 			return "", nil, e
 		}
 		return "http", domain.HTTPAdapterConfig{URL: f.URL, Headers: h, TimeoutSec: timeout}, nil
+	case agentcli.Claude:
+		cfg := agentcli.Config{Model: f.ClaudeModel, AllowedTools: lines(f.AllowedTools, true), TimeoutSec: timeout}
+		if f.MaxTurns != "" {
+			n, err := strconv.Atoi(f.MaxTurns)
+			if err != nil || n < 0 {
+				return "", nil, &APIError{Status: http.StatusBadRequest, Message: "Max turns must be a whole number (0 or empty keeps Claude Code’s default)."}
+			}
+			cfg.MaxTurns = n
+		}
+		return agentcli.Claude, cfg, nil
+	case agentcli.Codex:
+		cfg := agentcli.Config{Model: f.CodexModel, TimeoutSec: timeout}
+		if f.PriceInput != "" || f.PriceCached != "" || f.PriceOutput != "" {
+			var p agentcli.Pricing
+			for _, v := range []struct {
+				text string
+				dst  *float64
+			}{{f.PriceInput, &p.InputPerMTok}, {f.PriceCached, &p.CachedInputPerMTok}, {f.PriceOutput, &p.OutputPerMTok}} {
+				if v.text == "" {
+					continue
+				}
+				n, err := strconv.ParseFloat(strings.TrimPrefix(v.text, "$"), 64)
+				if err != nil || n < 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+					return "", nil, &APIError{Status: http.StatusBadRequest, Message: "Prices must be amounts in USD per million tokens."}
+				}
+				*v.dst = n
+			}
+			cfg.Pricing = &p
+		}
+		return agentcli.Codex, cfg, nil
+	case "process", "":
+	default:
+		return "", nil, &APIError{Status: http.StatusBadRequest, Message: "Choose an adapter: process, HTTP, Claude Code or Codex."}
 	}
 	env, e := splitPairs(f.Env, "=", "Environment")
 	if e != nil {
 		return "", nil, e
 	}
-	var args []string
-	for _, a := range strings.Split(f.Args, "\n") {
-		if a = strings.TrimRight(a, "\r"); strings.TrimSpace(a) != "" {
-			args = append(args, a)
-		}
-	}
-	return "process", domain.ProcessAdapterConfig{Command: f.Command, Args: args, Env: env, Cwd: f.Cwd, TimeoutSec: timeout}, nil
+	return "process", domain.ProcessAdapterConfig{Command: f.Command, Args: lines(f.Args, false), Env: env, Cwd: f.Cwd, TimeoutSec: timeout}, nil
 }
 
 // body turns the form into an agent create/patch body. On edit, the
@@ -145,7 +255,7 @@ func (f agentForm) body(current *domain.Agent) (map[string]any, *APIError) {
 	}
 	body := map[string]any{"name": f.Name, "environmentId": f.Environment}
 	raw, _ := json.Marshal(cfg)
-	if current == nil || typ != current.AdapterType || !sameJSON(raw, current.AdapterConfig) {
+	if current == nil || typ != current.AdapterType || !sameJSON(raw, currentConfig(*current)) {
 		body["adapterType"], body["adapterConfig"] = typ, cfg
 	}
 	budget := int64(0)
@@ -176,6 +286,42 @@ func (f agentForm) body(current *domain.Agent) (map[string]any, *APIError) {
 	return body, nil
 }
 
+// currentConfig is the agent's stored adapter config as the form would
+// write it: a CLI agent's config decoded and encoded again, so fields
+// stored in another spelling (an empty list, a zero) do not count as a
+// change.
+func currentConfig(a domain.Agent) []byte {
+	if slices.Contains(cliTypes, a.AdapterType) {
+		if c, err := agentcli.ParseConfig(a.AdapterType, a.AdapterConfig); err == nil {
+			raw, _ := json.Marshal(c)
+			return raw
+		}
+	}
+	return a.AdapterConfig
+}
+
+// cliSettingsPatch is the instance settings change an instance
+// administrator's form asks for: the chosen CLI adapter's setting when it
+// differs from the stored one, validated before anything is written; nil
+// when there is none (another adapter, no change, not an administrator).
+func (f agentForm) cliSettingsPatch(current domain.InstanceSettings) (map[string]any, *APIError) {
+	in, ok := f.CLI[f.Adapter]
+	if f.CLI == nil || !ok {
+		return nil, nil
+	}
+	want := in.settings()
+	if err := agentcli.CheckSettings(want); err != nil {
+		return nil, &APIError{Status: http.StatusBadRequest,
+			Message: "Instance setting of " + f.Adapter + ": " + strings.TrimPrefix(err.Error(), agentcli.ErrInvalidConfig.Error()+": ")}
+	}
+	have := current.AgentCLI[f.Adapter]
+	if want.Command == have.Command && want.InstallDir == have.InstallDir &&
+		slices.Equal(want.PassEnv, have.PassEnv) && slices.Equal(want.EgressHosts, have.EgressHosts) {
+		return nil, nil
+	}
+	return map[string]any{"agentCli": map[string]any{f.Adapter: want}}, nil
+}
+
 func sameJSON(a, b []byte) bool {
 	var x, y any
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
@@ -203,6 +349,16 @@ func (u *UI) renderAgentForm(c *rc, status int, d agentFormData) {
 		c.errorPage(http.StatusForbidden, "You don’t have permission to change agents.")
 		return
 	}
+	if !c.caps.InstanceAdmin {
+		d.Form.CLI = nil
+	} else if d.Form.CLI == nil {
+		d.Form.CLI = map[string]cliSettingsForm{}
+		if v, e := u.instanceSettings(c); e == nil {
+			for _, typ := range cliTypes {
+				d.Form.CLI[typ] = settingsForm(v.AgentCLI[typ])
+			}
+		}
+	}
 	_ = c.api("GET", "/companies/"+c.cid+"/environments", nil, &d.Environments)
 	_ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &d.Projects)
 	_ = c.api("GET", "/companies/"+c.cid+"/issues?limit=200", nil, &d.Tasks)
@@ -214,12 +370,52 @@ func (u *UI) renderAgentForm(c *rc, status int, d agentFormData) {
 	c.render(status, "agent_form", view{Title: title, Nav: "agents", Crumbs: crumbs, Data: d})
 }
 
+// instanceSettings reads the instance settings (instance administrators).
+func (u *UI) instanceSettings(c *rc) (domain.InstanceSettings, *APIError) {
+	var v domain.InstanceSettings
+	return v, c.api("GET", "/instance/settings", nil, &v)
+}
+
+// formChanges turns the form into the agent body and, for an instance
+// administrator, the instance settings patch; both are validated before
+// anything is written.
+func (u *UI) formChanges(c *rc, f agentForm, current *domain.Agent) (map[string]any, map[string]any, *APIError) {
+	body, e := f.body(current)
+	if e != nil || f.CLI == nil {
+		return body, nil, e
+	}
+	v, e := u.instanceSettings(c)
+	if e != nil {
+		return nil, nil, e
+	}
+	patch, e := f.cliSettingsPatch(v)
+	return body, patch, e
+}
+
+// saveCLISettings applies the instance settings patch after the agent was
+// written. The agent write goes first: it is the one users get wrong, and
+// the settings were validated already.
+func (u *UI) saveCLISettings(c *rc, patch map[string]any) *APIError {
+	if patch == nil {
+		return nil
+	}
+	if e := c.api("PATCH", "/instance/settings", patch, nil); e != nil {
+		return &APIError{Status: e.Status, Message: "The agent was saved, but the instance setting was not: " + e.Message}
+	}
+	return nil
+}
+
 func (u *UI) createAgent(c *rc) {
 	f := readAgentForm(c)
-	body, e := f.body(nil)
+	body, patch, e := u.formChanges(c, f, nil)
 	if e == nil {
 		var a domain.Agent
 		if e = c.api("POST", "/companies/"+c.cid+"/agents", body, &a); e == nil {
+			if se := u.saveCLISettings(c, patch); se != nil {
+				// The agent exists: never offer to create it again.
+				c.redirect("/c/"+c.cid+"/agents/"+a.ID+"/edit", se.Message)
+				return
+			}
 			c.redirect("/c/"+c.cid+"/agents/"+a.ID, flashAgentCreated)
 			return
 		}
@@ -233,11 +429,13 @@ func (u *UI) saveAgent(c *rc) {
 		return
 	}
 	f := readAgentForm(c)
-	body, e := f.body(&a)
+	body, patch, e := u.formChanges(c, f, &a)
 	if e == nil {
 		if e = c.api("PATCH", "/agents/"+a.ID, body, nil); e == nil {
-			c.redirect("/c/"+c.cid+"/agents/"+a.ID, flashAgentSaved)
-			return
+			if e = u.saveCLISettings(c, patch); e == nil {
+				c.redirect("/c/"+c.cid+"/agents/"+a.ID, flashAgentSaved)
+				return
+			}
 		}
 	}
 	if e.Status == http.StatusNotFound {

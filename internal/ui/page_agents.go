@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
+	"strings"
 
+	"github.com/paperclipai/paperclipai/internal/agentcli"
 	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
@@ -73,28 +76,104 @@ func (c *rc) loadAgent() (domain.Agent, bool) {
 }
 
 type agentData struct {
-	Agent       domain.Agent
-	Process     *domain.ProcessAdapterConfig
-	HTTP        *domain.HTTPAdapterConfig
+	Agent        domain.Agent
+	AdapterLabel string
+	Process      *domain.ProcessAdapterConfig
+	HTTP         *domain.HTTPAdapterConfig
+	CLI          *agentcli.Config
+	// Pricing describes a Codex agent's prices.
+	Pricing     string
 	EnvKeys     []string
 	Environment *domain.Environment
 	Inboxes     []domain.EmailEndpointSummary
 	EmailOn     bool
 	Tasks       []domain.Issue
-	Runs        []domain.Run
-	Boundary    string
-	Budget      string
-	Spent       string
+	Runs        []runRow
+	// CLIRuns is set when any listed run has a session or usage.
+	CLIRuns  bool
+	Boundary string
+	Budget   string
+	Spent    string
+}
+
+// runRow is a run in a list, with its usage spelled out.
+type runRow struct {
+	domain.Run
+	Cost, Tokens string
+}
+
+func newRunRow(r domain.Run) runRow {
+	row := runRow{Run: r}
+	if u := r.Usage; u != nil {
+		row.Cost, row.Tokens = usd(u.CostMicros), tokens(*u)
+	}
+	return row
 }
 
 func cents(n int64) string { return fmt.Sprintf("$%d.%02d", n/100, n%100) }
+
+// usd spells an amount in millionths of a US dollar, to the hundredth of
+// a cent (what a single CLI run typically costs).
+func usd(micros int64) string {
+	return "$" + strconv.FormatFloat(float64(micros)/1e6, 'f', 4, 64)
+}
+
+// tokens spells a run's token counts.
+func tokens(u domain.RunUsage) string {
+	parts := []string{thousands(u.InputTokens) + " in"}
+	if u.CachedInputTokens > 0 {
+		parts = append(parts, thousands(u.CachedInputTokens)+" cached")
+	}
+	if u.CacheCreationTokens > 0 {
+		parts = append(parts, thousands(u.CacheCreationTokens)+" cache writes")
+	}
+	parts = append(parts, thousands(u.OutputTokens)+" out")
+	return strings.Join(parts, " · ")
+}
+
+// thousands groups a count's digits by three ("12,345").
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// adapterLabels name the adapter types for people.
+var adapterLabels = map[string]string{"process": "Process", "http": "HTTP",
+	agentcli.Claude: "Claude Code", agentcli.Codex: "Codex"}
+
+func adapterLabel(typ string) string {
+	if l, ok := adapterLabels[typ]; ok {
+		return l
+	}
+	return typ
+}
+
+// cliConfig decodes a CLI agent's config, or nil for other adapters.
+func cliConfig(a domain.Agent) *agentcli.Config {
+	if a.AdapterType != agentcli.Claude && a.AdapterType != agentcli.Codex {
+		return nil
+	}
+	var c agentcli.Config
+	if json.Unmarshal(a.AdapterConfig, &c) != nil {
+		return nil
+	}
+	return &c
+}
 
 func (u *UI) agentPage(c *rc) {
 	a, ok := c.loadAgent()
 	if !ok {
 		return
 	}
-	d := agentData{Agent: a, Budget: "Unlimited", Spent: cents(a.SpentMonthlyCents)}
+	d := agentData{Agent: a, AdapterLabel: adapterLabel(a.AdapterType), Budget: "Unlimited", Spent: cents(a.SpentMonthlyCents)}
 	if a.BudgetMonthlyCents > 0 {
 		d.Budget = cents(a.BudgetMonthlyCents) + " a month"
 	}
@@ -112,6 +191,13 @@ func (u *UI) agentPage(c *rc) {
 		var h domain.HTTPAdapterConfig
 		if json.Unmarshal(a.AdapterConfig, &h) == nil {
 			d.HTTP = &h
+		}
+	default:
+		d.CLI = cliConfig(a)
+		if d.CLI != nil && d.CLI.Pricing != nil {
+			p := d.CLI.Pricing
+			d.Pricing = fmt.Sprintf("$%s input · $%s cached input · $%s output per million tokens",
+				formatPrice(p.InputPerMTok), formatPrice(p.CachedInputPerMTok), formatPrice(p.OutputPerMTok))
 		}
 	}
 	if a.EnvironmentID != "" {
@@ -136,9 +222,14 @@ func (u *UI) agentPage(c *rc) {
 		c.fail(e)
 		return
 	}
-	if e := c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?limit=10&agentId="+a.ID, nil, &d.Runs); e != nil {
+	var runs []domain.Run
+	if e := c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?limit=10&agentId="+a.ID, nil, &runs); e != nil {
 		c.fail(e)
 		return
+	}
+	for _, r := range runs {
+		d.Runs = append(d.Runs, newRunRow(r))
+		d.CLIRuns = d.CLIRuns || r.SessionID != "" || r.Usage != nil
 	}
 	c.render(http.StatusOK, "agent", view{Title: a.Name, Nav: "agents",
 		Crumbs: []crumb{{"Agents", "/c/" + c.cid + "/agents"}, {a.Name, ""}}, Data: d})

@@ -16,10 +16,15 @@ type runData struct {
 	Run       domain.Run
 	Log       runLog
 	AgentName string
-	Task      *domain.Issue
-	Active    bool
-	PollMS    int
-	Base      string
+	// Adapter names the agent's adapter; Model is a CLI agent's model
+	// setting ("" for the CLI's default or another adapter).
+	Adapter, Model string
+	// Cost and Tokens spell the run's usage, when its adapter reported it.
+	Cost, Tokens string
+	Task         *domain.Issue
+	Active       bool
+	PollMS       int
+	Base         string
 }
 
 func (u *UI) runPage(c *rc) {
@@ -43,8 +48,16 @@ func (u *UI) runPage(c *rc) {
 	}
 	var ag domain.Agent
 	if c.api("GET", "/agents/"+d.Run.AgentID, nil, &ag) == nil {
-		d.AgentName = ag.Name
+		d.AgentName, d.Adapter = ag.Name, adapterLabel(ag.AdapterType)
+		if cfg := cliConfig(ag); cfg != nil {
+			d.Model = cfg.Model
+			if d.Model == "" {
+				d.Model = "CLI default"
+			}
+		}
 	}
+	row := newRunRow(d.Run)
+	d.Cost, d.Tokens = row.Cost, row.Tokens
 	if d.Run.IssueID != "" {
 		var t domain.Issue
 		if c.api("GET", "/issues/"+d.Run.IssueID, nil, &t) == nil {

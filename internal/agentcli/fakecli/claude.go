@@ -161,6 +161,11 @@ func runClaude(argv []string) int {
 	}
 	emit(map[string]any{"type": "assistant", "session_id": r.SessionID, "parent_tool_use_id": nil,
 		"message": map[string]any{"role": "assistant", "type": "message", "model": a.model, "content": []map[string]string{{"type": "text", "text": text}}}})
+	noise(func(n int, filler string) any {
+		return map[string]any{"type": "assistant", "session_id": r.SessionID, "parent_tool_use_id": nil,
+			"message": map[string]any{"role": "assistant", "type": "message", "model": a.model,
+				"content": []map[string]string{{"type": "thinking", "thinking": strconv.Itoa(n) + " " + filler}}}}
+	})
 	if err := appendTurn(filepath.Join(projects, r.SessionID+".jsonl"), r.Prompt); err != nil {
 		r.fail("keep the session: %v", err)
 	}

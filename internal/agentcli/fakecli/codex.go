@@ -143,6 +143,9 @@ func runCodex(argv []string) int {
 			}
 		}
 	}
+	noise(func(n int, filler string) any {
+		return map[string]any{"type": "item.completed", "item": map[string]any{"id": "item_noise_" + strconv.Itoa(n), "type": "reasoning", "text": filler}}
+	})
 	if err := appendTurn(rollout, r.Prompt); err != nil {
 		r.fail("keep the session: %v", err)
 	}

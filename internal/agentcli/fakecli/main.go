@@ -3,7 +3,8 @@
 // accepts the subset of that CLI's arguments Paperclip generates (an
 // unknown option fails as the real parser does), checks what a run gave it
 // (the per-run MCP configuration present and private, no run token in its
-// arguments, the agentmail skill staged read-only), answers the task's
+// arguments or environment, the agentmail skill staged read-only, its
+// install directory read-only in a sandbox), answers the task's
 // newest unanswered email through the MCP tools, keeps its sessions where
 // the real CLI does (so a later run can resume them), and prints the real
 // CLI's streamed JSON events, ending with a session id and usage. What it
@@ -17,8 +18,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // record is what one invocation saw, written for the test.
@@ -37,9 +41,19 @@ type record struct {
 	MCPMode     string            `json:"mcpMode"`
 	MCPFileMode string            `json:"mcpFileMode"`
 	Skill       *skillInfo        `json:"skill,omitempty"`
+	Install     *installInfo      `json:"install,omitempty"`
 	Tools       []string          `json:"tools"`
 	Replied     string            `json:"replied,omitempty"`
 	Failures    []string          `json:"failures,omitempty"`
+}
+
+// installInfo is what the CLI could do to its own install directory.
+type installInfo struct {
+	Dir string `json:"dir"`
+	// Writable: a file could be created there; ReadOnlyMount: the
+	// directory lies on a read-only mount.
+	Writable      bool `json:"writable"`
+	ReadOnlyMount bool `json:"readOnlyMount"`
 }
 
 type skillInfo struct {
@@ -77,6 +91,19 @@ func main() {
 	os.Exit(code)
 }
 
+// noise prints events of about FAKECLI_NOISE_BYTES bytes in total (none
+// when unset), made by event from a line number and a filler, so a test
+// can make a run's output outgrow the run log.
+func noise(event func(n int, filler string) any) {
+	total, _ := strconv.Atoi(os.Getenv("FAKECLI_NOISE_BYTES"))
+	filler := strings.Repeat("n", 1000)
+	for n, done := 0, 0; done < total; n++ {
+		b, _ := json.Marshal(event(n, filler))
+		fmt.Println(string(b))
+		done += len(b) + 1
+	}
+}
+
 // emit prints one event line.
 func emit(v any) {
 	b, _ := json.Marshal(v)
@@ -112,8 +139,45 @@ func (r *record) commonChecks() {
 	if os.Getenv("PAPERCLIP_RUN_ID") == "" {
 		r.fail("PAPERCLIP_RUN_ID is not set")
 	}
+	// The run token reaches the CLI only through its MCP configuration:
+	// every tool the CLI spawns would inherit its environment.
+	if _, ok := os.LookupEnv("PAPERCLIP_API_KEY"); ok {
+		r.fail("PAPERCLIP_API_KEY is in the environment")
+	}
+	for _, kv := range os.Environ() {
+		if strings.Contains(kv, "pcr_") {
+			k, _, _ := strings.Cut(kv, "=")
+			r.fail("the environment variable %s holds a run token", k)
+		}
+	}
+	r.checkInstallDir()
 	if !strings.Contains(r.Prompt, "Paperclip woke you") {
 		r.fail("the prompt on stdin is not a Paperclip wake prompt: %q", r.Prompt)
+	}
+}
+
+// checkInstallDir tries to change the CLI's own install directory. In a
+// sandbox (its API is the bridge socket) the directory must be bound
+// read-only, whoever the sandbox user is: an agent that could rewrite its
+// CLI would change what every later run of it executes.
+func (r *record) checkInstallDir() {
+	exe := os.Args[0]
+	if !filepath.IsAbs(exe) {
+		exe, _ = os.Executable()
+	}
+	info := &installInfo{Dir: filepath.Dir(exe)}
+	r.Install = info
+	if f, err := os.CreateTemp(info.Dir, ".fakecli-write-probe-*"); err == nil {
+		info.Writable = true
+		f.Close()
+		_ = os.Remove(f.Name())
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(info.Dir, &st); err == nil {
+		info.ReadOnlyMount = st.Flags&unix.ST_RDONLY != 0
+	}
+	if strings.HasPrefix(os.Getenv("PAPERCLIP_API_URL"), "unix:") && (info.Writable || !info.ReadOnlyMount) {
+		r.fail("the install directory %s is not read-only in the sandbox (writable %v, read-only mount %v)", info.Dir, info.Writable, info.ReadOnlyMount)
 	}
 }
 
