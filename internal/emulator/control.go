@@ -85,6 +85,7 @@ func (s *Server) CreateOrganization(name string) (orgID, apiKey string) {
 	defer s.mu.Unlock()
 	org := s.createOrgLocked(name)
 	k := s.addKeyLocked(org.id, "", "", "emulator", "", nil)
+	s.markDirty()
 	return org.id, k.secret
 }
 
@@ -146,6 +147,7 @@ func (s *Server) EmitMessageEvent(messageID, typ string, recipients ...string) e
 			recipients = append(recipients, addrOnly(r))
 		}
 	}
+	s.markDirty()
 	s.emitReceiptLocked(m.inboxID, m.messageID, evType, recipients)
 	return nil
 }
@@ -187,6 +189,7 @@ func (s *Server) SubscribedCount(inboxID string) int {
 func (s *Server) VerifyDomain(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.markDirty()
 	_, err := s.verifyDomainLocked(name)
 	return err
 }
@@ -201,6 +204,7 @@ func (s *Server) SetBlockList(inboxID string, entries []string) error {
 	if ib == nil {
 		return fmt.Errorf("set block list: %w: %s", ErrNoSuchInbox, inboxID)
 	}
+	s.markDirty()
 	ib.blockList = nil
 	for _, e := range entries {
 		if e = strings.ToLower(strings.TrimSpace(e)); e != "" {

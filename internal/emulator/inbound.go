@@ -13,6 +13,7 @@ import (
 // message.received[.variant] event. A message whose Message-ID the inbox
 // already holds is not stored twice; the existing one is returned.
 func (s *Server) receiveLocked(ib *inbox, in *inboundMail) *message {
+	defer s.markDirty()
 	now := s.state.now()
 	if in.messageID == "" {
 		dom := domainPart(in.from)

@@ -105,6 +105,11 @@ func (s *Server) routes() http.Handler {
 	table := s.apiRoutes()
 	ctl := s.controlRoutes()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// Any other request may change the mailboxes; the state
+			// file (Options.StateFile) is written after it.
+			defer s.markDirty()
+		}
 		path := r.URL.EscapedPath()
 		switch {
 		case strings.HasPrefix(path, "/_emulator/"):

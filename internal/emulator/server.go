@@ -46,6 +46,13 @@ type Options struct {
 	// http.DefaultTransport. Tests pass the transport of a loopback TLS
 	// server standing in front of the receiver (the public HTTPS URL).
 	WebhookTransport http.RoundTripper
+	// StateFile, when set, keeps the mailboxes across restarts: the state
+	// saved there is loaded at start, and every change is written back
+	// shortly after it happens and at Close. Organizations, keys, inboxes,
+	// threads, messages, webhooks, domains, the outbox and completed
+	// idempotent sends are kept; test controls (faults, recorded requests,
+	// webhook attempts, settings) are not.
+	StateFile string
 }
 
 // Server is a running emulator. All methods are safe for concurrent use.
@@ -78,6 +85,14 @@ type Server struct {
 	pageMax atomic.Int64
 
 	webhooks *http.Client
+
+	// The state file (Options.StateFile): dirty says a change is not
+	// written yet, saveWake wakes the saver, saveMu serializes writers.
+	stateFile string
+	dirty     atomic.Bool
+	saveWake  chan struct{}
+	saveMu    sync.Mutex
+	saverDone chan struct{}
 }
 
 // Start listens on opts.Listen (and opts.SMTPListen when set) and serves the
@@ -118,13 +133,29 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		hub:      newHub(),
 	}
 	s.state.init(delay)
-	if len(opts.APIKeys) > 0 {
-		s.mu.Lock()
-		org := s.createOrgLocked("default")
-		for _, k := range opts.APIKeys {
-			s.addKeyLocked(org.id, "", "", "cli", k, nil)
+	if opts.StateFile != "" {
+		if err := s.loadStateFile(opts.StateFile); err != nil {
+			cancel()
+			ln.Close()
+			return nil, fmt.Errorf("start emulator: %w", err)
 		}
-		s.mu.Unlock()
+		s.stateFile, s.saveWake, s.saverDone = opts.StateFile, make(chan struct{}, 1), make(chan struct{})
+	}
+	s.mu.Lock()
+	var org *organization
+	for _, k := range opts.APIKeys {
+		if s.state.keyBySecret[k] != nil {
+			continue // restored from the state file
+		}
+		if org == nil {
+			org = s.createOrgLocked("default")
+		}
+		s.addKeyLocked(org.id, "", "", "cli", k, nil)
+		s.markDirty()
+	}
+	s.mu.Unlock()
+	if s.stateFile != "" {
+		go s.saveLoop()
 	}
 
 	s.httpSrv = &http.Server{
@@ -211,6 +242,12 @@ func (s *Server) Close() error {
 		_ = s.httpSrv.Close()
 	}
 	s.bg.Wait()
+	if s.stateFile != "" {
+		<-s.saverDone
+		if err := s.saveStateFile(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	s.closeErr = errors.Join(errs...)
 	return s.closeErr
 }
@@ -228,6 +265,8 @@ func (s *Server) goBackground(fn func(ctx context.Context)) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
+		// Receipts and webhook attempts may change the mailboxes.
+		defer s.markDirty()
 		fn(s.ctx)
 	}()
 }
