@@ -19,7 +19,7 @@ func newExampleAgentCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "example-agent", Short: "Built-in example agents (for the demo)"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "autoreply",
-		Short: "Answer the newest inbound email of the current task through `paperclipai email reply`",
+		Short: "Answer the newest inbound email of the current task through `paperclipai email reply`, then mark the task done",
 		Args:  cobra.NoArgs,
 		RunE:  runAutoreply,
 	}, newMCPAutoreplyCmd())
@@ -112,8 +112,10 @@ func runAutoreply(cmd *cobra.Command, _ []string) error {
 	}
 	m, ok := th.nextUnanswered()
 	if !ok {
+		// A retried run whose reply already went out still completes
+		// the task.
 		fmt.Fprintln(cmd.OutOrStdout(), "no unanswered inbound email")
-		return nil
+		return markDone(task)
 	}
 	excerpt := strings.TrimSpace(m.Text)
 	if len(excerpt) > 280 {
@@ -129,5 +131,18 @@ func runAutoreply(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "replied to %s: %s", m.From, res)
+	return markDone(task)
+}
+
+// doneRequest is the task update the example agents send once the email is
+// answered: sending email does not complete a task by itself, and a reply
+// in the thread reopens it.
+var doneRequest = []byte(`{"status":"done"}`)
+
+// markDone marks the run's task done through the API, as any agent would.
+func markDone(task string) error {
+	if _, err := self(doneRequest, "api", "PATCH", "/issues/"+task, "--data", "-"); err != nil {
+		return fmt.Errorf("mark the task done: %w", err)
+	}
 	return nil
 }

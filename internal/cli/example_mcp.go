@@ -50,7 +50,7 @@ func toolJSON(ctx context.Context, s *mcp.ClientSession, name string, args any, 
 func newMCPAutoreplyCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "mcp-autoreply",
-		Short: "Like autoreply, but through the MCP tools agentmail_read_thread / agentmail_send / agentmail_delivery",
+		Short: "Like autoreply, but through the MCP tools agentmail_read_thread / agentmail_send / agentmail_delivery / call_api",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			api, token := os.Getenv("PAPERCLIP_API_URL"), os.Getenv("PAPERCLIP_API_KEY")
@@ -75,10 +75,18 @@ func newMCPAutoreplyCmd() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), "task has no email thread; nothing to do")
 				return nil
 			}
+			task := os.Getenv("PAPERCLIP_TASK_ID")
+			done := func() error {
+				if task == "" {
+					return nil
+				}
+				return toolJSON(ctx, session, "call_api", map[string]any{"operationId": "issues.update",
+					"pathParams": map[string]string{"issueId": task}, "body": json.RawMessage(doneRequest)}, nil)
+			}
 			m, ok := th.nextUnanswered()
 			if !ok {
 				fmt.Fprintln(cmd.OutOrStdout(), "no unanswered inbound email")
-				return nil
+				return done()
 			}
 			req := map[string]any{"endpointId": th.Endpoint.ID, "conversationId": th.ConversationID,
 				"replyToMessageId": m.ProviderMessageID, "text": "Received via MCP: " + strings.TrimSpace(m.Text),
@@ -95,7 +103,7 @@ func newMCPAutoreplyCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "replied through MCP: publication %s is %v\n", pub.ID, d["outcome"])
-			return nil
+			return done()
 		},
 	}
 }

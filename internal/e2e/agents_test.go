@@ -88,6 +88,10 @@ func TestAgentRepliesThroughCLIAndMCP(t *testing.T) {
 					d = e.Board.JSON("GET", "/api/companies/"+e.CompanyID+"/email/deliveries/"+reply.IdempotencyKey, nil, 200)
 					return d["outcome"] == "delivered"
 				})
+				// The example agent completes its task after answering.
+				testkit.Eventually(t, 30*time.Second, "the task marked done", func() bool {
+					return e.Board.JSON("GET", "/api/issues/"+task, nil, 200)["status"] == "done"
+				})
 				// The run got the read-only skill listing the inbox, never a key.
 				runs := e.Board.List("/api/companies/" + e.CompanyID + "/heartbeat-runs?issueId=" + task)
 				if len(runs) == 0 || runs[len(runs)-1]["wakeReason"] != "email_received" {
