@@ -29,6 +29,8 @@ const (
 	AgentName   = "Mail Assistant"
 	Username    = "assistant"
 	Address     = "assistant@agentmail.to"
+	// DefaultListen is the server address `paperclipai api` assumes.
+	DefaultListen = "127.0.0.1:3100"
 )
 
 // state is what a demo home remembers between runs.
@@ -65,14 +67,22 @@ func saveState(home string, st state) error {
 	return os.WriteFile(statePath(home), b, 0o600)
 }
 
+// EmulatorStatePath is the demo emulator's state file: its mailboxes
+// survive a restart of the demo.
+func EmulatorStatePath(home string) string {
+	return filepath.Join(home, "instance", "demo-emulator.json")
+}
+
 // StartEmulator starts the demo's emulator with the home's persisted
-// organization key (so a re-run recognises the same account).
+// organization key (so a re-run recognises the same account) and its saved
+// mailboxes (so old threads, messages and keys are still there).
 func StartEmulator(ctx context.Context, home, listen, smtp string) (*emulator.Server, error) {
 	st, err := loadState(home)
 	if err != nil {
 		return nil, err
 	}
-	return emulator.Start(ctx, emulator.Options{Listen: listen, SMTPListen: smtp, APIKeys: []string{st.APIKey}})
+	return emulator.Start(ctx, emulator.Options{Listen: listen, SMTPListen: smtp, APIKeys: []string{st.APIKey},
+		StateFile: EmulatorStatePath(home)})
 }
 
 // Seeded describes the demo objects.
@@ -170,12 +180,19 @@ func Seed(ctx context.Context, srv *server.Server, em *emulator.Server, ag Agent
 	case ep.Status == domain.EndpointArchived:
 		return out, errors.New("the demo inbox was disconnected; remove " + statePath(srv.Config.Home) + " to seed a new one")
 	default:
-		// The emulator keeps its mailboxes in memory: recreate the inbox
-		// (idempotent by client_id) and reconnect with the account key,
-		// which keeps the inbox identity, conversations and tasks.
+		// The emulator's state file normally still holds the inbox and its
+		// runtime key. When it does not (a home from before the state file,
+		// or the file was removed), recreate the inbox (idempotent by
+		// client_id) and reconnect with the account key, which keeps the
+		// inbox identity, conversations and tasks.
 		c, err := agentmail.New(agentmail.Options{BaseURL: em.APIURL(), APIKey: st.APIKey})
 		if err != nil {
 			return out, err
+		}
+		if _, err := c.GetInbox(ctx, Address); err == nil {
+			return out, nil
+		} else if !errors.Is(err, agentmail.ErrNotFound) {
+			return out, fmt.Errorf("look up the demo inbox: %w", err)
 		}
 		if _, err := c.CreateInbox(ctx, agentmail.CreateInboxRequest{Username: Username, DisplayName: AgentName,
 			ClientID: "paperclip-" + st.EndpointID}); err != nil && !agentmail.IsAddressTaken(err) {
@@ -203,8 +220,14 @@ func Instructions(srv *server.Server, em *emulator.Server, s Seeded) string {
 	if smtp != "" {
 		fmt.Fprintf(&b, "  or any SMTP client to %s (for example: swaks --server %s --to %s)\n", smtp, smtp, s.Address)
 	}
+	// `paperclipai api` calls 127.0.0.1:3100 unless told otherwise: name
+	// the server when --listen moved it.
+	api := "paperclipai api"
+	if u := srv.URL(); u != "http://"+DefaultListen {
+		api = "PAPERCLIP_API_URL=" + u + "/api paperclipai api"
+	}
 	fmt.Fprintf(&b, "\nThen watch the task, the agent's run and its reply:\n")
-	fmt.Fprintf(&b, "  %s/c/%s/tasks  (or: paperclipai api GET /companies/%s/issues)\n", srv.URL(), s.CompanyID, s.CompanyID)
+	fmt.Fprintf(&b, "  %s/c/%s/tasks  (or: %s GET /companies/%s/issues)\n", srv.URL(), s.CompanyID, api, s.CompanyID)
 	fmt.Fprintf(&b, "  curl -s %s/_emulator/outbox\n", em.URL())
 	fmt.Fprintf(&b, "\nOr set up email yourself in the browser, without any API call:\n")
 	fmt.Fprintf(&b, "  1. Open %s/c/%s/apps/agentmail/connect\n", srv.URL(), s.CompanyID)

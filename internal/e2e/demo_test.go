@@ -117,12 +117,50 @@ func TestDemoAnswersEmailEndToEnd(t *testing.T) {
 		if len(tasks) != 1 || len(runs) != 1 || runs[0]["status"] != "succeeded" {
 			t.Fatalf("tasks %d, runs %v", len(tasks), runs)
 		}
-		// Re-run on the same home: the same company and inbox keep working.
+		// The answered task is done, not left to do.
+		task := testkit.ID(tasks[0])
+		if st := c.JSON("GET", "/api/issues/"+task, nil, 200)["status"]; st != "done" {
+			t.Fatalf("answered task is %v, want done", st)
+		}
+		// The banner's API hint names this server, which is not on the
+		// default address.
+		if !strings.Contains(p.stdout.String(), "PAPERCLIP_API_URL="+p.url+"/api paperclipai api GET /companies/"+company+"/issues") {
+			t.Fatalf("banner's api hint ignores --listen:\n%s", p.stdout.String())
+		}
+		// Re-run on the same home: the same company and inbox keep working,
+		// and the emulator still has the old mail.
 		p.stop(t)
 		p2 := startDemo(t, home, url, emAddr, smtpAddr)
-		if n := len(testkit.NewClient(t, p2.url).List("/api/companies")); n != 1 {
+		c2 := testkit.NewClient(t, p2.url)
+		if n := len(c2.List("/api/companies")); n != 1 {
 			t.Fatalf("re-run seeded %d companies", n)
 		}
+		if old := p2.outbox(t, "alice@example.com"); len(old) != 1 {
+			t.Fatalf("the demo emulator forgot its outbox: %v", old)
+		}
+		// Alice answers the agent's reply from before the restart: the
+		// mail joins the old thread, reopens the same task, and the agent
+		// answers again and completes it again.
+		follow := "From: Alice <alice@example.com>\r\nTo: assistant@agentmail.to\r\nSubject: Re: Where is my order?\r\n" +
+			"Message-ID: <demo-follow@example.com>\r\nIn-Reply-To: " + replies[0]["message_id"].(string) + "\r\n" +
+			"Date: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n\r\nAny news?\r\n"
+		if err := smtp.SendMail(smtpAddr, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(follow)); err != nil {
+			t.Fatalf("smtp: %v", err)
+		}
+		var again []map[string]any
+		testkit.Eventually(t, 90*time.Second, "the answer to the follow-up", func() bool {
+			again = p2.outbox(t, "alice@example.com")
+			return len(again) == 2
+		})
+		if again[1]["thread_id"] != replies[0]["thread_id"] || again[1]["in_reply_to"] != "<demo-follow@example.com>" {
+			t.Fatalf("follow-up answer threading: %v", again[1])
+		}
+		if n := len(c2.List("/api/companies/" + company + "/issues?originKind=chat_channel")); n != 1 {
+			t.Fatalf("the follow-up made %d email tasks, want the old one", n)
+		}
+		testkit.Eventually(t, 30*time.Second, "the reopened task done again", func() bool {
+			return c2.JSON("GET", "/api/issues/"+task, nil, 200)["status"] == "done"
+		})
 		raw2 := strings.Replace(strings.Replace(raw, msgID, "<demo-second@example.com>", 1), "alice@", "bob@", 1)
 		if err := smtp.SendMail(smtpAddr, nil, "bob@example.com", []string{"assistant@agentmail.to"}, []byte(raw2)); err != nil {
 			t.Fatalf("smtp: %v", err)
