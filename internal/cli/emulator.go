@@ -74,9 +74,13 @@ func newEmulatorSendCmd() *cobra.Command {
 		to, from, subject, text, inReplyTo, baseURL string
 	)
 	cmd := &cobra.Command{
-		Use:   "send --to ADDR --subject S --text T",
+		Use:   "send --to ADDR [flags]",
 		Short: "Deliver one inbound email to an emulator inbox",
-		Args:  cobra.NoArgs,
+		Long: "Deliver one inbound email to the emulator inbox with address --to, as if a\n" +
+			"sender had mailed it. Only --to is required; the answer names the message and\n" +
+			"thread ids. --in-reply-to threads it on an earlier message.",
+		Example: `  paperclipai emulator send --to assistant@agentmail.to --from you@example.com --subject "Hello" --text "Can you help me?"`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
 				return fmt.Errorf("--to is required")

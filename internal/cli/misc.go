@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,10 +13,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/paperclipai/paperclipai/internal/buildinfo"
 	"github.com/paperclipai/paperclipai/internal/config"
@@ -100,6 +104,12 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte) (i
 // call sends a request and writes the JSON answer to stdout, or the
 // server's error message to stderr with a non-zero exit.
 func (c *apiClient) call(cmd *cobra.Command, method, path string, body []byte) error {
+	return c.callField(cmd, method, path, body, "")
+}
+
+// callField is call that, with a non-empty field, prints only that field
+// of the answer (see pickField).
+func (c *apiClient) callField(cmd *cobra.Command, method, path string, body []byte, field string) error {
 	status, out, err := c.do(cmd.Context(), method, path, body)
 	if err != nil {
 		return err
@@ -116,6 +126,15 @@ func (c *apiClient) call(cmd *cobra.Command, method, path string, body []byte) e
 		return exitError{code: 1}
 	}
 	w := cmd.OutOrStdout()
+	if field != "" {
+		v, err := pickField(out, field)
+		if err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "error: %v\n", err)
+			return exitError{code: 1}
+		}
+		_, err = fmt.Fprintln(w, v)
+		return err
+	}
 	if len(bytes.TrimSpace(out)) == 0 {
 		return nil
 	}
@@ -142,22 +161,127 @@ func readData(cmd *cobra.Command, v string) ([]byte, error) {
 	return []byte(v), nil
 }
 
+// pickField returns one field of a JSON answer as text: path is a dot
+// path of object keys and array indexes ("id", "user.id", "0.id").
+// Strings print raw, so a shell can capture them; other values print as
+// JSON. A missing field is an error.
+func pickField(answer []byte, path string) (string, error) {
+	d := json.NewDecoder(bytes.NewReader(answer))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return "", fmt.Errorf("the answer is not JSON, so it has no field %q", path)
+	}
+	for _, part := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			val, ok := x[part]
+			if !ok {
+				return "", fmt.Errorf("the answer has no field %q", path)
+			}
+			v = val
+		case []any:
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(x) {
+				return "", fmt.Errorf("the answer has no field %q (a list of %d)", path, len(x))
+			}
+			v = x[i]
+		default:
+			return "", fmt.Errorf("the answer has no field %q", path)
+		}
+	}
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	return string(b), err
+}
+
+// apiHelp is the long help of `paperclipai api`.
+const apiHelp = `Call the control plane's JSON API and print the answer, indented. PATH is
+relative to /api (a leading /api is accepted), for example /companies.
+
+The server and the caller come from the environment:
+  PAPERCLIP_API_URL  the API base URL; default http://$PAPERCLIP_LISTEN/api,
+                     that is http://127.0.0.1:3100/api ("unix:<socket>" in a
+                     sandboxed run)
+  PAPERCLIP_LISTEN   the server address for the default URL
+  PAPERCLIP_API_KEY  bearer token: a board API key (pcb_…), or a run's token
+                     inside an agent run; unset, the caller is the local
+                     board (local_trusted mode, loopback only)
+  PAPERCLIP_RUN_ID   the run id sent as X-Paperclip-Run-Id with a run token
+
+An HTTP error prints the server's message to stderr and exits with 1.`
+
+const apiExamples = `  paperclipai api GET /companies
+  paperclipai api POST /companies --data '{"name":"Acme"}' --field id
+  paperclipai api PATCH /issues/$TASK --data @update.json
+  paperclipai api GET /me --field user.id`
+
 func newAPICmd() *cobra.Command {
-	var data string
+	var data, field string
 	cmd := &cobra.Command{
-		Use:   "api METHOD PATH",
-		Short: "Authenticated raw API call (like gh api), for scripts",
-		Args:  cobra.ExactArgs(2),
+		Use:     "api METHOD PATH",
+		Short:   "Authenticated raw API call (like gh api), for scripts",
+		Long:    apiHelp,
+		Example: apiExamples,
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body, err := readData(cmd, data)
 			if err != nil {
 				return err
 			}
-			return newAPIClient().call(cmd, strings.ToUpper(args[0]), args[1], body)
+			return newAPIClient().callField(cmd, strings.ToUpper(args[0]), args[1], body, field)
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "", "request body: JSON, @file, or - for stdin")
+	cmd.Flags().StringVar(&field, "field", "", "print only this field of the answer (a dot path such as id, user.id or 0.id; strings print raw)")
 	return cmd
+}
+
+func newUUIDCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "uuid",
+		Short: "Print a new random UUID (for idempotency keys)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), uuid.NewString())
+			return err
+		},
+	}
+}
+
+// writable reports whether this process may write to path (access(2), so
+// nothing is written to find out).
+func writable(path string) bool { return unix.Access(path, unix.W_OK) == nil }
+
+// existingAncestor returns path or its nearest existing parent directory.
+func existingAncestor(path string) string {
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return path
+		}
+		parent := filepath.Dir(path)
+		if parent == path {
+			return path
+		}
+		path = parent
+	}
+}
+
+// sqliteHeader checks that path starts with the SQLite file header, by
+// reading it: opening the database would create its journal files.
+func sqliteHeader(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, 16)
+	if _, err := io.ReadFull(f, head); err != nil || string(head) != "SQLite format 3\x00" {
+		return errors.New("not a SQLite database")
+	}
+	return nil
 }
 
 func newDoctorCmd() *cobra.Command {
@@ -183,18 +307,34 @@ func newDoctorCmd() *cobra.Command {
 				return exitError{code: 1}
 			}
 			fmt.Fprintf(w, "      home %s, listen %s, mode %s\n", cfg.Home, cfg.Listen, cfg.DeploymentMode)
-			werr := os.MkdirAll(filepath.Join(cfg.Home, "instance"), 0o700)
-			report(werr == nil, "home directory is writable", fmt.Sprintf("make %s writable or choose --home (%v)", cfg.Home, werr))
-			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
-			defer cancel()
-			d, derr := db.Open(ctx, cfg.DatabaseURL, cfg.SQLitePath())
-			what := "database reachable (sqlite " + cfg.SQLitePath() + ")"
-			if cfg.DatabaseURL != "" {
-				what = "database reachable (postgres)"
+			// doctor only looks: it never creates the home, the database
+			// or the key, so running it cannot change what it reports on.
+			if info, err := os.Stat(cfg.Home); err == nil {
+				report(info.IsDir() && writable(cfg.Home), "home directory is writable",
+					fmt.Sprintf("make %s a directory writable by this user, or choose --home", cfg.Home))
+			} else {
+				dir := existingAncestor(cfg.Home)
+				report(writable(dir), "home directory can be created",
+					fmt.Sprintf("make %s writable by this user, or choose --home", dir))
+				fmt.Fprintf(w, "info  home %s will be created on first start\n", cfg.Home)
 			}
-			report(derr == nil, what, fmt.Sprintf("check --database-url / PAPERCLIP_DATABASE_URL (%v)", derr))
-			if derr == nil {
-				d.Close()
+			if cfg.DatabaseURL == "" {
+				path := cfg.SQLitePath()
+				if _, err := os.Stat(path); err == nil {
+					herr := sqliteHeader(path)
+					report(herr == nil && writable(path), "database file (sqlite "+path+")",
+						fmt.Sprintf("the file must be a SQLite database writable by this user (%v)", herr))
+				} else {
+					fmt.Fprintf(w, "info  database will be created at %s on first start\n", path)
+				}
+			} else {
+				ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+				defer cancel()
+				d, derr := db.Open(ctx, cfg.DatabaseURL, "")
+				report(derr == nil, "database reachable (postgres)", fmt.Sprintf("check --database-url / PAPERCLIP_DATABASE_URL (%v)", derr))
+				if derr == nil {
+					d.Close()
+				}
 			}
 			if info, err := os.Stat(cfg.MasterKeyFile); err == nil {
 				report(info.Mode().Perm()&0o077 == 0, "vault master key permissions are 0600",

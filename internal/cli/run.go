@@ -30,7 +30,14 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the control plane: API, web UI, workers and /metrics",
-		Args:  cobra.NoArgs,
+		Long: `Run the control plane: the JSON API under /api, the web UI, MCP at /mcp, the
+email and heartbeat workers and /metrics, until SIGINT or SIGTERM.
+
+With --demo it also runs an AgentMail emulator (its mailboxes are kept in
+the home) and seeds the company "Demo Co" whose agent answers email; the
+banner says how to send it a first email. Other settings come from the
+environment (README.md, "Configuration").`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(f, nil)
 			if err != nil {
@@ -45,10 +52,8 @@ func newRunCmd() *cobra.Command {
 	serverFlags(cmd, &f)
 	cmd.Flags().BoolVar(&demoMode, "demo", false, "also run an in-process AgentMail emulator and a demo company whose agent answers email")
 	cmd.Flags().StringVar(&demoAgent, "agent", "example", "demo: the agent that answers: example (built in), claude_local (Claude Code) or codex_local (Codex); a CLI agent needs the CLI on PATH and its credentials in the environment")
-	cmd.Flags().StringVar(&demoListen, "demo-emulator-listen", "127.0.0.1:3199", "demo: emulator REST/WebSocket address")
-	cmd.Flags().StringVar(&demoSMTP, "demo-smtp", "127.0.0.1:2525", "demo: emulator SMTP address")
-	_ = cmd.Flags().MarkHidden("demo-emulator-listen")
-	_ = cmd.Flags().MarkHidden("demo-smtp")
+	cmd.Flags().StringVar(&demoListen, "demo-emulator-listen", "127.0.0.1:3199", "demo: the emulator's REST, WebSocket and control API address")
+	cmd.Flags().StringVar(&demoSMTP, "demo-smtp", "127.0.0.1:2525", "demo: the emulator's SMTP address for inbound mail")
 	return cmd
 }
 
