@@ -248,10 +248,14 @@ func (s *Service) cleanupProvider(ctx context.Context, ep domain.EmailEndpoint, 
 	return ok
 }
 
-// ReconnectInput replaces an endpoint's key and/or receiving mode.
+// ReconnectInput replaces an endpoint's key, its receiving mode, or both.
+// At most one of APIKey and CredentialConnectionID is given; with neither,
+// the endpoint keeps the key it was set up with (its saved credential, or
+// the key given directly). An empty ReceiveMode keeps the current mode.
 type ReconnectInput struct {
-	APIKey      string `json:"apiKey"`
-	ReceiveMode string `json:"receiveMode"`
+	APIKey                 string `json:"apiKey,omitempty"`
+	CredentialConnectionID string `json:"credentialConnectionId,omitempty"`
+	ReceiveMode            string `json:"receiveMode,omitempty"`
 }
 
 // Reconnect replaces the credentials and/or receiving mode while keeping the
@@ -260,10 +264,21 @@ type ReconnectInput struct {
 // live socket stops, so a refused registration leaves receiving untouched.
 func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID string, in ReconnectInput) (domain.EmailEndpointSummary, error) {
 	var zero domain.EmailEndpointSummary
-	if err := checkAPIKey(in.APIKey); err != nil {
-		return zero, err
+	if in.APIKey != "" && in.CredentialConnectionID != "" {
+		return zero, httpx.Errorf(http.StatusBadRequest, "Give at most one of apiKey or credentialConnectionId")
 	}
-	if in.ReceiveMode != domain.ReceiveWebSocket && in.ReceiveMode != domain.ReceiveWebhook {
+	if in.APIKey == "" && in.CredentialConnectionID == "" && in.ReceiveMode == "" {
+		return zero, httpx.Errorf(http.StatusBadRequest, "Give apiKey, credentialConnectionId or receiveMode: what should change")
+	}
+	if in.APIKey != "" {
+		if err := checkAPIKey(in.APIKey); err != nil {
+			return zero, err
+		}
+	}
+	if in.CredentialConnectionID != "" && !store.ValidID(in.CredentialConnectionID) {
+		return zero, httpx.Errorf(http.StatusBadRequest, "credentialConnectionId must be a UUID")
+	}
+	if in.ReceiveMode != "" && in.ReceiveMode != domain.ReceiveWebSocket && in.ReceiveMode != domain.ReceiveWebhook {
 		return zero, httpx.Errorf(http.StatusBadRequest, "receiveMode must be websocket or webhook")
 	}
 	ep, err := s.LoadForManager(ctx, a, endpointID)
@@ -273,7 +288,40 @@ func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID strin
 	if ep.Status == domain.EndpointArchived || ep.Address == "" {
 		return zero, httpx.Errorf(http.StatusConflict, "Create a new inbox connection")
 	}
-	fresh := s.keyed(in.APIKey)
+	if in.ReceiveMode == "" {
+		in.ReceiveMode = ep.ReceiveMode
+	}
+	// The key to reconnect with: the one given, the saved credential
+	// given, or the endpoint's own (saved credential first, else the key
+	// it was set up with).
+	key := in.APIKey
+	setup := SetupInput{APIKey: in.APIKey, CredentialConnectionID: in.CredentialConnectionID}
+	if key == "" {
+		connID := in.CredentialConnectionID
+		if connID == "" {
+			connID = ep.CredentialConnectionID
+		}
+		if connID != "" {
+			c, err := s.loadConnection(ctx, s.Store.DB, ep.CompanyID, connID)
+			if err != nil {
+				return zero, err
+			}
+			if key, err = s.credentialAccess(ctx, s.Store.DB, a, c); err != nil {
+				return zero, err
+			}
+			setup = SetupInput{CredentialConnectionID: connID}
+		} else {
+			key, err = s.resolveBound(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathControlKey)
+			if errors.Is(err, errNoSecret) {
+				return zero, httpx.Errorf(http.StatusConflict, "This inbox has no saved key to reconnect with; give apiKey or credentialConnectionId")
+			}
+			if err != nil {
+				return zero, err
+			}
+			setup = SetupInput{APIKey: key}
+		}
+	}
+	fresh := s.keyed(key)
 	ident, err := fresh.InspectKey(ctx)
 	if err != nil {
 		return zero, providerError(err)
@@ -364,8 +412,8 @@ func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID strin
 		if err != nil {
 			return err
 		}
-		_, err = s.runSetup(ctx, a, ep.ID, ag, SetupInput{APIKey: in.APIKey, ReceiveMode: in.ReceiveMode, IdempotencyKey: ep.ID,
-			AssignedAgentID: ep.AssignedAgentID})
+		setup.ReceiveMode, setup.IdempotencyKey, setup.AssignedAgentID = in.ReceiveMode, ep.ID, ep.AssignedAgentID
+		_, err = s.runSetup(ctx, a, ep.ID, ag, setup)
 		return err
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
@@ -199,5 +200,24 @@ func TestFailedSetupKeepsResumableDraft(t *testing.T) {
 			t.Fatalf("successful provider inbox creations: %d, want 4", creates)
 		}
 		noSecrets(t, e, privateText, e.OrgKey)
+	})
+}
+
+// An unreachable provider is a 502 whose details still name the operation
+// and the reason, never the provider URL.
+func TestUnreachableProviderNamesTheOperation(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e := testkit.NewEmailEnv(t, url, func(c *config.Config) {
+			// Nothing listens on port 1 of the loopback address.
+			c.AgentMailAPIURL = "http://127.0.0.1:1/v0"
+		})
+		st, raw := e.Board.Do("POST", "/api/companies/"+e.CompanyID+"/email/inspect", map[string]any{"apiKey": e.OrgKey})
+		b := decodeErr(t, raw)
+		if st != 502 || b.Code != "agentmail_request_failed" || b.Details["operation"] != "inspect_key" || b.Details["reason"] != "connection_refused" {
+			t.Fatalf("unreachable provider: %d %s", st, raw)
+		}
+		if strings.Contains(string(raw), "127.0.0.1:1") {
+			t.Fatalf("the provider URL leaked: %s", raw)
+		}
 	})
 }

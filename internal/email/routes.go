@@ -259,11 +259,20 @@ func (s *Service) addGrant(w http.ResponseWriter, r *http.Request) error {
 	switch in.Kind {
 	case "organization":
 	case "user":
+		// Without userId the grant is for the caller, who is a connection
+		// manager of the company (possibly without a membership row: the
+		// local board or an instance administrator).
+		caller := httpx.Actor(r).UserID
+		if in.UserID == "" {
+			in.UserID = caller
+		}
 		if !store.ValidID(in.UserID) {
 			return httpx.Errorf(http.StatusBadRequest, "userId must be a UUID")
 		}
-		if _, err := s.Store.GetMembership(r.Context(), s.Store.DB, c.CompanyID, in.UserID); err != nil {
-			return httpx.Errorf(http.StatusBadRequest, "userId is not a member of this company")
+		if in.UserID != caller {
+			if _, err := s.Store.GetMembership(r.Context(), s.Store.DB, c.CompanyID, in.UserID); err != nil {
+				return httpx.Errorf(http.StatusBadRequest, "userId is not a member of this company")
+			}
 		}
 		g.SubjectUserID = in.UserID
 	default:

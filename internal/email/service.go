@@ -99,13 +99,17 @@ func providerError(err error) error {
 		return &httpx.Error{Status: p.Status, Message: p.Message, Code: p.Code, Details: details,
 			RetryAfter: time.Duration(p.RetryAfterSeconds) * time.Second}
 	}
+	// No provider answer to quote: the details still say which operation
+	// failed and how (the fixed reason names, never the provider URL).
 	var ne *agentmail.NetworkError
 	if errors.As(err, &ne) {
-		return &httpx.Error{Status: http.StatusBadGateway, Message: "AgentMail could not be reached. Try again in a moment.", Code: agentmail.ProblemRequestFailed}
+		return &httpx.Error{Status: http.StatusBadGateway, Message: "AgentMail could not be reached. Try again in a moment.", Code: agentmail.ProblemRequestFailed,
+			Details: map[string]any{"operation": ne.Operation, "reason": ne.Reason}}
 	}
 	var re *agentmail.ResponseError
 	if errors.As(err, &re) {
-		return &httpx.Error{Status: http.StatusBadGateway, Message: "AgentMail returned an unexpected response. Try again in a moment.", Code: agentmail.ProblemRequestFailed}
+		return &httpx.Error{Status: http.StatusBadGateway, Message: "AgentMail returned an unexpected response. Try again in a moment.", Code: agentmail.ProblemRequestFailed,
+			Details: map[string]any{"operation": re.Operation, "providerStatus": re.Status, "reason": "unexpected_response"}}
 	}
 	return err
 }
