@@ -21,6 +21,8 @@ func serverFlags(cmd *cobra.Command, f *config.Flags) {
 	cmd.Flags().StringVar(&f.DatabaseURL, "database-url", "", "empty for embedded SQLite, or postgres://… (env PAPERCLIP_DATABASE_URL)")
 	cmd.Flags().StringVar(&f.PublicURL, "public-url", "", "public HTTPS base URL, needed for webhook receiving (env PAPERCLIP_PUBLIC_URL)")
 	cmd.Flags().StringVar(&f.DeploymentMode, "deployment-mode", "", "local_trusted or authenticated (env PAPERCLIP_DEPLOYMENT_MODE)")
+	cmd.Flags().BoolVar(&f.InsecureLocalWebhooks, "insecure-local-webhooks", false,
+		"allow webhook receiving on a plain-HTTP loopback --public-url such as http://127.0.0.1:3100, for trying webhooks with the local emulator; refused off loopback (env PAPERCLIP_INSECURE_LOCAL_WEBHOOKS=1)")
 }
 
 func newRunCmd() *cobra.Command {

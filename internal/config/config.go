@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,25 +34,29 @@ var DefaultAttachmentTypes = []string{
 
 // Config is the resolved configuration of a server process.
 type Config struct {
-	Listen              string
-	Home                string
-	DatabaseURL         string
-	PublicURL           string
-	DeploymentMode      string
-	MasterKeyFile       string
-	MasterKeyB64        string
-	AgentMailAPIURL     string
-	AgentMailWSURL      string
-	AgentMailTimeout    time.Duration
-	AttachmentMaxBytes  int64
-	AllowedAttachments  []string
-	LogJSON             bool
-	LogLevel            string
-	RunLeaseTTL         time.Duration
-	ShutdownGrace       time.Duration
-	MaxConcurrentRuns   int
-	RunLogMaxBytes      int
-	RequestBodyMaxBytes int64
+	Listen      string
+	Home        string
+	DatabaseURL string
+	PublicURL   string
+	// InsecureLocalWebhooks lets webhook receiving use a plain-HTTP
+	// loopback public URL, for trying webhooks with the local emulator
+	// (--insecure-local-webhooks); never for a reachable server.
+	InsecureLocalWebhooks bool
+	DeploymentMode        string
+	MasterKeyFile         string
+	MasterKeyB64          string
+	AgentMailAPIURL       string
+	AgentMailWSURL        string
+	AgentMailTimeout      time.Duration
+	AttachmentMaxBytes    int64
+	AllowedAttachments    []string
+	LogJSON               bool
+	LogLevel              string
+	RunLeaseTTL           time.Duration
+	ShutdownGrace         time.Duration
+	MaxConcurrentRuns     int
+	RunLogMaxBytes        int
+	RequestBodyMaxBytes   int64
 	// BodyReadTimeout bounds how long a request body may take to arrive
 	// once its headers are in (slow-body clients are cut off).
 	BodyReadTimeout time.Duration
@@ -73,6 +78,8 @@ type Config struct {
 // Flags holds the raw flag values; empty means "not given".
 type Flags struct {
 	Listen, Home, DatabaseURL, PublicURL, DeploymentMode string
+	// InsecureLocalWebhooks is --insecure-local-webhooks.
+	InsecureLocalWebhooks bool
 }
 
 // Getenv is the environment lookup used by Load (replaceable in tests).
@@ -105,11 +112,13 @@ func Load(f Flags, getenv Getenv) (Config, error) {
 		return Config{}, fmt.Errorf("config: home: %w", err)
 	}
 	c := Config{
-		Listen:              pick(f.Listen, "PAPERCLIP_LISTEN", "127.0.0.1:3100"),
-		Home:                home,
-		DatabaseURL:         pick(f.DatabaseURL, "PAPERCLIP_DATABASE_URL", ""),
-		PublicURL:           strings.TrimRight(pick(f.PublicURL, "PAPERCLIP_PUBLIC_URL", ""), "/"),
-		DeploymentMode:      pick(f.DeploymentMode, "PAPERCLIP_DEPLOYMENT_MODE", ModeLocalTrusted),
+		Listen:         pick(f.Listen, "PAPERCLIP_LISTEN", "127.0.0.1:3100"),
+		Home:           home,
+		DatabaseURL:    pick(f.DatabaseURL, "PAPERCLIP_DATABASE_URL", ""),
+		PublicURL:      strings.TrimRight(pick(f.PublicURL, "PAPERCLIP_PUBLIC_URL", ""), "/"),
+		DeploymentMode: pick(f.DeploymentMode, "PAPERCLIP_DEPLOYMENT_MODE", ModeLocalTrusted),
+		InsecureLocalWebhooks: f.InsecureLocalWebhooks || getenv("PAPERCLIP_INSECURE_LOCAL_WEBHOOKS") == "1" ||
+			getenv("PAPERCLIP_INSECURE_LOCAL_WEBHOOKS") == "true",
 		MasterKeyFile:       pick("", "PAPERCLIP_SECRETS_MASTER_KEY_FILE", filepath.Join(home, "instance", "secrets", "master.key")),
 		MasterKeyB64:        getenv("PAPERCLIP_SECRETS_MASTER_KEY"),
 		AgentMailAPIURL:     strings.TrimRight(pick("", "PAPERCLIP_AGENTMAIL_API_URL", "https://api.agentmail.to/v0"), "/"),
@@ -196,8 +205,20 @@ func (c Config) Validate() error {
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		return errors.New("config: --database-url must be empty (SQLite) or a postgres:// URL")
 	}
-	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "https://") {
-		return errors.New("config: --public-url must be an https:// URL")
+	if c.InsecureLocalWebhooks {
+		// Plain-HTTP webhooks are for the local emulator only: both the
+		// public URL and the server must be on the loopback address, so
+		// the flag cannot turn a reachable server into one that takes
+		// signed events over plain HTTP.
+		u, err := url.Parse(c.PublicURL)
+		if c.PublicURL == "" || err != nil || u.Scheme != "http" || !IsLoopbackHost(u.Hostname()) {
+			return errors.New("config: --insecure-local-webhooks needs a loopback --public-url such as http://127.0.0.1:3100 (it is for trying webhooks with the local emulator)")
+		}
+		if !IsLoopbackListen(c.Listen) {
+			return fmt.Errorf("config: --insecure-local-webhooks is allowed only on a loopback listen address (got %q)", c.Listen)
+		}
+	} else if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "https://") {
+		return errors.New("config: --public-url must be an https:// URL (a plain-HTTP loopback URL only with --insecure-local-webhooks)")
 	}
 	if _, err := agentmail.ValidateAPIBaseURL(c.AgentMailAPIURL); err != nil {
 		return fmt.Errorf("config: PAPERCLIP_AGENTMAIL_API_URL: %w", err)
@@ -226,6 +247,11 @@ func IsLoopbackListen(addr string) bool {
 	if err != nil {
 		return false
 	}
+	return IsLoopbackHost(host)
+}
+
+// IsLoopbackHost reports whether a host name or IP address is loopback.
+func IsLoopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}

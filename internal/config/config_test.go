@@ -47,6 +47,27 @@ func TestValidation(t *testing.T) {
 			t.Errorf("%+v %v: got %v, want %q", c.f, c.e, err, c.want)
 		}
 	}
+	// Plain-HTTP webhooks: only with the flag, only on loopback.
+	local := Flags{Home: "/tmp/h", PublicURL: "http://127.0.0.1:3100", InsecureLocalWebhooks: true}
+	if c, err := Load(local, env(nil)); err != nil || !c.InsecureLocalWebhooks {
+		t.Fatalf("insecure local webhooks on loopback: %v", err)
+	}
+	if c, err := Load(Flags{Home: "/tmp/h", PublicURL: "http://localhost:3100"}, env(map[string]string{"PAPERCLIP_INSECURE_LOCAL_WEBHOOKS": "1"})); err != nil || !c.InsecureLocalWebhooks {
+		t.Fatalf("insecure local webhooks from the environment: %v", err)
+	}
+	for _, f := range []Flags{
+		{PublicURL: "http://127.0.0.1:3100"},
+		{PublicURL: "http://paperclip.example.com", InsecureLocalWebhooks: true},
+		{PublicURL: "http://10.0.0.5:3100", InsecureLocalWebhooks: true},
+		{PublicURL: "https://paperclip.example.com", InsecureLocalWebhooks: true},
+		{InsecureLocalWebhooks: true},
+		{PublicURL: "http://127.0.0.1:3100", InsecureLocalWebhooks: true, Listen: "0.0.0.0:3100", DeploymentMode: ModeAuthenticated},
+	} {
+		f.Home = "/tmp/h"
+		if _, err := Load(f, env(nil)); err == nil || !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("%+v: got %v, want a loopback refusal", f, err)
+		}
+	}
 	if _, err := Load(Flags{Home: "/tmp/h", Listen: "0.0.0.0:3100", DeploymentMode: ModeAuthenticated}, env(nil)); err != nil {
 		t.Fatalf("authenticated mode may listen anywhere: %v", err)
 	}

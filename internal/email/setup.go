@@ -445,7 +445,9 @@ func (s *Service) ensureRuntimeKey(ctx context.Context, control *agentmail.Clien
 // and signing secret; if persisting fails the webhook is deleted again.
 func (s *Service) registerWebhook(ctx context.Context, control *agentmail.Client, ep *domain.EmailEndpoint) error {
 	base := s.Config.PublicURL
-	if !strings.HasPrefix(base, "https://") {
+	// The configuration allows a plain-HTTP public URL only on loopback
+	// with --insecure-local-webhooks (the local emulator).
+	if !strings.HasPrefix(base, "https://") && !(s.Config.InsecureLocalWebhooks && strings.HasPrefix(base, "http://")) {
 		return httpx.Errorf(http.StatusBadRequest, "Webhook receiving requires a public HTTPS URL; use WebSocket for local setup")
 	}
 	wh, err := control.CreateInboxWebhook(ctx, ep.Address, agentmail.CreateWebhookRequest{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 func publicURL(c *config.Config) { c.PublicURL = "https://paperclip.example" }
@@ -102,5 +104,35 @@ func TestEventWithoutBodyFetchesTheMessage(t *testing.T) {
 			t.Fatalf("retained text: %q", msgs[0].Text)
 		}
 		mustEqual(t, "wakes", len(e.wakes()), 1)
+	})
+}
+
+// With --insecure-local-webhooks the emulator's own webhook deliveries
+// reach a server on a plain-HTTP loopback public URL: setup registers the
+// webhook there and mail arrives through it, with no WebSocket.
+func TestInsecureLocalWebhooksWithTheEmulator(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		addr := freeAddr(t)
+		e := newEnv(t, url, "localhooks", map[string]any{"receiveMode": "webhook"}, func(c *config.Config) {
+			c.Listen, c.PublicURL, c.InsecureLocalWebhooks = addr, "http://"+addr, true
+		})
+		if n := e.Em.WebSocketCount(); n != 0 {
+			t.Fatalf("a webhook inbox opened %d WebSockets", n)
+		}
+		e.deliver(emulator.DeliverRequest{Subject: "Over local webhook", Text: "Plain HTTP on loopback"})
+		// The server took the signed event over plain HTTP (a 2xx to the
+		// emulator's attempt), and the mail became the task.
+		testkit.Eventually(t, wait, "the accepted webhook delivery", func() bool {
+			for _, a := range e.Em.WebhookAttempts("") {
+				if a.EventType == "message.received" && a.Succeeded && strings.HasPrefix(a.URL, "http://"+addr+"/api/chat-webhooks/agentmail/") {
+					return true
+				}
+			}
+			return false
+		})
+		testkit.Eventually(t, wait, "the email task", func() bool {
+			tasks := e.tasks()
+			return len(tasks) == 1 && tasks[0].Title == "Over local webhook"
+		})
 	})
 }

@@ -243,6 +243,10 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	go func() { s.serveDone <- s.httpSrv.Serve(ln) }()
 	logger.Info("paperclipai started", "listen", ln.Addr().String(), "database", string(s.DB.Dialect),
 		"mode", cfg.DeploymentMode, "home", cfg.Home)
+	if cfg.InsecureLocalWebhooks {
+		logger.Warn("insecure local webhooks: webhook events arrive over plain HTTP on loopback; for trying webhooks with the local emulator only",
+			"publicUrl", cfg.PublicURL)
+	}
 	ok = true
 	return s, nil
 }
