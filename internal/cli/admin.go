@@ -95,7 +95,58 @@ that company.`,
 	create.Flags().StringVar(&email, "email", "", "the user's email")
 	create.Flags().StringVar(&companyID, "company", "", "issue a key scoped to this company, for a member (not an administrator)")
 	create.Flags().StringVar(&role, "role", "", "with --company: the member's role (owner, admin, member, viewer; default member)")
-	cmd.AddCommand(create)
+	cmd.AddCommand(create, newBackupCmd())
+	return cmd
+}
+
+func newBackupCmd() *cobra.Command {
+	var f config.Flags
+	var out string
+	cmd := &cobra.Command{
+		Use:   "backup --out FILE",
+		Short: "Copy the SQLite database to FILE while the server runs (PostgreSQL: use pg_dump)",
+		Long: `Write a consistent, compacted copy of the embedded SQLite database to FILE
+(which must not exist; it is created 0600) and check it. The server may keep
+running. The copy is useless without the vault master key
+($PAPERCLIP_HOME/instance/secrets/master.key or PAPERCLIP_SECRETS_MASTER_KEY):
+back the key up too, but keep it apart from the database copies.
+On PostgreSQL, back up with pg_dump instead (docs/deployment.md).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return errors.New("--out FILE is required")
+			}
+			cfg, err := config.Load(f, nil)
+			if err != nil {
+				return err
+			}
+			if cfg.DatabaseURL != "" {
+				return fmt.Errorf("%w: pg_dump --format=custom --file=paperclip.dump \"$PAPERCLIP_DATABASE_URL\" (docs/deployment.md)", db.ErrBackupNotSQLite)
+			}
+			if _, err := os.Stat(cfg.SQLitePath()); err != nil {
+				return fmt.Errorf("no database to back up at %s (check --home): %w", cfg.SQLitePath(), err)
+			}
+			d, err := db.Open(cmd.Context(), "", cfg.SQLitePath())
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			if err := d.BackupSQLite(cmd.Context(), out); err != nil {
+				return err
+			}
+			info, err := os.Stat(out)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "backed up %s to %s (%d bytes)\n", cfg.SQLitePath(), out, info.Size())
+			if cfg.MasterKeyB64 == "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "keep a copy of the vault master key %s too, stored apart from this backup\n", cfg.MasterKeyFile)
+			}
+			return nil
+		},
+	}
+	serverFlags(cmd, &f)
+	cmd.Flags().StringVar(&out, "out", "", "the backup file to create (must not exist)")
 	return cmd
 }
 
