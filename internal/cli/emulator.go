@@ -25,6 +25,7 @@ func newEmulatorCmd() *cobra.Command {
 		smtpAddr string
 		apiKeys  []string
 		delay    time.Duration
+		state    string
 	)
 	cmd := &cobra.Command{
 		Use:   "emulator",
@@ -39,7 +40,7 @@ func newEmulatorCmd() *cobra.Command {
 				delay = -1 // an explicit 0 means no delay; Options treats 0 as the default
 			}
 			srv, err := emulator.Start(cmd.Context(), emulator.Options{
-				Listen: listen, SMTPListen: smtpAddr, APIKeys: apiKeys, DeliveryDelay: delay, Logger: logger,
+				Listen: listen, SMTPListen: smtpAddr, APIKeys: apiKeys, DeliveryDelay: delay, Logger: logger, StateFile: state,
 			})
 			if err != nil {
 				return err
@@ -65,6 +66,7 @@ func newEmulatorCmd() *cobra.Command {
 	f.StringVar(&smtpAddr, "smtp", "127.0.0.1:2525", "SMTP listen address for inbound mail (empty: no SMTP)")
 	f.StringArrayVar(&apiKeys, "api-key", nil, "pre-create an organization-scoped API key am_… (repeatable)")
 	f.DurationVar(&delay, "delivery-delay", emulator.DefaultDeliveryDelay, "delay between message.sent and the delivery receipt")
+	f.StringVar(&state, "state", "", "keep the mailboxes in this file across restarts (default: in memory only)")
 	cmd.AddCommand(newEmulatorSendCmd())
 	return cmd
 }
