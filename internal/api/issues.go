@@ -400,20 +400,38 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request) error 
 	return httpx.Errorf(http.StatusBadRequest, "multipart body has no \"file\" part")
 }
 
-func (s *Server) downloadAttachment(w http.ResponseWriter, r *http.Request) error {
+// readableAttachment loads the path's attachment when the actor may read
+// its task.
+func (s *Server) readableAttachment(r *http.Request) (domain.Attachment, error) {
 	id, err := httpx.PathID(r, "attachmentId")
 	if err != nil {
-		return err
+		return domain.Attachment{}, err
 	}
 	att, err := s.Store.GetAttachment(r.Context(), s.Store.DB, id)
 	if err != nil {
-		return err
+		return att, err
 	}
 	issue, err := s.Store.GetIssue(r.Context(), s.Store.DB, att.IssueID)
 	if err != nil {
+		return att, err
+	}
+	return att, s.Authz.CanReadIssue(r.Context(), s.Store.DB, httpx.Actor(r), issue)
+}
+
+// getAttachment answers an attachment's metadata (its company and task
+// included), so a client holding only the id can place it.
+func (s *Server) getAttachment(w http.ResponseWriter, r *http.Request) error {
+	att, err := s.readableAttachment(r)
+	if err != nil {
 		return err
 	}
-	if err := s.Authz.CanReadIssue(r.Context(), s.Store.DB, httpx.Actor(r), issue); err != nil {
+	httpx.WriteJSON(w, http.StatusOK, att)
+	return nil
+}
+
+func (s *Server) downloadAttachment(w http.ResponseWriter, r *http.Request) error {
+	att, err := s.readableAttachment(r)
+	if err != nil {
 		return err
 	}
 	f, err := s.Attachments.Open(att.SHA256)

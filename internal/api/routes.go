@@ -51,6 +51,7 @@ func (s *Server) routes() {
 	s.Handle("POST /api/issues/{issueId}/comments", s.createComment)
 	s.Handle("GET /api/issues/{issueId}/attachments", s.listAttachments)
 	s.Handle(MultipartRoutes[0], s.uploadAttachment)
+	s.Handle("GET /api/attachments/{attachmentId}", s.getAttachment)
 	s.Handle("GET /api/attachments/{attachmentId}/content", s.downloadAttachment)
 
 	s.Handle("GET /api/companies/{companyId}/heartbeat-runs", s.listRuns)

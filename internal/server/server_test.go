@@ -367,5 +367,13 @@ func TestAttachments(t *testing.T) {
 		if st != 200 || string(body) != "hello" {
 			t.Fatalf("download: %d %q", st, body)
 		}
+		// The metadata places the attachment in its company and task.
+		meta := e.board.JSON("GET", "/api/attachments/"+testkit.ID(list[0]), nil, 200)
+		if meta["companyId"] != cid || meta["issueId"] != iid || meta["filename"] != "notes.txt" {
+			t.Fatalf("attachment metadata: %v", meta)
+		}
+		if st, _ := e.board.Do("GET", "/api/attachments/"+testkit.NewUUID(), nil); st != 404 {
+			t.Fatalf("unknown attachment: %d, want 404", st)
+		}
 	})
 }
