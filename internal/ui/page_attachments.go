@@ -86,29 +86,23 @@ func (u *UI) uploadAttachment(c *rc) {
 	c.redirect(fmt.Sprintf("/c/%s/tasks/%s#attachments", c.cid, t.ID), flashUploaded)
 }
 
-// downloadAttachment streams a task's attachment through the API. It is
-// always a download (Content-Disposition: attachment) in a sandboxed,
-// script-less document, and never sniffed.
+// downloadAttachment streams an attachment of the company through the API
+// (GET /c/{cid}/attachments/{aid}). The API decides whether the actor may
+// read its task; the UI answers 404 for another company's attachment under
+// this company's URL. It is always a download (Content-Disposition:
+// attachment) in a sandboxed, script-less document, and never sniffed.
 func (u *UI) downloadAttachment(c *rc) {
-	t, ok := c.loadTask()
-	if !ok {
-		return
-	}
 	aid, ok := c.pathUUID("aid")
 	if !ok {
 		c.notFound()
 		return
 	}
-	var list []domain.Attachment
-	if e := c.api("GET", "/issues/"+t.ID+"/attachments", nil, &list); e != nil {
+	var att domain.Attachment
+	if e := c.api("GET", "/attachments/"+aid, nil, &att); e != nil {
 		c.fail(e)
 		return
 	}
-	found := false
-	for _, a := range list {
-		found = found || a.ID == aid
-	}
-	if !found {
+	if att.CompanyID != c.cid {
 		c.notFound()
 		return
 	}
@@ -116,6 +110,22 @@ func (u *UI) downloadAttachment(c *rc) {
 	req.RemoteAddr = "127.0.0.1:0"
 	u.d.API.ServeHTTP(&downloadWriter{ResponseWriter: c.w}, req)
 }
+
+// legacyAttachment answers the task-scoped download URL of earlier
+// versions (/c/{cid}/tasks/{tid}/attachments/{aid}) with a permanent
+// redirect to the company-scoped one, which does every check.
+func (u *UI) legacyAttachment(c *rc) {
+	_, okT := c.pathUUID("tid")
+	aid, okA := c.pathUUID("aid")
+	if !okT || !okA {
+		c.notFound()
+		return
+	}
+	http.Redirect(c.w, c.r, attachmentPath(c.cid, aid), http.StatusMovedPermanently)
+}
+
+// attachmentPath is an attachment's download URL.
+func attachmentPath(cid, aid string) string { return "/c/" + cid + "/attachments/" + aid }
 
 // downloadWriter hardens the API's download headers before they are sent.
 type downloadWriter struct {

@@ -125,7 +125,8 @@ func (u *UI) routes() {
 	m.HandleFunc("POST /c/{cid}/tasks/{tid}/comments", u.company(u.addComment))
 	m.HandleFunc("POST /c/{cid}/tasks/{tid}/wake", u.company(u.wakeForTask))
 	m.HandleFunc("POST /c/{cid}/tasks/{tid}/attachments", u.company(u.uploadAttachment))
-	m.HandleFunc("GET /c/{cid}/tasks/{tid}/attachments/{aid}", u.company(u.downloadAttachment))
+	m.HandleFunc("GET /c/{cid}/tasks/{tid}/attachments/{aid}", u.company(u.legacyAttachment))
+	m.HandleFunc("GET /c/{cid}/attachments/{aid}", u.company(u.downloadAttachment))
 	m.HandleFunc("POST /c/{cid}/tasks/{tid}/deliveries/{pid}/resolve", u.company(u.resolveDelivery))
 	m.HandleFunc("GET /c/{cid}/runs/{rid}", u.company(u.runPage))
 
