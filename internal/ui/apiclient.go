@@ -23,6 +23,9 @@ type APIError struct {
 	Details    map[string]any
 	RetryAfter time.Duration
 	RequestID  string
+	// Refused is set for a permission refusal shown inside a form: "You
+	// don’t have permission to {action}.", with the API's Reason under it.
+	Refused, Reason string
 }
 
 func (e *APIError) Error() string { return e.Message }

@@ -180,9 +180,12 @@ func (c *rc) Companies() []domain.Company {
 	return c.companies
 }
 
-// api calls the JSON API as the request's actor.
+// api calls the JSON API as the request's actor. A permission refusal
+// learns the route's action, so a form shown again names what was refused.
 func (c *rc) api(method, path string, in, out any) *APIError {
-	return c.u.callAPI(c.r.Context(), c.actor, method, path, in, out)
+	e := c.u.callAPI(c.r.Context(), c.actor, method, path, in, out)
+	c.nameRefusal(e)
+	return e
 }
 
 // capsFor computes the actor's capabilities in company cid from /api/me.

@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"regexp"
 	"strings"
@@ -184,21 +185,45 @@ func TestViewerSeesNoWriteForms(t *testing.T) {
 				t.Errorf("%s: viewer sees instance settings", path)
 			}
 		}
-		for _, path := range []string{c + "/tasks/new", c + "/agents/new", c + "/agents/" + agent + "/edit", "/settings"} {
-			if p := e.get(path); p.status != http.StatusForbidden {
-				t.Errorf("%s: viewer gets %d, want 403", path, p.status)
+		// Every refusal names what was refused.
+		for path, action := range map[string]string{c + "/tasks/new": "create tasks", c + "/agents/new": "create agents",
+			c + "/agents/" + agent + "/edit": "change this agent", c + "/agents/" + agent + "/trust": "change this agent’s trust settings",
+			"/settings": "see instance settings"} {
+			p := e.get(path)
+			if p.status != http.StatusForbidden || !strings.Contains(p.body, "You don’t have permission to "+action+".") {
+				t.Errorf("%s: viewer gets %d, want 403 naming %q: %s", path, p.status, action, p.body)
 			}
 		}
-		// A forged POST with a valid token is refused by the API.
+		// A forged POST with a valid token is refused by the API, and the
+		// page gives the API's reason under the action.
 		p := e.post(c, c+"/tasks/"+task+"/comments", url.Values{"body": {"sneaky"}})
-		if p.status != http.StatusForbidden {
-			t.Errorf("viewer comment: %d", p.status)
+		if p.status != http.StatusForbidden || !strings.Contains(p.body, "You don’t have permission to comment on this task.") ||
+			!strings.Contains(p.body, "Reason: viewers have read-only access") {
+			t.Errorf("viewer comment: %d %s", p.status, p.body)
 		}
-		if p := e.post(c, c+"/tasks", url.Values{"title": {"sneaky"}}); p.status != http.StatusForbidden {
-			t.Errorf("viewer create task: %d", p.status)
+		for path, action := range map[string]string{c + "/tasks": "create tasks", c + "/tasks/" + task: "change this task",
+			c + "/agents/" + agent + "/wake": "wake this agent", c + "/projects": "create projects"} {
+			p := e.post(c, path, url.Values{"title": {"sneaky"}, "name": {"sneaky"}, "status": {"done"}})
+			if p.status != http.StatusForbidden || !strings.Contains(p.body, "You don’t have permission to "+action+".") {
+				t.Errorf("viewer POST %s: %d, want 403 naming %q: %s", path, p.status, action, p.body)
+			}
 		}
 		if n := len(e.api.List("/api/issues/" + task + "/comments")); n != 0 {
 			t.Errorf("viewer comment saved: %d", n)
+		}
+
+		// A member's refused form is shown again with the input, naming
+		// the action and the API's reason.
+		member, _ := e.boardUser("member@example.com", cid, "member", false)
+		e.http.Jar, _ = cookiejar.New(nil)
+		if p := e.login(member); p.status != http.StatusSeeOther {
+			t.Fatalf("member login: %d", p.status)
+		}
+		p = e.post(c+"/projects", c+"/projects", url.Values{"name": {"Site"}, "strategy": {"local_path"}, "path": {"/srv/site"}})
+		if p.status != http.StatusForbidden || !strings.Contains(p.body, "You don’t have permission to create projects.") ||
+			!strings.Contains(p.body, "Reason: only an instance administrator may give a project a workspace path") ||
+			!strings.Contains(p.body, `value="/srv/site"`) {
+			t.Errorf("member's workspace project: %d %s", p.status, p.body)
 		}
 	})
 }

@@ -346,7 +346,7 @@ func (u *UI) editAgentPage(c *rc) {
 
 func (u *UI) renderAgentForm(c *rc, status int, d agentFormData) {
 	if !c.caps.Write {
-		c.errorPage(http.StatusForbidden, "You don’t have permission to change agents.")
+		c.forbidden(c.routeAction(), "")
 		return
 	}
 	if !c.caps.InstanceAdmin {

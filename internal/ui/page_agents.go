@@ -322,7 +322,7 @@ func (u *UI) trustPage(c *rc) {
 
 func (u *UI) renderTrust(c *rc, status int, d trustData) {
 	if !c.caps.Write {
-		c.errorPage(http.StatusForbidden, "You don’t have permission to change this agent.")
+		c.forbidden(c.routeAction(), "")
 		return
 	}
 	if d.Preset == "" {

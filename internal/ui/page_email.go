@@ -104,7 +104,7 @@ func (c *rc) requireManager(action string) bool {
 	if c.caps.Manager {
 		return true
 	}
-	c.errorPage(http.StatusForbidden, "You don’t have permission to "+action+".")
+	c.forbidden(action, "")
 	return false
 }
 

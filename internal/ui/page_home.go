@@ -55,7 +55,7 @@ type settingsData struct {
 
 func (u *UI) settingsPage(c *rc) {
 	if !c.Me().User.IsInstanceAdmin || c.actor.KeyCompanyID != "" {
-		c.errorPage(http.StatusForbidden, "You don’t have permission to change instance settings.")
+		c.forbidden(c.routeAction(), "")
 		return
 	}
 	var d settingsData

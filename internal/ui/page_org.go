@@ -42,6 +42,9 @@ func (u *UI) createProject(c *rc) {
 		body["workspace"] = map[string]string{"strategy": d.Project.Strategy, "path": d.Project.Path}
 	}
 	if e := c.api("POST", "/companies/"+c.cid+"/projects", body, nil); e != nil {
+		if c.refusedUnseen(e, c.caps.Write) {
+			return
+		}
 		d.ProjectErr = e
 		u.renderProjects(c, e.Status, d)
 		return
@@ -57,6 +60,9 @@ func (u *UI) createEnvironment(c *rc) {
 		body["provider"] = "bubblewrap"
 	}
 	if e := c.api("POST", "/companies/"+c.cid+"/environments", body, nil); e != nil {
+		if c.refusedUnseen(e, c.caps.Write) {
+			return
+		}
 		d.EnvErr = e
 		u.renderProjects(c, e.Status, d)
 		return
@@ -158,6 +164,9 @@ func (u *UI) addMember(c *rc) {
 	}
 	body := map[string]any{"email": d.Member.Email, "role": d.Member.Role, "permissions": perms}
 	if e := c.api("POST", "/companies/"+c.cid+"/members", body, nil); e != nil {
+		if c.refusedUnseen(e, c.caps.Admin) {
+			return
+		}
 		d.MemberErr = e
 		u.renderMembers(c, e.Status, d)
 		return
@@ -180,6 +189,9 @@ func (u *UI) createBoardKey(c *rc) {
 		Token string `json:"token"`
 	}
 	if e := c.api("POST", "/companies/"+c.cid+"/board-keys", body, &out); e != nil {
+		if c.refusedUnseen(e, c.caps.Write) {
+			return
+		}
 		d.KeyErr = e
 		u.renderMembers(c, e.Status, d)
 		return

@@ -180,6 +180,9 @@ func (u *UI) updateTask(c *rc) {
 			c.fail(e)
 			return
 		}
+		if c.refusedUnseen(e, c.caps.Write) {
+			return
+		}
 		u.renderTask(c, e.Status, t, taskData{DetailsErr: e, CommentWake: true})
 		return
 	}
@@ -197,6 +200,9 @@ func (u *UI) addComment(c *rc) {
 	if e := c.api("POST", "/issues/"+t.ID+"/comments", map[string]string{"body": body}, &cm); e != nil {
 		if e.Status == http.StatusNotFound {
 			c.fail(e)
+			return
+		}
+		if c.refusedUnseen(e, c.caps.Write) {
 			return
 		}
 		u.renderTask(c, e.Status, t, taskData{CommentErr: e, CommentBody: body, CommentWake: wake})

@@ -136,7 +136,7 @@ func (u *UI) newTaskPage(c *rc) {
 
 func (u *UI) renderNewTask(c *rc, status int, f taskForm, formErr *APIError) {
 	if !c.caps.Write {
-		c.errorPage(http.StatusForbidden, "You don’t have permission to create tasks.")
+		c.forbidden(c.routeAction(), "")
 		return
 	}
 	d := newTaskData{Form: f, Err: formErr}

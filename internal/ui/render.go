@@ -214,9 +214,11 @@ func (c *rc) takeFlash() string {
 
 // errorData is the error page's content.
 type errorData struct {
-	Status    int
-	Heading   string
-	Message   string
+	Status  int
+	Heading string
+	Message string
+	// Detail is the API's reason for a refusal, shown under the message.
+	Detail    string
 	RequestID string
 }
 
@@ -252,10 +254,43 @@ func (c *rc) fail(e *APIError) {
 		c.renderError(e.Status, errorData{Status: e.Status, Heading: "Something went wrong",
 			Message: fmt.Sprintf("Something went wrong (request %s).", e.RequestID), RequestID: e.RequestID})
 	case e.Status == http.StatusForbidden:
-		c.renderError(e.Status, errorData{Status: e.Status, Message: "You don’t have permission to do this. (" + e.Message + ")"})
+		c.forbidden(c.routeAction(), e.Message)
 	default:
 		c.renderError(e.Status, errorData{Status: e.Status, Heading: http.StatusText(e.Status), Message: e.Message})
 	}
+}
+
+// forbidden renders the 403 page naming the refused action, with the
+// API's reason (if any) under it.
+func (c *rc) forbidden(action, reason string) {
+	reason = strings.TrimPrefix(reason, "forbidden: ")
+	if reason != "" {
+		reason = "Reason: " + reason
+	}
+	c.renderError(http.StatusForbidden, errorData{Status: http.StatusForbidden, Message: forbiddenText(action), Detail: reason})
+}
+
+// refusedUnseen renders the 403 page for a refusal of a form the actor is
+// not shown (a viewer's forged post): re-rendering the page would hide the
+// error along with the form. It reports whether it did.
+func (c *rc) refusedUnseen(e *APIError, formShown bool) bool {
+	if e.Status != http.StatusForbidden || formShown {
+		return false
+	}
+	c.fail(e)
+	return true
+}
+
+// nameRefusal marks an API 403 with the route's action for the form error
+// panel. Refusals with a code (email turned off, an action policy) and the
+// email pages' 403s keep their own text: there a 403 is often about an
+// AgentMail key, not the person's permission, and those pages name the
+// action themselves.
+func (c *rc) nameRefusal(e *APIError) {
+	if e == nil || e.Status != http.StatusForbidden || e.Code != "" || strings.Contains(c.r.Pattern, "/c/{cid}/apps") {
+		return
+	}
+	e.Refused, e.Reason = forbiddenText(c.routeAction()), strings.TrimPrefix(e.Message, "forbidden: ")
 }
 
 // plainError renders a bare error page without resolving an actor.
