@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -142,6 +143,32 @@ func TestUIJourney(t *testing.T) {
 			t.Fatalf("settings: %v", st)
 		}
 
+		// Trust settings, reached from elsewhere with ?return=: the runtime
+		// checklist shows with Low-trust review (isolated workspaces now
+		// on, no sandbox yet), and saving goes back.
+		b.visit(c + "/agents/" + aid + "/trust?return=" + url.QueryEscape(c+"/tasks?status=todo"))
+		if !eval[bool](b, `document.querySelector("#runtime-checklist").hidden`) {
+			t.Fatal("the runtime checklist shows for a standard agent")
+		}
+		b.do("choose low trust", clickAction("#trust-low"), clickAction("#boundary-task"))
+		b.eventually("the runtime checklist", 5*time.Second, func() bool {
+			return !eval[bool](b, `document.querySelector("#runtime-checklist").hidden`)
+		})
+		if got := b.text("#runtime-checklist .check-ok"); !strings.Contains(got, "Isolated workspaces are on") {
+			t.Errorf("ticked line: %q", got)
+		}
+		if got := b.text("#runtime-checklist .check-no"); !strings.Contains(got, "Active sandbox environment selected") || !strings.Contains(got, "Edit agent") {
+			t.Errorf("unticked line: %q", got)
+		}
+		b.fill("#boundary-task-id", tid)
+		b.submit("main form button[type=submit]")
+		if got := b.path(); got != c+"/tasks?status=todo" {
+			t.Fatalf("after saving trust settings: %s", got)
+		}
+		b.waitText(".flash", "Trust settings saved.", 5*time.Second)
+		// Back to standard, as the screenshots expect.
+		api.JSON("PATCH", "/api/agents/"+aid, map[string]any{"permissions": map[string]any{"trustPreset": "standard", "authorizationPolicy": map[string]any{}}}, 200)
+
 		if shots != "" {
 			uiScreenshots(t, b, shots, c, tid, aid)
 		}
@@ -167,6 +194,16 @@ func uiScreenshots(t *testing.T, b *browser, dir, c, tid, aid string) {
 	for _, name := range []string{"overview", "tasks", "task"} {
 		phone.visit(pages[name])
 		phone.screenshot(dir, name+"-phone")
+	}
+	// The trust page with Low-trust review chosen, so its runtime
+	// checklist shows.
+	for name, br := range map[string]*browser{"trust-desktop": b, "trust-phone": phone} {
+		br.visit(c + "/agents/" + aid + "/trust")
+		br.do("choose low trust", clickAction("#trust-low"))
+		br.eventually("the runtime checklist", 5*time.Second, func() bool {
+			return !eval[bool](br, `document.querySelector("#runtime-checklist").hidden`)
+		})
+		br.screenshot(dir, name)
 	}
 }
 

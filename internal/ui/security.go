@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -75,10 +76,21 @@ func (u *UI) validCSRF(r *http.Request, binding string) bool {
 }
 
 // safeNext returns p when it is a path inside this UI (an absolute path,
-// not protocol-relative, no backslash, no scheme), else "/". It guards every
-// redirect target taken from a request (open-redirect defence).
+// not protocol-relative, no backslash, no scheme or host, no control
+// character), else "/". It guards every redirect target and back link
+// taken from a request (open-redirect defence). Control characters count
+// because browsers drop tabs and newlines anywhere in a URL: "/\t/evil"
+// would otherwise become "//evil", another host.
 func safeNext(p string) string {
-	if p == "" || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n\t") {
+	if p == "" || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsRune(p, '\\') {
+		return "/"
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f || r == ' ' {
+			return "/"
+		}
+	}
+	if u, err := url.Parse(p); err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
 		return "/"
 	}
 	if strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/static/") {
