@@ -81,8 +81,10 @@ func (c *rc) inboxes() []domain.EmailEndpointSummary {
 	return list
 }
 
+// attentionItem is one "Needs attention" line: a badge, a text linking to
+// Href or, when Action is set, a plain text followed by an Action link.
 type attentionItem struct {
-	Kind, Label, Text, Href, Tone string
+	Kind, Label, Text, Href, Tone, Action string
 }
 
 type overviewData struct {
@@ -150,7 +152,7 @@ func (u *UI) overview(c *rc) {
 			switch {
 			case ib.Status == "draft":
 				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Setup incomplete", Tone: "amber", Text: addr + " · " + idx.Name(ib.AssignedAgentID),
-					Href: "/c/" + c.cid + "/apps/agentmail/setup/" + ib.ID})
+					Href: "/c/" + c.cid + "/apps/agentmail/setup/" + ib.ID, Action: "Finish setup"})
 			case ib.Status == "paused":
 				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Paused", Tone: "amber", Text: addr + " · " + idx.Name(ib.AssignedAgentID), Href: href})
 			case ib.LastError != nil:

@@ -295,7 +295,12 @@ func (u *UI) resume(c *rc, w *wizard) bool {
 	if ep.Address != nil {
 		w.Finish = true
 		w.State.Mode, w.State.Inbox = "existing", *ep.Address
-		w.Step = stepReview
+		// Finishing needs a credential. A draft made through the API with a
+		// raw key has no saved connection: it picks one on step 1 first
+		// (jumping to review would send it back to step 1, in a loop).
+		if w.State.Connection != "" {
+			w.Step = stepReview
+		}
 	}
 	return true
 }
