@@ -143,6 +143,12 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	if s.Vault, err = vault.New(key, s.Store); err != nil {
 		return nil, err
 	}
+	// A replica with another master key would fail on every secret, and
+	// silently (docs/operations.md, "Replicas and the master key").
+	if err := s.Vault.CheckMasterKey(ctx); err != nil {
+		logger.Error("refusing to start", "err", err)
+		return nil, err
+	}
 	s.Vault.OnResolve = red.Add
 	s.Metrics = metrics.New()
 
