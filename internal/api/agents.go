@@ -201,7 +201,34 @@ func (s *Server) applyAgentInput(ctx context.Context, q db.Querier, a *domain.Ag
 		}
 		a.EnvironmentID = *in.EnvironmentID
 	}
+	if in.AdapterType != nil || in.AdapterConfig != nil || in.EnvironmentID != nil || isNew {
+		if err := s.checkSandboxPlacement(ctx, q, *a); err != nil {
+			return nil, err
+		}
+	}
 	return w, nil
+}
+
+// checkSandboxPlacement refuses, when it is saved, a process agent in a
+// sandbox environment whose program lives where no sandbox can run it
+// (inside or above the Paperclip home): every run would fail at start,
+// and mail woken for it would go unanswered.
+func (s *Server) checkSandboxPlacement(ctx context.Context, q db.Querier, a domain.Agent) error {
+	if a.AdapterType != "process" || a.EnvironmentID == "" {
+		return nil
+	}
+	env, err := s.Store.GetEnvironment(ctx, q, a.EnvironmentID)
+	if err != nil || env.Driver != "sandbox" {
+		return nil
+	}
+	var cfg domain.ProcessAdapterConfig
+	if json.Unmarshal(a.AdapterConfig, &cfg) != nil {
+		return nil
+	}
+	if err := sandbox.CheckPlacement(cfg.Command, s.Config.SandboxHidden(), s.Config.WorkspacesDir()); err != nil {
+		return httpx.Errorf(http.StatusBadRequest, "adapterConfig.command: %s", strings.TrimPrefix(err.Error(), "sandbox: "))
+	}
+	return nil
 }
 
 func deref(p *string) string {

@@ -145,7 +145,26 @@ type EmailEndpointSummary struct {
 	// LowTrustWarning is true when the assigned agent is not low-trust: an
 	// unrestricted inbox can receive mail from anyone.
 	StandardAgentWarning bool `json:"standardAgentWarning,omitempty"`
+	// Health, HealthCode, HealthMessage, LastError and LastErrorAt are the
+	// inbox's health as of this read, computed from its state, its
+	// credentials, what the receiving side observed and its agent's runs
+	// (docs/api.md, "Inbox health"). SocketOwner names the replica holding
+	// the live connection (null when none, and for webhook inboxes).
+	Health      string     `json:"health"`
+	HealthCode  string     `json:"healthCode"`
+	LastErrorAt *time.Time `json:"lastErrorAt"`
+	SocketOwner *string    `json:"socketOwner"`
 }
+
+// Inbox health categories (EmailEndpointSummary.Health).
+const (
+	HealthOK              = "ok"               // receiving and sending
+	HealthConnecting      = "connecting"       // active; the live connection is not up yet
+	HealthAttention       = "attention"        // active, but something fails: see the message
+	HealthPaused          = "paused"           // paused by a board user
+	HealthSetupIncomplete = "setup_incomplete" // a draft: setup has not finished
+	HealthDisconnected    = "disconnected"     // archived
+)
 
 // Summary returns the endpoint's API shape.
 func (e EmailEndpoint) Summary() EmailEndpointSummary {

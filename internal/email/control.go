@@ -447,7 +447,7 @@ func (s *Service) ListInboxes(ctx context.Context, a authz.Actor, companyID stri
 				continue
 			}
 		}
-		out = append(out, s.Summary(ctx, ep))
+		out = append(out, ForActor(a, s.Summary(ctx, ep)))
 	}
 	return out, nil
 }

@@ -2,6 +2,8 @@ package email_test
 
 import (
 	"context"
+	"encoding/json"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -271,13 +273,17 @@ func TestSetupGates(t *testing.T) {
 				"idempotencyKey": testkit.NewUUID()})
 			return st, string(b)
 		}
-		if st, b := try(lt); st != 400 || !strings.Contains(b, "boundary") {
-			t.Fatalf("no boundary: %d %s", st, b)
+		// Every unmet requirement is named at once.
+		st, b := try(lt)
+		if st != 400 || !strings.Contains(b, "It still needs: (1) a project or root task boundary (permissions.authorizationPolicy.trustBoundary") ||
+			!strings.Contains(b, "(2) isolated workspaces") || !strings.Contains(b, "(3) an active sandbox environment") ||
+			!strings.Contains(b, `"missing":["trust_boundary","isolated_workspaces","sandbox_environment"]`) {
+			t.Fatalf("no boundary, isolated workspaces or sandbox: %d %s", st, b)
 		}
 		proj := testkit.ID(e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/projects", map[string]any{"name": "Mail"}, 201))
 		e.Board.JSON("PATCH", "/api/agents/"+lt, map[string]any{"permissions": map[string]any{"trustPreset": "low_trust_review",
 			"authorizationPolicy": map[string]any{"trustBoundary": map[string]any{"projectIds": []string{proj}}}}}, 200)
-		if st, b := try(lt); st != 400 || !strings.Contains(b, "sandbox environment") {
+		if st, b := try(lt); st != 400 || !strings.Contains(b, "sandbox environment") || !strings.Contains(b, `"missing":["isolated_workspaces","sandbox_environment"]`) {
 			t.Fatalf("no isolated workspaces: %d %s", st, b)
 		}
 		e.Board.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableIsolatedWorkspaces": true}}, 200)
@@ -291,6 +297,23 @@ func TestSetupGates(t *testing.T) {
 		}
 		sb := testkit.ID(e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/environments", map[string]any{"name": "sb", "driver": "sandbox"}, 201))
 		e.Board.JSON("PATCH", "/api/agents/"+lt, map[string]any{"environmentId": sb}, 200)
+		// A program no sandbox can run (inside the Paperclip home, or in a
+		// directory holding it) is refused when it is configured, and, for
+		// an agent configured before that check, by the inbox setup.
+		for _, cmd := range []string{filepath.Join(e.Home, "agent.sh"), filepath.Join(filepath.Dir(e.Home), "agent.sh")} {
+			st, b := e.Board.Do("PATCH", "/api/agents/"+lt, map[string]any{"adapterConfig": map[string]any{"command": cmd}})
+			if st != 400 || !strings.Contains(string(b), "overlaps the Paperclip home") {
+				t.Fatalf("agent command %s in a sandbox: %d %s", cmd, st, b)
+			}
+		}
+		inHome, _ := json.Marshal(map[string]any{"command": filepath.Join(e.Home, "agent.sh")})
+		if _, err := e.DB.ExecContext(context.Background(), `UPDATE agents SET adapter_config = $2 WHERE id = $1`, lt, string(inHome)); err != nil {
+			t.Fatal(err)
+		}
+		if st, b := try(lt); st != 400 || !strings.Contains(b, "The agent's runs would fail in its sandbox") || !strings.Contains(b, "sandbox_command") {
+			t.Fatalf("setup with an agent command inside the home: %d %s", st, b)
+		}
+		e.Board.JSON("PATCH", "/api/agents/"+lt, map[string]any{"adapterConfig": map[string]any{"command": "/bin/true"}}, 200)
 		if st, b := try(lt); st != 201 || strings.Contains(b, "standardAgentWarning") {
 			t.Fatalf("fully configured low-trust agent: %d %s", st, b)
 		}

@@ -212,6 +212,8 @@ func (s *Service) addInstall(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Access may be back: inboxes that stopped for want of it start again.
+	s.changed()
 	out, err := s.presentConnection(r.Context(), s.Store.DB, c.ID)
 	if err != nil {
 		return err
@@ -288,6 +290,8 @@ func (s *Service) addGrant(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Access may be back: inboxes that stopped for want of it start again.
+	s.changed()
 	httpx.WriteJSON(w, http.StatusCreated, g)
 	return nil
 }
@@ -394,7 +398,7 @@ func (s *Service) getInbox(w http.ResponseWriter, r *http.Request) error {
 	if a.Kind == authz.KindAgent && ep.AssignedAgentID != a.AgentID() {
 		return httpx.Errorf(http.StatusNotFound, "Email inbox not found")
 	}
-	httpx.WriteJSON(w, http.StatusOK, s.Summary(r.Context(), ep))
+	httpx.WriteJSON(w, http.StatusOK, ForActor(a, s.Summary(r.Context(), ep)))
 	return nil
 }
 

@@ -3,7 +3,9 @@ package email
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/mail"
 	"regexp"
@@ -14,6 +16,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -84,33 +87,81 @@ func (in *SetupInput) validate() error {
 }
 
 // checkAgent applies the agent and low-trust setup gates (docs/email-setup.md, "6. Low-trust agents").
+// Every unmet requirement is named in one error, so a setup is fixed in
+// one pass; a single one keeps its own message. Details.missing lists
+// their codes.
 func (s *Service) checkAgent(ctx context.Context, q db.Querier, companyID, agentID string) (domain.Agent, error) {
 	ag, err := s.Store.GetAgent(ctx, q, agentID)
 	if err != nil || ag.CompanyID != companyID || ag.Status == domain.AgentTerminated || ag.Status == domain.AgentPendingApproval {
 		return ag, httpx.Errorf(http.StatusBadRequest, "Select an available company agent")
 	}
-	if ag.Permissions.TrustPreset != domain.TrustLowTrustReview {
-		return ag, nil
+	var missing []requirement
+	lowTrust := ag.Permissions.TrustPreset == domain.TrustLowTrustReview
+	if lowTrust {
+		if _, err := s.LowTrustPlacement(ctx, q, ag); err != nil {
+			var he *httpx.Error
+			if !errors.As(err, &he) || he.Status != http.StatusBadRequest {
+				return ag, err
+			}
+			missing = append(missing, requirement{"trust_boundary", he.Message,
+				"a project or root task boundary (permissions.authorizationPolicy.trustBoundary: projectIds or rootIssueId)"})
+		}
+		settings, err := s.Store.GetSettings(ctx, q)
+		if err != nil {
+			return ag, err
+		}
+		if !settings.Experimental.EnableIsolatedWorkspaces {
+			missing = append(missing, requirement{"isolated_workspaces",
+				"Low-trust email agents require isolated workspaces and a sandbox environment. Complete runtime setup before connecting this inbox.",
+				"isolated workspaces (instance setting experimental.enableIsolatedWorkspaces)"})
+		}
 	}
-	if _, err := s.LowTrustPlacement(ctx, q, ag); err != nil {
-		return ag, err
+	env, envErr := domain.Environment{}, error(nil)
+	if ag.EnvironmentID != "" {
+		env, envErr = s.Store.GetEnvironment(ctx, q, ag.EnvironmentID)
 	}
-	settings, err := s.Store.GetSettings(ctx, q)
-	if err != nil {
-		return ag, err
+	sandboxed := ag.EnvironmentID != "" && envErr == nil && env.CompanyID == companyID && env.Driver == "sandbox"
+	if lowTrust && (!sandboxed || env.Status != "active") {
+		missing = append(missing, requirement{"sandbox_environment",
+			"Select an active sandbox environment for this low-trust email agent before connecting its inbox.",
+			"an active sandbox environment (the agent's environmentId, an environment with driver sandbox)"})
 	}
-	if !settings.Experimental.EnableIsolatedWorkspaces {
-		return ag, httpx.Errorf(http.StatusBadRequest, "Low-trust email agents require isolated workspaces and a sandbox environment. Complete runtime setup before connecting this inbox.")
+	if sandboxed && ag.AdapterType == "process" {
+		var cfg domain.ProcessAdapterConfig
+		if json.Unmarshal(ag.AdapterConfig, &cfg) == nil {
+			if err := sandbox.CheckPlacement(cfg.Command, s.Config.SandboxHidden(), s.Config.WorkspacesDir()); err != nil {
+				msg := strings.TrimPrefix(err.Error(), "sandbox: ")
+				missing = append(missing, requirement{"sandbox_command", "The agent's runs would fail in its sandbox: " + msg, "a program the sandbox can run: " + msg})
+			}
+		}
 	}
-	sandboxErr := httpx.Errorf(http.StatusBadRequest, "Select an active sandbox environment for this low-trust email agent before connecting its inbox.")
-	if ag.EnvironmentID == "" {
-		return ag, sandboxErr
+	return ag, requirementsError(missing)
+}
+
+// requirement is one unmet setup requirement: its code, its message when
+// it is the only one, and its phrase in a list.
+type requirement struct {
+	code, alone, item string
+}
+
+// requirementsError names every unmet requirement (nil when none).
+func requirementsError(missing []requirement) error {
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return &httpx.Error{Status: http.StatusBadRequest, Code: "agent_not_ready", Message: missing[0].alone,
+			Details: map[string]any{"missing": []string{missing[0].code}}}
 	}
-	env, err := s.Store.GetEnvironment(ctx, q, ag.EnvironmentID)
-	if err != nil || env.CompanyID != companyID || env.Driver != "sandbox" || env.Status != "active" {
-		return ag, sandboxErr
+	codes := make([]string, len(missing))
+	items := make([]string, len(missing))
+	for i, m := range missing {
+		codes[i] = m.code
+		items[i] = fmt.Sprintf("(%d) %s", i+1, m.item)
 	}
-	return ag, nil
+	return &httpx.Error{Status: http.StatusBadRequest, Code: "agent_not_ready",
+		Message: "This agent is not ready for an email inbox. It still needs: " + strings.Join(items, "; ") + ".",
+		Details: map[string]any{"missing": codes}}
 }
 
 // Placement says where a low-trust agent's inbound tasks go.
@@ -137,7 +188,8 @@ func (s *Service) LowTrustPlacement(ctx context.Context, q db.Querier, ag domain
 			return Placement{ProjectID: p.ID}, nil
 		}
 	}
-	return Placement{}, httpx.Errorf(http.StatusBadRequest, "Configure a project or root task boundary for this low-trust email agent")
+	return Placement{}, httpx.Errorf(http.StatusBadRequest, "Configure a project or root task boundary for this low-trust email agent "+
+		"(permissions.authorizationPolicy.trustBoundary: projectIds or rootIssueId)")
 }
 
 // Summary returns an endpoint's API shape with the standard-agent warning.
@@ -146,6 +198,7 @@ func (s *Service) Summary(ctx context.Context, e domain.EmailEndpoint) domain.Em
 	if ag, err := s.Store.GetAgent(ctx, s.Store.DB, e.AssignedAgentID); err == nil {
 		sum.StandardAgentWarning = ag.Permissions.TrustPreset != domain.TrustLowTrustReview
 	}
+	s.health(ctx, e, &sum)
 	return sum
 }
 
@@ -179,6 +232,14 @@ func (s *Service) Setup(ctx context.Context, a authz.Actor, companyID string, in
 		out, err = s.runSetup(ctx, a, ep.ID, ag, in)
 		return err
 	})
+	if err != nil {
+		// The draft stays, listed as "Setup incomplete" with this reason
+		// until a retry succeeds or it is discarded.
+		msg := httpx.PublicMessage(err, "an internal error occurred; see the server log")
+		if rerr := s.Store.RecordEndpointProblem(context.WithoutCancel(ctx), s.Store.DB, ep.ID, ProblemSetupFailed, msg); rerr != nil {
+			s.Log.Warn("record setup failure", "endpoint", ep.ID, "err", rerr)
+		}
+	}
 	return out, err
 }
 
@@ -256,10 +317,10 @@ func (s *Service) controlKey(ctx context.Context, a authz.Actor, ep domain.Email
 					}
 				}
 			}
-			if err := s.Store.SetEndpointCredential(ctx, tx, ep.ID, c.ID); err != nil {
-				return err
-			}
-			return s.allowAgent(ctx, tx, a, c, ag.ID, ep.ID)
+			// The assigned agent gets access to the credential only when
+			// the inbox activates (activate), so a failed setup leaves no
+			// agent holding it.
+			return s.Store.SetEndpointCredential(ctx, tx, ep.ID, c.ID)
 		}
 		key = in.APIKey
 		if current != "" {
@@ -369,7 +430,7 @@ func (s *Service) runSetup(ctx context.Context, a authz.Actor, endpointID string
 			return zero, err
 		}
 	}
-	if err := s.activate(ctx, a, &ep, in.ReceiveMode); err != nil {
+	if err := s.activate(ctx, a, &ep, in.ReceiveMode, ag.ID); err != nil {
 		return zero, err
 	}
 	return s.Summary(ctx, ep), nil
@@ -481,11 +542,26 @@ func (s *Service) registerWebhook(ctx context.Context, control *agentmail.Client
 }
 
 // activate makes the endpoint active in one transaction. The activation
-// time (the intake cutoff) is set once and kept across reconnects.
-func (s *Service) activate(ctx context.Context, a authz.Actor, ep *domain.EmailEndpoint, mode string) error {
+// time (the intake cutoff) is set once and kept across reconnects. An
+// endpoint set up from a saved credential gives the assigned agent access
+// to that credential in the same transaction: only a setup that succeeds
+// grants it.
+func (s *Service) activate(ctx context.Context, a authz.Actor, ep *domain.EmailEndpoint, mode, agentID string) error {
 	err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
 		cur, err := s.Store.GetEndpoint(ctx, tx, ep.ID)
 		if err != nil {
+			return err
+		}
+		if cur.CredentialConnectionID != "" {
+			c, err := s.loadConnection(ctx, tx, cur.CompanyID, cur.CredentialConnectionID)
+			if err != nil {
+				return err
+			}
+			if err := s.allowAgent(ctx, tx, a, c, agentID, cur.ID); err != nil {
+				return err
+			}
+		}
+		if err := s.Store.ClearEndpointProblem(ctx, tx, cur.ID, ""); err != nil {
 			return err
 		}
 		now := s.Store.Now()

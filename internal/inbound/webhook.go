@@ -7,6 +7,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
@@ -67,7 +68,15 @@ func (w *Worker) ServeWebhook(rw http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if err := v.Verify(body, h); err != nil {
+		// Shown in the inbox's health until a delivery verifies (written
+		// at most once a minute, however many forged posts arrive).
+		if rerr := w.st.RecordEndpointProblem(ctx, w.q, ep.ID, email.ProblemWebhookSignature, email.WebhookSignatureProblem); rerr != nil {
+			w.log.Warn("record webhook signature failure", "endpoint", ep.ID, "err", rerr)
+		}
 		return errWebhookSignature
+	}
+	if err := w.st.ClearEndpointProblem(ctx, w.q, ep.ID, email.ProblemWebhookSignature); err != nil {
+		w.log.Warn("clear webhook signature failure", "endpoint", ep.ID, "err", err)
 	}
 	if _, _, err := w.o.Email.ActiveEndpoint(ctx, w.q, ep.ID); err != nil {
 		return err

@@ -65,6 +65,14 @@ func TestWebhookReceiving(t *testing.T) {
 		mustEqual(t, "changed body", tamperedPost(t, e.URL(), ep.PublicID, secret, body, tampered, now), http.StatusForbidden)
 		mustEqual(t, "stale timestamp", signedPost(t, e.URL(), ep.PublicID, secret, body, now.Add(-10*time.Minute)), http.StatusForbidden)
 		mustEqual(t, "other key", signedPost(t, e.URL(), ep.PublicID, "whsec_b3RoZXJzZWNyZXRvdGhlcnNlY3JldA==", body, now), http.StatusForbidden)
+		// The refused deliveries show in the inbox's health, until one
+		// verifies.
+		sum := e.Board.JSON("GET", "/api/email/inboxes/"+e.EpID, nil, 200)
+		mustEqual(t, "health after forged posts", sum["healthCode"], any("webhook_signature_failing"))
+		if le, _ := sum["lastError"].(string); !strings.Contains(le, "signature does not verify") || sum["lastErrorAt"] == nil {
+			t.Fatalf("forged posts: lastError %q at %v", le, sum["lastErrorAt"])
+		}
+
 		other := []byte(`{"type":"event","event_type":"message.received","event_id":"evt_x","message":{"inbox_id":"someone@agentmail.to","message_id":"<x@example.com>","thread_id":"thd_x"}}`)
 		mustEqual(t, "another inbox", signedPost(t, e.URL(), ep.PublicID, secret, other, now), http.StatusForbidden)
 		mustEqual(t, "unknown inbox", signedPost(t, e.URL(), "00000000-0000-0000-0000-000000000000", secret, body, now), http.StatusNotFound)
@@ -76,6 +84,9 @@ func TestWebhookReceiving(t *testing.T) {
 		}
 
 		mustEqual(t, "signed", signedPost(t, e.URL(), ep.PublicID, secret, body, now), http.StatusNoContent)
+		sum = e.Board.JSON("GET", "/api/email/inboxes/"+e.EpID, nil, 200)
+		mustEqual(t, "health after a verified delivery", sum["healthCode"], any("connected"))
+		mustEqual(t, "webhook socket owner", sum["socketOwner"], nil)
 		mustEqual(t, "duplicate", signedPost(t, e.URL(), ep.PublicID, secret, body, now), http.StatusNoContent)
 		e.settled(1)
 		mustEqual(t, "tasks", len(e.tasks()), 1)

@@ -195,7 +195,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 			s.publicationTask, logger.With("component", "sandbox")), logger),
 		LeaseTTL: cfg.RunLeaseTTL, MaxConcurrent: cfg.MaxConcurrentRuns, LogMaxBytes: cfg.RunLogMaxBytes,
 		ExclusiveDatabase: exclusive, WorkspacesDir: cfg.WorkspacesDir(), RunsDir: cfg.RunsDir(),
-		Home: cfg.Home, Hidden: []string{filepath.Join(cfg.Home, "instance"), cfg.MasterKeyFile},
+		Home: cfg.Home, Hidden: cfg.SandboxHidden(),
 		SandboxUser: sandboxUser, Binary: binary, BinDir: filepath.Join(cfg.Home, "instance", "bin"),
 		Prepare: s.Email.PrepareRun,
 		Secrets: func(ctx context.Context, a domain.Agent) (map[string]string, error) {

@@ -5,6 +5,8 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -70,6 +72,18 @@ func Config(t testing.TB, databaseURL string) config.Config {
 	cfg.RunLeaseTTL = 3 * time.Second
 	cfg.ShutdownGrace = 10 * time.Second
 	cfg.LogLevel = "debug"
+	if databaseURL != "" {
+		// Replicas on one database must share the master key (the server
+		// refuses another): every home on one test database gets the same
+		// key file, derived from the database's URL.
+		sum := sha256.Sum256([]byte("paperclip test master key:" + databaseURL))
+		if err := os.MkdirAll(filepath.Dir(cfg.MasterKeyFile), 0o700); err != nil {
+			t.Fatalf("master key: %v", err)
+		}
+		if err := os.WriteFile(cfg.MasterKeyFile, []byte(base64.StdEncoding.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+			t.Fatalf("master key: %v", err)
+		}
+	}
 	return cfg
 }
 

@@ -26,6 +26,7 @@ var funcs = template.FuncMap{
 	"envStatus":   func(s string) string { return labelOr(envStatusLabels, s) },
 	"activity":    func(s string) string { return labelOr(activityLabels, s) },
 	"inboxStatus": func(s string) string { return labelOr(inboxStatusLabels, s) },
+	"inboxHealth": func(s string) string { return labelOr(inboxHealthLabels, s) },
 	"statuses":    func() []string { return taskStatusOrder },
 	"priorities":  func() []string { return priorityOrder },
 	"iso":         func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
@@ -143,6 +144,8 @@ var tones = map[string]map[string]string{
 	"env":      {"active": "green", "inactive": "gray", "error": "red"},
 	"trust":    {"standard": "slate", "low_trust_review": "violet"},
 	"inbox":    {"active": "green", "paused": "amber", "draft": "amber", "archived": "gray"},
+	"health": {"ok": "green", "connecting": "slate", "attention": "red", "paused": "amber",
+		"setup_incomplete": "amber", "disconnected": "gray"},
 }
 
 func init() {

@@ -99,6 +99,12 @@ func labelOr(m map[string]string, k string) string {
 	return k
 }
 
+// inboxHealthLabels are the email address health badges
+// (EmailEndpointSummary.Health); the health message gives the reason.
+var inboxHealthLabels = map[string]string{"ok": "Receiving email", "connecting": "Connecting",
+	"attention": "Needs attention", "paused": "Paused", "setup_incomplete": "Setup incomplete",
+	"disconnected": "Disconnected"}
+
 // inboxStatusLabels are the email address (endpoint) status badges.
 var inboxStatusLabels = map[string]string{"active": "Receiving email", "paused": "Paused", "draft": "Setup incomplete",
 	"archived": "Disconnected"}

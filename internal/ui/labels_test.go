@@ -23,6 +23,8 @@ func TestLabelsCoverDomainStates(t *testing.T) {
 		"role":         {roleLabels, []string{domain.RoleOwner, domain.RoleAdmin, domain.RoleMember, domain.RoleViewer}},
 		"priority":     {priorityLabels, priorityOrder},
 		"inbox status": {inboxStatusLabels, []string{domain.EndpointActive, domain.EndpointPaused, domain.EndpointDraft, domain.EndpointArchived}},
+		"inbox health": {inboxHealthLabels, []string{domain.HealthOK, domain.HealthConnecting, domain.HealthAttention, domain.HealthPaused,
+			domain.HealthSetupIncomplete, domain.HealthDisconnected}},
 	}
 	for name, c := range cases {
 		for _, v := range c.values {

@@ -149,14 +149,17 @@ func (u *UI) overview(c *rc) {
 				addr = *ib.Address
 			}
 			href := "/c/" + c.cid + "/apps/agentmail/inboxes/" + ib.ID + "/settings"
-			switch {
-			case ib.Status == "draft":
-				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Setup incomplete", Tone: "amber", Text: addr + " · " + idx.Name(ib.AssignedAgentID),
-					Href: "/c/" + c.cid + "/apps/agentmail/setup/" + ib.ID, Action: "Finish setup"})
-			case ib.Status == "paused":
-				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Paused", Tone: "amber", Text: addr + " · " + idx.Name(ib.AssignedAgentID), Href: href})
-			case ib.LastError != nil:
-				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: "Needs attention", Tone: "red", Text: addr + ": " + *ib.LastError, Href: href})
+			action := ""
+			if ib.Status == "draft" {
+				href, action = "/c/"+c.cid+"/apps/agentmail/setup/"+ib.ID, "Finish setup"
+			}
+			// The inbox's health gives the badge and, in plain words, the
+			// reason; a healthy or still-connecting inbox needs nobody.
+			switch ib.Health {
+			case domain.HealthSetupIncomplete, domain.HealthPaused, domain.HealthAttention:
+				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: labelOr(inboxHealthLabels, ib.Health),
+					Tone: tones["health"][ib.Health], Text: addr + " · " + idx.Name(ib.AssignedAgentID) + ": " + ib.HealthMessage, Href: href,
+					Action: action})
 			}
 		}
 	}

@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+)
+
+// EndpointHealthFacts is what an inbox's health is computed from besides
+// its row (docs/api.md, "Inbox health"), read in one statement.
+type EndpointHealthFacts struct {
+	// ProblemCode, ProblemMessage and ProblemAt are the problem recorded
+	// with RecordEndpointProblem ("" when none).
+	ProblemCode    string
+	ProblemMessage string
+	ProblemAt      *time.Time
+	// SocketHolder names the replica holding the live socket lease now
+	// ("" when none).
+	SocketHolder string
+	// RuntimeSecretID and WebhookSecretID are the active secrets bound as
+	// the runtime key and the webhook signing secret ("" when unbound).
+	RuntimeSecretID string
+	WebhookSecretID string
+	// ConnectionFound and ConnectionStatus describe the saved credential
+	// the inbox uses; ActiveGrants counts its active human grants and
+	// AgentInstalls the installs that cover the assigned agent.
+	ConnectionFound  bool
+	ConnectionStatus string
+	ActiveGrants     int
+	AgentInstalls    int
+}
+
+// EndpointHealthFacts reads the health facts of an endpoint.
+// runtimePath and webhookPath are the binding paths of its runtime key and
+// webhook secret, targetType the bindings' target type.
+func (s *Store) EndpointHealthFacts(ctx context.Context, q db.Querier, endpointID, targetType, runtimePath, webhookPath string) (EndpointHealthFacts, error) {
+	var f EndpointHealthFacts
+	var code, msg, holder, runtime, webhook, connStatus sql.NullString
+	var at sql.NullTime
+	err := q.QueryRowContext(ctx, `SELECT e.problem_code, e.problem_message, e.problem_at,
+		(SELECT l.holder FROM email_leases l WHERE l.endpoint_id = e.id AND l.lease_key = $2 AND l.expires_at > $3),
+		(SELECT b.secret_id FROM company_secret_bindings b JOIN company_secrets cs ON cs.id = b.secret_id AND cs.status = 'active'
+			WHERE b.target_type = $4 AND b.target_id = e.id AND b.config_path = $5),
+		(SELECT b.secret_id FROM company_secret_bindings b JOIN company_secrets cs ON cs.id = b.secret_id AND cs.status = 'active'
+			WHERE b.target_type = $4 AND b.target_id = e.id AND b.config_path = $6),
+		(SELECT c.status FROM email_connections c WHERE c.id = e.credential_connection_id),
+		(SELECT COUNT(*) FROM email_connection_grants g WHERE g.connection_id = e.credential_connection_id AND g.status = 'active'),
+		(SELECT COUNT(*) FROM email_connection_installs i WHERE i.connection_id = e.credential_connection_id
+			AND ((i.target_type = 'company' AND i.target_id = e.company_id) OR (i.target_type = 'agent' AND i.target_id = e.assigned_agent_id)))
+		FROM email_endpoints e WHERE e.id = $1`,
+		endpointID, LeaseKeySocket, s.Now(), targetType, runtimePath, webhookPath).
+		Scan(&code, &msg, &at, &holder, &runtime, &webhook, &connStatus, &f.ActiveGrants, &f.AgentInstalls)
+	if err != nil {
+		return f, notFound("read email inbox health", err)
+	}
+	f.ProblemCode, f.ProblemMessage, f.ProblemAt = code.String, msg.String, timePtr(at)
+	f.SocketHolder, f.RuntimeSecretID, f.WebhookSecretID = holder.String, runtime.String, webhook.String
+	f.ConnectionFound, f.ConnectionStatus = connStatus.Valid, connStatus.String
+	return f, nil
+}
+
+// problemRewriteAfter bounds how often one unchanged problem is written
+// again (its time refreshed): a flood of forged webhook posts costs at
+// most one write a minute per inbox.
+const problemRewriteAfter = time.Minute
+
+// RecordEndpointProblem records a problem observed for an endpoint (a
+// failed setup, a webhook delivery failing its signature check) with its
+// plain-words message. The same problem is rewritten at most once a
+// minute.
+func (s *Store) RecordEndpointProblem(ctx context.Context, q db.Querier, endpointID, code, message string) error {
+	now := s.Now()
+	if _, err := q.ExecContext(ctx, `UPDATE email_endpoints SET problem_code = $2, problem_message = $3, problem_at = $4
+		WHERE id = $1 AND (problem_code IS NULL OR problem_code <> $2 OR problem_message <> $3 OR problem_at < $5)`,
+		endpointID, code, message, now, now.Add(-problemRewriteAfter)); err != nil {
+		return fmt.Errorf("record email inbox problem: %w", err)
+	}
+	return nil
+}
+
+// ClearEndpointProblem clears the endpoint's recorded problem when it has
+// the given code ("" clears any). A statement that finds nothing to clear
+// changes nothing and takes no row lock.
+func (s *Store) ClearEndpointProblem(ctx context.Context, q db.Querier, endpointID, code string) error {
+	var err error
+	if code == "" {
+		_, err = q.ExecContext(ctx, `UPDATE email_endpoints SET problem_code = NULL, problem_message = NULL, problem_at = NULL
+			WHERE id = $1 AND problem_code IS NOT NULL`, endpointID)
+	} else {
+		_, err = q.ExecContext(ctx, `UPDATE email_endpoints SET problem_code = NULL, problem_message = NULL, problem_at = NULL
+			WHERE id = $1 AND problem_code = $2`, endpointID, code)
+	}
+	if err != nil {
+		return fmt.Errorf("clear email inbox problem: %w", err)
+	}
+	return nil
+}
+
+// EmailRunProblem is a failed or refused run of an inbox's agent on one of
+// the inbox's open email tasks, not followed by a successful run there.
+type EmailRunProblem struct {
+	RunID         string
+	IssueID       string
+	IssueTitle    string
+	Status        string
+	Error         string
+	RefusalReason string
+	At            time.Time
+}
+
+// LatestEmailRunProblem returns the newest run since `since` of agentID on
+// an open task bound to one of the endpoint's conversations that failed,
+// timed out or was refused and was not followed by a successful run of
+// that task; ErrNotFound when there is none. Such a task's mail is likely
+// unanswered.
+func (s *Store) LatestEmailRunProblem(ctx context.Context, q db.Querier, endpointID, agentID string, since time.Time) (EmailRunProblem, error) {
+	var p EmailRunProblem
+	var errText, refusal sql.NullString
+	err := q.QueryRowContext(ctx, `SELECT r.id, r.issue_id, i.title, r.status, r.error, r.refusal_reason, r.created_at
+		FROM heartbeat_runs r JOIN issues i ON i.id = r.issue_id
+		WHERE r.agent_id = $1 AND r.created_at > $3 AND r.status IN ('failed', 'timed_out', 'refused')
+		AND i.status NOT IN ('done', 'cancelled')
+		AND EXISTS (SELECT 1 FROM email_conversations c WHERE c.issue_id = r.issue_id AND c.endpoint_id = $2)
+		AND NOT EXISTS (SELECT 1 FROM heartbeat_runs r2 WHERE r2.agent_id = r.agent_id AND r2.issue_id = r.issue_id
+			AND r2.status = 'succeeded' AND r2.created_at > r.created_at)
+		ORDER BY r.created_at DESC, r.id DESC LIMIT 1`, agentID, endpointID, since).
+		Scan(&p.RunID, &p.IssueID, &p.IssueTitle, &p.Status, &errText, &refusal, &p.At)
+	if err != nil {
+		return p, notFound("read email run problem", err)
+	}
+	p.Error, p.RefusalReason, p.At = errText.String, refusal.String, p.At.UTC()
+	return p, nil
+}
