@@ -225,6 +225,13 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolReadThread, Description: "Read the email thread bound to the run's current task (null when the task has no email)."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
 			c, _, err := s.resolve(ctx, req)
+			if errors.Is(err, errUnassigned) && c.run.IssueID != "" {
+				// The agent's only inbox is paused or revoked: say so the
+				// way the HTTP thread read does, when the task is its mail.
+				if _, terr := s.Outbound.Thread(ctx, c.actor(), c.agent.CompanyID, c.run.IssueID); terr != nil {
+					return toolError(terr)
+				}
+			}
 			if err != nil {
 				return toolError(err)
 			}
@@ -250,6 +257,9 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 			}
 			if r.ConversationID != "" {
 				th, err := s.Outbound.Thread(ctx, c.actor(), c.agent.CompanyID, c.run.IssueID)
+				if he := (*httpx.Error)(nil); errors.As(err, &he) && he.Status == http.StatusConflict {
+					return toolError(err) // the inbox is paused or its credential unavailable: say so
+				}
 				if err != nil || th == nil || th.ConversationID != r.ConversationID {
 					return toolError(httpx.Errorf(http.StatusForbidden, "Email send must belong to the current task"))
 				}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
@@ -70,8 +71,16 @@ func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID 
 	if err != nil {
 		return nil, err
 	}
-	if a.Kind == authz.KindAgent && ep.AssignedAgentID != a.AgentID() {
-		return nil, notFound
+	if a.Kind == authz.KindAgent {
+		if ep.AssignedAgentID != a.AgentID() {
+			return nil, notFound
+		}
+		// An agent reads a thread only while it may act on it: the inbox
+		// active and its credentials authorized, as for sending and for
+		// the MCP tools (docs/agents.md, "Paused and disconnected inboxes").
+		if err := s.agentMayRead(ctx, ep); err != nil {
+			return nil, err
+		}
 	}
 	msgs, err := s.Store.ListEmailMessages(ctx, s.Store.DB, conv.ID)
 	if err != nil {
@@ -81,7 +90,7 @@ func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID 
 	if err != nil {
 		return nil, err
 	}
-	out := &ThreadSummary{ConversationID: conv.ID, IssueID: conv.IssueID, Endpoint: s.Email.Summary(ctx, ep), Subject: conv.Subject,
+	out := &ThreadSummary{ConversationID: conv.ID, IssueID: conv.IssueID, Endpoint: email.ForActor(a, s.Email.Summary(ctx, ep)), Subject: conv.Subject,
 		Messages: []ThreadMessage{}, Publications: []SendSummary{}}
 	for _, m := range msgs {
 		tm := ThreadMessage{ID: m.ID, ProviderMessageID: m.ProviderMessageID, From: m.Envelope.From, To: nonNil(m.Envelope.To),
@@ -102,6 +111,19 @@ func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID 
 		out.Publications = append(out.Publications, summarizeSend(p))
 	}
 	return out, nil
+}
+
+// errThreadPaused is an agent's thread read of a paused inbox.
+var errThreadPaused = &httpx.Error{Status: http.StatusConflict, Code: "inbox_paused",
+	Message: "This email inbox is paused; its threads can be read again once a board user resumes it"}
+
+// agentMayRead applies the active-inbox check to an agent's thread read.
+func (s *Service) agentMayRead(ctx context.Context, ep domain.EmailEndpoint) error {
+	if ep.Status == domain.EndpointPaused {
+		return errThreadPaused
+	}
+	_, _, err := s.Email.ActiveEndpoint(ctx, s.Store.DB, ep.ID)
+	return err
 }
 
 // SendStatus returns a send's summary (GET …/email/deliveries/{id}: the API
