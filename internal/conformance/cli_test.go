@@ -111,7 +111,7 @@ func TestEmailCLISendReplyDelivery(t *testing.T) {
 		mixed := e.reply(task, "to someone else")
 		mixed["to"] = []string{"other@example.com"}
 		st, body := e.Board.Do("POST", e.sendPath(), mixed)
-		if st != http.StatusBadRequest || !strings.Contains(string(body), "Reply recipients come from the original message") {
+		if st != http.StatusBadRequest || !strings.Contains(string(body), "A reply cannot set to: reply recipients come from the original message") {
 			t.Fatalf("reply with recipients: %d %s", st, body)
 		}
 		asReply := e.newEmail("x@example.com", "Half reply")
@@ -128,5 +128,18 @@ func TestEmailCLISendReplyDelivery(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 		mustEqual(t, "provider sends after refused requests", e.providerSends(), before)
+
+		// A rate limit (429) prints its Retry-After and exits 75, so a
+		// script knows to retry the identical request later.
+		e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/action-policies", map[string]any{"action": "email.send", "effect": "allow",
+			"rateLimitCount": 1, "rateLimitWindowSeconds": 3600}, 201)
+		if code, _, stderr := e.cli(nil, "email", "send", "--file", writeJSON(t, e.newEmail("buyer@example.com", "Within the limit"))); code != 0 {
+			t.Fatalf("send within the limit: %d %s", code, stderr)
+		}
+		code, _, stderr = e.cli(nil, "email", "send", "--file", writeJSON(t, e.newEmail("buyer@example.com", "Over the limit")))
+		if code != 75 || !strings.Contains(stderr, "Email send limit reached") || !strings.Contains(stderr, "(HTTP 429); retry after ") ||
+			!strings.Contains(stderr, "(Retry-After: ") {
+			t.Fatalf("send over the limit: %d %s", code, stderr)
+		}
 	})
 }

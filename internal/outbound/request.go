@@ -129,8 +129,9 @@ func (r *SendRequest) Validate() error {
 		if r.ReplyToMessageID == "" {
 			return badRequest("A reply requires its exact message ID")
 		}
-		if r.ParentIssueID != "" || len(r.To) > 0 || len(r.Cc) > 0 || len(r.Bcc) > 0 || r.Subject != nil {
-			return badRequest("Reply recipients come from the original message; use replyAll explicitly")
+		if set := r.replyForbidden(); len(set) > 0 {
+			return badRequest("A reply cannot set %s: reply recipients come from the original message (use replyAll to include its To and Cc), "+
+				"its subject follows the thread, and it belongs to the conversation's own task", strings.Join(set, ", "))
 		}
 		if r.ReplyAll == nil {
 			f := false
@@ -138,13 +139,44 @@ func (r *SendRequest) Validate() error {
 		}
 		return nil
 	}
-	if r.ParentIssueID == "" || len(r.To) == 0 || r.Subject == nil {
-		return badRequest("A new email requires a parent task, recipient, and subject")
+	var missing []string
+	for _, f := range []struct {
+		name  string
+		unset bool
+	}{{"parentIssueId", r.ParentIssueID == ""}, {"to", len(r.To) == 0}, {"subject", r.Subject == nil}} {
+		if f.unset {
+			missing = append(missing, f.name)
+		}
 	}
-	if r.ReplyToMessageID != "" || r.ReplyAll != nil {
-		return badRequest("A new email cannot be a reply")
+	if len(missing) > 0 {
+		return badRequest("A new email requires a parent task, recipient, and subject; missing: %s", strings.Join(missing, ", "))
+	}
+	var replyOnly []string
+	if r.ReplyToMessageID != "" {
+		replyOnly = append(replyOnly, "replyToMessageId")
+	}
+	if r.ReplyAll != nil {
+		replyOnly = append(replyOnly, "replyAll")
+	}
+	if len(replyOnly) > 0 {
+		return badRequest("A new email cannot be a reply: %s needs conversationId (use email reply)", strings.Join(replyOnly, ", "))
 	}
 	return nil
+}
+
+// replyForbidden lists the fields a reply carries but may not set, in
+// request order.
+func (r *SendRequest) replyForbidden() []string {
+	var set []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"parentIssueId", r.ParentIssueID != ""}, {"to", len(r.To) > 0}, {"cc", len(r.Cc) > 0}, {"bcc", len(r.Bcc) > 0}, {"subject", r.Subject != nil}} {
+		if f.set {
+			set = append(set, f.name)
+		}
+	}
+	return set
 }
 
 // addressOf extracts the bare address from "Name <addr>" forms.

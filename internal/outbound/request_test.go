@@ -38,11 +38,14 @@ func TestValidate(t *testing.T) {
 	}{
 		{"CRLF header injection in subject", func() SendRequest { r := newEmail(); r.Subject = ptr("Hi\r\nBcc: x@evil.test"); return r }, "line break"},
 		{"LF in subject", func() SendRequest { r := newEmail(); r.Subject = ptr("Hi\nthere"); return r }, "line break"},
-		{"reply with bcc", func() SendRequest { r := reply(); r.Bcc = []string{"b@example.com"}; return r }, "use replyAll explicitly"},
-		{"reply with subject", func() SendRequest { r := reply(); r.Subject = ptr("x"); return r }, "use replyAll explicitly"},
+		{"reply with bcc", func() SendRequest { r := reply(); r.Bcc = []string{"b@example.com"}; return r }, "A reply cannot set bcc: reply recipients"},
+		// Issue 16 item 7: the error names the field, not only recipients.
+		{"reply with subject", func() SendRequest { r := reply(); r.Subject = ptr("x"); return r }, "A reply cannot set subject: "},
+		{"reply with to and subject", func() SendRequest { r := reply(); r.To = []string{"a@example.com"}; r.Subject = ptr("x"); return r },
+			"A reply cannot set to, subject: "},
 		{"reply without message id", func() SendRequest { r := reply(); r.ReplyToMessageID = ""; return r }, "exact message ID"},
-		{"new email without recipient", func() SendRequest { r := newEmail(); r.To = nil; return r }, "parent task, recipient, and subject"},
-		{"new email with replyAll", func() SendRequest { r := newEmail(); r.ReplyAll = ptr(true); return r }, "cannot be a reply"},
+		{"new email without recipient", func() SendRequest { r := newEmail(); r.To = nil; return r }, "parent task, recipient, and subject; missing: to"},
+		{"new email with replyAll", func() SendRequest { r := newEmail(); r.ReplyAll = ptr(true); return r }, "cannot be a reply: replyAll needs conversationId"},
 		{"bad address", func() SendRequest { r := newEmail(); r.To = []string{"not an address"}; return r }, "invalid email address"},
 		{"too many recipients", func() SendRequest { r := newEmail(); r.To = make([]string, 51); return r }, "at most 50"},
 		{"empty text", func() SendRequest { r := newEmail(); r.Text = "   "; return r }, "text is required"},
