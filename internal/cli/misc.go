@@ -74,6 +74,12 @@ func newAPIClient() *apiClient {
 
 // do sends one request; path is relative to /api (a leading "/api" is accepted).
 func (c *apiClient) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	status, _, out, err := c.doHeader(ctx, method, path, body)
+	return status, out, err
+}
+
+// doHeader is do that also returns the response headers.
+func (c *apiClient) doHeader(ctx context.Context, method, path string, body []byte) (int, http.Header, []byte, error) {
 	path = "/" + strings.TrimPrefix(strings.TrimPrefix(path, "/"), "api/")
 	var rd io.Reader
 	if body != nil {
@@ -81,7 +87,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte) (i
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -94,15 +100,26 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte) (i
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("call %s %s: %w", method, path, err)
+		return 0, nil, nil, fmt.Errorf("call %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	return resp.StatusCode, out, err
+	return resp.StatusCode, resp.Header, out, err
 }
 
+// Exit codes of the API-calling commands (docs/agents.md, "Errors and exit
+// codes").
+const (
+	// exitAPIError: the server refused the request (HTTP 4xx or 5xx).
+	exitAPIError = 1
+	// exitRetryLater: HTTP 429; retry the identical request (same
+	// idempotencyKey) after the printed delay. 75 is EX_TEMPFAIL.
+	exitRetryLater = 75
+)
+
 // call sends a request and writes the JSON answer to stdout, or the
-// server's error message to stderr with a non-zero exit.
+// server's error message to stderr with a non-zero exit: 75 for a rate
+// limit (HTTP 429), with its Retry-After, else 1.
 func (c *apiClient) call(cmd *cobra.Command, method, path string, body []byte) error {
 	return c.callField(cmd, method, path, body, "")
 }
@@ -110,7 +127,7 @@ func (c *apiClient) call(cmd *cobra.Command, method, path string, body []byte) e
 // callField is call that, with a non-empty field, prints only that field
 // of the answer (see pickField).
 func (c *apiClient) callField(cmd *cobra.Command, method, path string, body []byte, field string) error {
-	status, out, err := c.do(cmd.Context(), method, path, body)
+	status, hdr, out, err := c.doHeader(cmd.Context(), method, path, body)
 	if err != nil {
 		return err
 	}
@@ -122,8 +139,19 @@ func (c *apiClient) callField(cmd *cobra.Command, method, path string, body []by
 		if json.Unmarshal(out, &e) == nil && e.Error != "" {
 			msg = e.Error
 		}
+		if status == http.StatusTooManyRequests {
+			wait := "later"
+			if ra := strings.TrimSpace(hdr.Get("Retry-After")); ra != "" {
+				wait = "after " + ra + " seconds (Retry-After: " + ra + ")"
+				if _, perr := strconv.Atoi(ra); perr != nil {
+					wait = "after " + ra + " (Retry-After)"
+				}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "error: %s (HTTP 429); retry %s with the identical request\n", msg, wait)
+			return exitError{code: exitRetryLater}
+		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "error: %s (HTTP %d)\n", msg, status)
-		return exitError{code: 1}
+		return exitError{code: exitAPIError}
 	}
 	w := cmd.OutOrStdout()
 	if field != "" {
