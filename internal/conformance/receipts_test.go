@@ -23,13 +23,16 @@ func TestComplainedAndRejectedReceipts(t *testing.T) {
 		e.Board.JSON("POST", e.sendPath(), complained, 202)
 		d := e.waitOutcome(complained["idempotencyKey"].(string), "failed")
 		mustEqual(t, "complaint error", d["error"], any("AgentMail reported message.complained"))
+		// It went out: its label says so, not "Not sent".
+		mustEqual(t, "complaint receipt", d["receipt"], any("complained"))
+		mustEqual(t, "complaint label", d["label"], any("Delivered, then marked as spam by the recipient"))
 		if d["providerMessageId"] == nil || d["sentAt"] == nil || d["deliveredAt"] != nil {
 			t.Fatalf("complained send: %v", d)
 		}
 		before := e.providerSends()
 		again := e.newEmail("Complain@Example.com", "To a complainer")
 		acc := e.Board.JSON("POST", e.sendPath(), again, 202)
-		if acc["outcome"] != "failed" || acc["error"] == nil {
+		if acc["outcome"] != "failed" || acc["error"] == nil || acc["label"] != "Not sent" || acc["receipt"] != nil {
 			t.Fatalf("send to a suppressed recipient: %v", acc)
 		}
 
@@ -37,6 +40,7 @@ func TestComplainedAndRejectedReceipts(t *testing.T) {
 		e.Board.JSON("POST", e.sendPath(), rejected, 202)
 		d = e.waitOutcome(rejected["idempotencyKey"].(string), "failed")
 		mustEqual(t, "rejection error", d["error"], any("AgentMail reported message.rejected"))
+		mustEqual(t, "rejection receipt", d["receipt"], any("rejected"))
 		retry := e.newEmail("reject@example.com", "Rejected again")
 		if acc := e.Board.JSON("POST", e.sendPath(), retry, 202); acc["outcome"] != "queued" {
 			t.Fatalf("a rejection must not suppress the recipient: %v", acc)

@@ -51,7 +51,7 @@ func (s *Service) HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.Email
 		if _, err = s.setOutcome(ctx, tx, pub.ID, domain.OutcomeFailed); err != nil {
 			return err
 		}
-		if err := s.Store.SetPublicationError(ctx, tx, pub.ID, "AgentMail reported "+ev.Kind); err != nil {
+		if err := s.Store.SetPublicationError(ctx, tx, pub.ID, receiptError(ev.Kind)); err != nil {
 			return err
 		}
 		err = s.suppress(ctx, tx, ep, ev)

@@ -96,8 +96,8 @@ func TestBounceFailsTheSendAndSticks(t *testing.T) {
 		req["to"] = []string{"bounce@example.com"}
 		e.Board.JSON("POST", e.sendPath(), req, 202)
 		d := e.waitOutcome(key, "failed")
-		if d["error"] != "AgentMail reported message.bounced" {
-			t.Fatalf("bounce diagnostic: %v", d["error"])
+		if d["error"] != "AgentMail reported message.bounced" || d["receipt"] != "bounced" || d["label"] != "Sent, then bounced" {
+			t.Fatalf("bounce diagnostic: %v %v %v", d["error"], d["receipt"], d["label"])
 		}
 		m := e.outboxBy(key)
 		if _, err := e.Em.Deliver("sender@agentmail.to", emulator.DeliverRequest{From: "bounce@example.com", Subject: "Re: Question about the proposal",

@@ -162,6 +162,11 @@ type SendSummary struct {
 	// RequestedBy names who asked for the send: the agent and its run, or
 	// a board user.
 	RequestedBy SendRequester `json:"requestedBy"`
+	// Label is the outcome in plain words; Receipt names the provider
+	// receipt a failed send ended on (bounced, complained, rejected: it
+	// was sent), null otherwise.
+	Label   string  `json:"label"`
+	Receipt *string `json:"receipt"`
 }
 
 // SendRequester is who requested a send.
@@ -188,6 +193,7 @@ func summarizeSend(p store.EmailPublication) SendSummary {
 		// delivery_unknown, with its own error: only the window's error
 		// means the window expired.
 		ConfirmationExpired: p.State == domain.SendUnknown && p.Error == expiredMsg}
+	out.Label, out.Receipt = describeSend(p)
 	var who email.Sender
 	if json.Unmarshal(p.Actor, &who) == nil {
 		out.RequestedBy = SendRequester{AgentID: optional(who.AgentID), RunID: optional(who.RunID), UserID: optional(who.UserID)}
