@@ -56,6 +56,7 @@ func (s *Service) Routes(rt httpx.Router) {
 		func(_ http.ResponseWriter, r *http.Request, companyID, id string) (any, error) {
 			return s.SendStatus(r.Context(), httpx.Actor(r), companyID, id)
 		}))
+	h("GET /api/companies/{companyId}/email/publications", s.listRoute)
 	h("POST /api/companies/{companyId}/email/deliveries/{publicationId}/resolve", idRoute("publicationId", "Publication ID must be a UUID", http.StatusOK,
 		func(w http.ResponseWriter, r *http.Request, companyID, id string) (any, error) {
 			var in ResolveInput
