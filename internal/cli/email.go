@@ -16,7 +16,7 @@ func newEmailCmd() *cobra.Command {
 	var company string
 	cmd := &cobra.Command{
 		Use:   "email",
-		Short: "Agent email actions: inboxes, thread, send, reply, delivery",
+		Short: "Agent email actions (inboxes, thread, send, reply, delivery) and operators' inbox status",
 	}
 	cmd.PersistentFlags().StringVar(&company, "company", "", "company id (default $PAPERCLIP_COMPANY_ID)")
 	companyID := func() (string, error) {
@@ -79,6 +79,6 @@ func newEmailCmd() *cobra.Command {
 	for _, c := range []*cobra.Command{sendCmd, replyCmd} {
 		c.Flags().String("file", "", "JSON request file, or - for stdin")
 	}
-	cmd.AddCommand(inboxes, thread, sendCmd, replyCmd, delivery, newQualifyCmd())
+	cmd.AddCommand(inboxes, thread, sendCmd, replyCmd, delivery, newEmailStatusCmd(companyID), newQualifyCmd())
 	return cmd
 }

@@ -132,47 +132,58 @@ func (c *apiClient) callField(cmd *cobra.Command, method, path string, body []by
 		return err
 	}
 	if status >= 400 {
-		var e struct {
-			Error string `json:"error"`
-		}
-		msg := strings.TrimSpace(string(out))
-		if json.Unmarshal(out, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		if status == http.StatusTooManyRequests {
-			wait := "later"
-			if ra := strings.TrimSpace(hdr.Get("Retry-After")); ra != "" {
-				wait = "after " + ra + " seconds (Retry-After: " + ra + ")"
-				if _, perr := strconv.Atoi(ra); perr != nil {
-					wait = "after " + ra + " (Retry-After)"
-				}
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "error: %s (HTTP 429); retry %s with the identical request\n", msg, wait)
-			return exitError{code: exitRetryLater}
-		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "error: %s (HTTP %d)\n", msg, status)
-		return exitError{code: exitAPIError}
+		return apiFailure(cmd, status, hdr, out)
 	}
-	w := cmd.OutOrStdout()
 	if field != "" {
 		v, err := pickField(out, field)
 		if err != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "error: %v\n", err)
 			return exitError{code: 1}
 		}
-		_, err = fmt.Fprintln(w, v)
+		_, err = fmt.Fprintln(cmd.OutOrStdout(), v)
 		return err
 	}
+	return printJSON(cmd.OutOrStdout(), out)
+}
+
+// apiFailure prints a refused request's error to stderr and returns the
+// exit code to leave with: 75 for a rate limit (HTTP 429), with its
+// Retry-After, else 1.
+func apiFailure(cmd *cobra.Command, status int, hdr http.Header, out []byte) error {
+	var e struct {
+		Error string `json:"error"`
+	}
+	msg := strings.TrimSpace(string(out))
+	if json.Unmarshal(out, &e) == nil && e.Error != "" {
+		msg = e.Error
+	}
+	if status == http.StatusTooManyRequests {
+		wait := "later"
+		if ra := strings.TrimSpace(hdr.Get("Retry-After")); ra != "" {
+			wait = "after " + ra + " seconds (Retry-After: " + ra + ")"
+			if _, perr := strconv.Atoi(ra); perr != nil {
+				wait = "after " + ra + " (Retry-After)"
+			}
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "error: %s (HTTP 429); retry %s with the identical request\n", msg, wait)
+		return exitError{code: exitRetryLater}
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "error: %s (HTTP %d)\n", msg, status)
+	return exitError{code: exitAPIError}
+}
+
+// printJSON writes an answer indented (or as it came when it is not JSON).
+func printJSON(w io.Writer, out []byte) error {
 	if len(bytes.TrimSpace(out)) == 0 {
 		return nil
 	}
 	var buf bytes.Buffer
 	if json.Indent(&buf, out, "", "  ") == nil {
 		buf.WriteByte('\n')
-		_, err = w.Write(buf.Bytes())
+		_, err := w.Write(buf.Bytes())
 		return err
 	}
-	_, err = w.Write(out)
+	_, err := w.Write(out)
 	return err
 }
 

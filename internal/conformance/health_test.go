@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,13 @@ func TestInboxHealth(t *testing.T) {
 			t.Fatalf("a connected WebSocket inbox names no socket owner: %v", sum)
 		}
 		mustEqual(t, "no event yet", sum["lastEventAt"], nil)
+		// `paperclipai email status` shows the same, and exits 0.
+		code, out, stderr := e.cli(nil, "email", "status")
+		if code != 0 || !strings.Contains(out, "healthy@agentmail.to  ok (connected)") || !strings.Contains(out, "agent:      Mail Agent ("+e.AgentID+")") ||
+			!strings.Contains(out, "  health:     Connected") || !strings.Contains(out, "  socket:     "+sum["socketOwner"].(string)) ||
+			!strings.Contains(out, "  last event: never") {
+			t.Fatalf("email status: %d %s %s", code, out, stderr)
+		}
 		e.deliver(emulator.DeliverRequest{Subject: "First", Text: "hello"})
 		e.task("First")
 		testkit.Eventually(t, wait, "lastEventAt", func() bool { return e.inbox()["lastEventAt"] != nil })
@@ -153,6 +161,16 @@ func TestInboxHealth(t *testing.T) {
 		mustEqual(t, "draft health", draft["health"], any("setup_incomplete"))
 		if le, _ := draft["lastError"].(string); le == "" || !strings.HasPrefix(draft["healthMessage"].(string), "Setup incomplete: "+strings.TrimSuffix(le, ".")) {
 			t.Fatalf("the draft's health does not give the setup error: %v", draft)
+		}
+		code, out, stderr = e.cli(nil, "email", "status")
+		if code != 3 || !strings.Contains(out, "(no address: setup incomplete)  setup_incomplete (setup_incomplete)") ||
+			!strings.Contains(out, "Setup incomplete: "+strings.TrimSuffix(draft["lastError"].(string), ".")) {
+			t.Fatalf("email status with a failed setup: %d %s %s", code, out, stderr)
+		}
+		code, out, _ = e.cli(nil, "email", "status", "--json")
+		var listed []map[string]any
+		if code != 3 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) < 3 {
+			t.Fatalf("email status --json: %d %s", code, out)
 		}
 		for _, i := range e.Board.JSON("GET", conns+"/"+cid, nil, 200)["installs"].([]any) {
 			if i.(map[string]any)["targetId"] == other {
