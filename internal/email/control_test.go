@@ -275,8 +275,8 @@ func TestSetupGates(t *testing.T) {
 		}
 		// Every unmet requirement is named at once.
 		st, b := try(lt)
-		if st != 400 || !strings.Contains(b, "It still needs: (1) a project or root task boundary (permissions.authorizationPolicy.trustBoundary") ||
-			!strings.Contains(b, "(2) isolated workspaces") || !strings.Contains(b, "(3) an active sandbox environment") ||
+		if st != 400 || !strings.Contains(b, "Configure a project or root task boundary for this low-trust email agent (permissions.authorizationPolicy.trustBoundary") ||
+			!strings.Contains(b, "Also still needed: isolated workspaces (instance setting experimental.enableIsolatedWorkspaces); an active sandbox environment") ||
 			!strings.Contains(b, `"missing":["trust_boundary","isolated_workspaces","sandbox_environment"]`) {
 			t.Fatalf("no boundary, isolated workspaces or sandbox: %d %s", st, b)
 		}

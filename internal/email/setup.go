@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/mail"
 	"regexp"
@@ -144,23 +143,26 @@ type requirement struct {
 	code, alone, item string
 }
 
-// requirementsError names every unmet requirement (nil when none).
+// requirementsError names every unmet requirement (nil when none): the
+// first with its own message, the others listed after it, so a client
+// that shows the first message still gets the whole list.
 func requirementsError(missing []requirement) error {
-	switch len(missing) {
-	case 0:
+	if len(missing) == 0 {
 		return nil
-	case 1:
-		return &httpx.Error{Status: http.StatusBadRequest, Code: "agent_not_ready", Message: missing[0].alone,
-			Details: map[string]any{"missing": []string{missing[0].code}}}
 	}
 	codes := make([]string, len(missing))
-	items := make([]string, len(missing))
+	items := make([]string, 0, len(missing)-1)
 	for i, m := range missing {
 		codes[i] = m.code
-		items[i] = fmt.Sprintf("(%d) %s", i+1, m.item)
+		if i > 0 {
+			items = append(items, m.item)
+		}
 	}
-	return &httpx.Error{Status: http.StatusBadRequest, Code: "agent_not_ready",
-		Message: "This agent is not ready for an email inbox. It still needs: " + strings.Join(items, "; ") + ".",
+	msg := missing[0].alone
+	if len(items) > 0 {
+		msg += " Also still needed: " + strings.Join(items, "; ") + "."
+	}
+	return &httpx.Error{Status: http.StatusBadRequest, Code: "agent_not_ready", Message: msg,
 		Details: map[string]any{"missing": codes}}
 }
 
