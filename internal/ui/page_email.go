@@ -169,6 +169,11 @@ func newInboxView(s domain.EmailEndpointSummary, agents agentIndex) inboxView {
 	default:
 		v.Key, v.Sentence = inboxKeyArchived, msgInboxArchived
 	}
+	if s.Status == domain.EndpointDraft && s.LastError != nil {
+		// Why the setup stopped (inbox health), so it can be fixed or
+		// discarded.
+		v.Sentence += " Last error: " + *s.LastError
+	}
 	v.Label, v.Tone = inboxBadgeLabels[v.Key], inboxBadgeTones[v.Key]
 	return v
 }
