@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
@@ -356,6 +357,15 @@ func TestUIEmailNegativeJourneys(t *testing.T) {
 			t.Helper()
 			eval[bool](b, `window.__pcOld = true`)
 			b.key(kb.Enter)
+			// Every step of the wizard has the same path prefix: wait for
+			// the new document, not only for the path, or the old page
+			// (still "complete") is checked while it goes away.
+			b.eventually("the next document", 10*time.Second, func() bool {
+				ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+				defer cancel()
+				ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__pcOld !== true && document.readyState === "complete"`))
+				return err == nil && ok
+			})
 			b.waitPath(next, 10*time.Second)
 			b.checkPage()
 		}
