@@ -198,6 +198,20 @@ func (s *Service) secretProblem(ctx context.Context, secretID, what, fix string)
 	return "", ""
 }
 
+// refusalWords says in plain words why the heartbeat refused a run
+// (heartbeat's refusal reasons); an unknown reason shows as its code.
+var refusalWords = map[string]string{
+	"agent_paused":                           "the agent is paused",
+	"agent_terminated":                       "the agent is terminated",
+	"agent_not_active":                       "the agent is not active",
+	"budget_exceeded":                        "the agent's monthly budget is spent",
+	"issue_state_changed":                    "the task changed before the run started",
+	"issue_not_found":                        "the task no longer exists",
+	"low_trust_requires_sandbox_environment": "a low-trust agent runs only in an active sandbox environment, and it has none",
+	"isolated_workspace_requires_sandbox_environment": "the task needs an isolated workspace, which runs only in an active sandbox environment",
+	"unapproved_config_requires_sandbox_environment":  "its configuration was not written by an instance administrator, so it runs only in an active sandbox environment",
+}
+
 // runProblemMessage describes a failed or refused agent run in plain words.
 func runProblemMessage(p store.EmailRunProblem) string {
 	what := "failed"
@@ -207,6 +221,9 @@ func runProblemMessage(p store.EmailRunProblem) string {
 		what = "timed out"
 	case domain.RunRefused:
 		what, reason = "was refused", p.RefusalReason
+		if words, ok := refusalWords[p.RefusalReason]; ok {
+			reason = words
+		}
 		if p.Error != "" {
 			reason = p.Error
 		}
