@@ -5,6 +5,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -150,12 +151,26 @@ func TestFreshHomeStartsAndRestartReusesState(t *testing.T) {
 func TestReplicasStartTogether(t *testing.T) {
 	t.Run("postgres: two replicas on one empty database", func(t *testing.T) {
 		url := dbtest.PostgresURL(t)
+		// Replicas share the master key (the server refuses another).
+		key := "PAPERCLIP_SECRETS_MASTER_KEY=" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32)))
 		var procs []*proc
 		for range 2 {
-			procs = append(procs, startNoWait(t, t.TempDir(), url))
+			procs = append(procs, startNoWait(t, t.TempDir(), url, key))
 		}
 		for _, p := range procs {
 			p.waitHealthy(t)
+		}
+		// A third with its own key (its home's generated key file) refuses
+		// to start, and says why.
+		odd := startNoWait(t, t.TempDir(), url)
+		select {
+		case err := <-odd.done:
+			if err == nil || !strings.Contains(odd.stderr.String(), "the master key does not match this database") ||
+				!strings.Contains(odd.stderr.String(), "PAPERCLIP_SECRETS_MASTER_KEY") {
+				t.Fatalf("replica with another master key: %v\n%s", err, odd.stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a replica with another master key kept running")
 		}
 		conn, err := pgx.Connect(context.Background(), url)
 		if err != nil {
