@@ -437,7 +437,7 @@ func (s *Service) ListInboxes(ctx context.Context, a authz.Actor, companyID stri
 	if err != nil {
 		return nil, err
 	}
-	out := []domain.EmailEndpointSummary{}
+	visible := eps[:0]
 	for _, ep := range eps {
 		if a.Kind == authz.KindAgent {
 			if ep.AssignedAgentID != a.AgentID() {
@@ -447,7 +447,11 @@ func (s *Service) ListInboxes(ctx context.Context, a authz.Actor, companyID stri
 				continue
 			}
 		}
-		out = append(out, ForActor(a, s.Summary(ctx, ep)))
+		visible = append(visible, ep)
+	}
+	out := []domain.EmailEndpointSummary{}
+	for _, sum := range s.Summaries(ctx, visible) {
+		out = append(out, ForActor(a, sum))
 	}
 	return out, nil
 }

@@ -67,10 +67,49 @@ const runProblemWindow = 7 * 24 * time.Hour
 // a task title), in characters.
 const maxReasonLen = 300
 
-// health fills the summary's health fields from the endpoint, its health
-// facts and its agent's runs. It never fails: a fact that cannot be read
-// leaves the reason it would have given out.
-func (s *Service) health(ctx context.Context, e domain.EmailEndpoint, sum *domain.EmailEndpointSummary) {
+// healthInputs is what the health of a set of inboxes is computed from
+// besides their rows, read for all of them at once (two statements per 200
+// inboxes, plus one per key to decrypt): a list page polls it.
+type healthInputs struct {
+	facts map[string]store.EndpointHealthFacts
+	runs  map[string]store.EmailRunProblem
+	err   error
+}
+
+// readHealth reads the health inputs of eps.
+func (s *Service) readHealth(ctx context.Context, eps []domain.EmailEndpoint) healthInputs {
+	var ids, active []string
+	for _, e := range eps {
+		if e.Status == domain.EndpointArchived {
+			continue
+		}
+		ids = append(ids, e.ID)
+		if e.Status == domain.EndpointActive {
+			active = append(active, e.ID)
+		}
+	}
+	var in healthInputs
+	if len(ids) == 0 {
+		return in
+	}
+	if in.facts, in.err = s.Store.EndpointHealthFacts(ctx, s.Store.DB, ids, TargetEndpoint, PathAPIKey, PathWebhookSecret); in.err != nil {
+		s.Log.Warn("read email inbox health", "err", in.err)
+		return in
+	}
+	if len(active) > 0 {
+		var err error
+		if in.runs, err = s.Store.EmailRunProblems(ctx, s.Store.DB, active, s.Store.Now().Add(-runProblemWindow)); err != nil {
+			// The other reasons stand; only this one is unknown.
+			s.Log.Warn("read email run problems", "err", err)
+		}
+	}
+	return in
+}
+
+// health fills the summary's health fields from the endpoint and its
+// health inputs. It never fails: a fact that cannot be read leaves the
+// reason it would have given out.
+func (s *Service) health(ctx context.Context, e domain.EmailEndpoint, in healthInputs, sum *domain.EmailEndpointSummary) {
 	set := func(health, code, msg, lastError string, at *time.Time) {
 		sum.Health, sum.HealthCode, sum.HealthMessage, sum.LastErrorAt = health, code, msg, at
 		sum.LastError = nil
@@ -86,9 +125,8 @@ func (s *Service) health(ctx context.Context, e domain.EmailEndpoint, sum *domai
 		set(domain.HealthDisconnected, CodeDisconnected, "Disconnected", "", nil)
 		return
 	}
-	f, err := s.Store.EndpointHealthFacts(ctx, s.Store.DB, e.ID, TargetEndpoint, PathAPIKey, PathWebhookSecret)
-	if err != nil {
-		s.Log.Warn("read email inbox health", "endpoint", e.ID, "err", err)
+	f, ok := in.facts[e.ID]
+	if in.err != nil || !ok {
 		set(domain.HealthAttention, CodeReceivingError, "The inbox's health could not be read; see the server log", "", nil)
 		return
 	}
@@ -132,13 +170,11 @@ func (s *Service) health(ctx context.Context, e domain.EmailEndpoint, sum *domai
 		set(domain.HealthAttention, CodeReceivingError, msg, e.LastError, nil)
 		return
 	}
-	if p, err := s.Store.LatestEmailRunProblem(ctx, s.Store.DB, e.ID, e.AssignedAgentID, s.Store.Now().Add(-runProblemWindow)); err == nil {
+	if p, ok := in.runs[e.ID]; ok {
 		msg := runProblemMessage(p)
 		at := p.At
 		set(domain.HealthAttention, CodeAgentRunFailed, msg, msg, &at)
 		return
-	} else if !errors.Is(err, store.ErrNotFound) {
-		s.Log.Warn("read email run problems", "endpoint", e.ID, "err", err)
 	}
 	if e.ReceiveMode == domain.ReceiveWebSocket && f.SocketHolder == "" {
 		set(domain.HealthConnecting, CodeConnecting,

@@ -194,14 +194,33 @@ func (s *Service) LowTrustPlacement(ctx context.Context, q db.Querier, ag domain
 		"(permissions.authorizationPolicy.trustBoundary: projectIds or rootIssueId)")
 }
 
-// Summary returns an endpoint's API shape with the standard-agent warning.
+// Summary returns an endpoint's API shape with the standard-agent warning
+// and its health.
 func (s *Service) Summary(ctx context.Context, e domain.EmailEndpoint) domain.EmailEndpointSummary {
-	sum := e.Summary()
-	if ag, err := s.Store.GetAgent(ctx, s.Store.DB, e.AssignedAgentID); err == nil {
-		sum.StandardAgentWarning = ag.Permissions.TrustPreset != domain.TrustLowTrustReview
+	return s.Summaries(ctx, []domain.EmailEndpoint{e})[0]
+}
+
+// Summaries is Summary for many endpoints, their health read together.
+func (s *Service) Summaries(ctx context.Context, eps []domain.EmailEndpoint) []domain.EmailEndpointSummary {
+	in := s.readHealth(ctx, eps)
+	agents := map[string]domain.Agent{}
+	out := make([]domain.EmailEndpointSummary, len(eps))
+	for i, e := range eps {
+		sum := e.Summary()
+		ag, ok := agents[e.AssignedAgentID]
+		if !ok {
+			if a, err := s.Store.GetAgent(ctx, s.Store.DB, e.AssignedAgentID); err == nil {
+				ag, ok = a, true
+				agents[e.AssignedAgentID] = a
+			}
+		}
+		if ok {
+			sum.StandardAgentWarning = ag.Permissions.TrustPreset != domain.TrustLowTrustReview
+		}
+		s.health(ctx, e, in, &sum)
+		out[i] = sum
 	}
-	s.health(ctx, e, &sum)
-	return sum
+	return out
 }
 
 // Setup creates or attaches an inbox for an agent (docs/email-setup.md, "3. Give an agent an email address"). Every

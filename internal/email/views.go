@@ -29,11 +29,7 @@ func (s *Service) ListAllInboxes(ctx context.Context, a authz.Actor, companyID s
 	if err != nil {
 		return nil, err
 	}
-	out := make([]domain.EmailEndpointSummary, 0, len(eps))
-	for _, ep := range eps {
-		out = append(out, s.Summary(ctx, ep))
-	}
-	return out, nil
+	return s.Summaries(ctx, eps), nil
 }
 
 // readableEndpoint loads the path endpoint for an actor who may read it:

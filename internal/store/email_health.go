@@ -4,13 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 )
 
 // EndpointHealthFacts is what an inbox's health is computed from besides
-// its row (docs/api.md, "Inbox health"), read in one statement.
+// its row (docs/api.md, "Inbox health").
 type EndpointHealthFacts struct {
 	// ProblemCode, ProblemMessage and ProblemAt are the problem recorded
 	// with RecordEndpointProblem ("" when none).
@@ -33,33 +34,59 @@ type EndpointHealthFacts struct {
 	AgentInstalls    int
 }
 
-// EndpointHealthFacts reads the health facts of an endpoint.
-// runtimePath and webhookPath are the binding paths of its runtime key and
-// webhook secret, targetType the bindings' target type.
-func (s *Store) EndpointHealthFacts(ctx context.Context, q db.Querier, endpointID, targetType, runtimePath, webhookPath string) (EndpointHealthFacts, error) {
-	var f EndpointHealthFacts
-	var code, msg, holder, runtime, webhook, connStatus sql.NullString
-	var at sql.NullTime
-	err := q.QueryRowContext(ctx, `SELECT e.problem_code, e.problem_message, e.problem_at,
-		(SELECT l.holder FROM email_leases l WHERE l.endpoint_id = e.id AND l.lease_key = $2 AND l.expires_at > $3),
+// healthBatch bounds the ids of one health statement.
+const healthBatch = 200
+
+// EndpointHealthFacts reads the health facts of endpoints by id, in one
+// statement per 200 (the list pages poll them, and on SQLite preparing a
+// statement costs more than running it). runtimePath and webhookPath are
+// the binding paths of the runtime key and the webhook secret, targetType
+// the bindings' target type. A missing endpoint has no entry.
+func (s *Store) EndpointHealthFacts(ctx context.Context, q db.Querier, ids []string, targetType, runtimePath, webhookPath string) (map[string]EndpointHealthFacts, error) {
+	out := make(map[string]EndpointHealthFacts, len(ids))
+	for start := 0; start < len(ids); start += healthBatch {
+		chunk := ids[start:min(start+healthBatch, len(ids))]
+		args := []any{LeaseKeySocket, s.Now(), targetType, runtimePath, webhookPath}
+		ph := make([]string, len(chunk))
+		for i, id := range chunk {
+			args = append(args, id)
+			ph[i] = fmt.Sprintf("$%d", len(args))
+		}
+		rows, err := q.QueryContext(ctx, `SELECT e.id, e.problem_code, e.problem_message, e.problem_at,
+		(SELECT l.holder FROM email_leases l WHERE l.endpoint_id = e.id AND l.lease_key = $1 AND l.expires_at > $2),
 		(SELECT b.secret_id FROM company_secret_bindings b JOIN company_secrets cs ON cs.id = b.secret_id AND cs.status = 'active'
-			WHERE b.target_type = $4 AND b.target_id = e.id AND b.config_path = $5),
+			WHERE b.target_type = $3 AND b.target_id = e.id AND b.config_path = $4),
 		(SELECT b.secret_id FROM company_secret_bindings b JOIN company_secrets cs ON cs.id = b.secret_id AND cs.status = 'active'
-			WHERE b.target_type = $4 AND b.target_id = e.id AND b.config_path = $6),
+			WHERE b.target_type = $3 AND b.target_id = e.id AND b.config_path = $5),
 		(SELECT c.status FROM email_connections c WHERE c.id = e.credential_connection_id),
 		(SELECT COUNT(*) FROM email_connection_grants g WHERE g.connection_id = e.credential_connection_id AND g.status = 'active'),
 		(SELECT COUNT(*) FROM email_connection_installs i WHERE i.connection_id = e.credential_connection_id
 			AND ((i.target_type = 'company' AND i.target_id = e.company_id) OR (i.target_type = 'agent' AND i.target_id = e.assigned_agent_id)))
-		FROM email_endpoints e WHERE e.id = $1`,
-		endpointID, LeaseKeySocket, s.Now(), targetType, runtimePath, webhookPath).
-		Scan(&code, &msg, &at, &holder, &runtime, &webhook, &connStatus, &f.ActiveGrants, &f.AgentInstalls)
-	if err != nil {
-		return f, notFound("read email inbox health", err)
+		FROM email_endpoints e WHERE e.id IN (`+strings.Join(ph, ", ")+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("read email inbox health: %w", err)
+		}
+		for rows.Next() {
+			var f EndpointHealthFacts
+			var id string
+			var code, msg, holder, runtime, webhook, connStatus sql.NullString
+			var at sql.NullTime
+			if err := rows.Scan(&id, &code, &msg, &at, &holder, &runtime, &webhook, &connStatus, &f.ActiveGrants, &f.AgentInstalls); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read email inbox health: %w", err)
+			}
+			f.ProblemCode, f.ProblemMessage, f.ProblemAt = code.String, msg.String, timePtr(at)
+			f.SocketHolder, f.RuntimeSecretID, f.WebhookSecretID = holder.String, runtime.String, webhook.String
+			f.ConnectionFound, f.ConnectionStatus = connStatus.Valid, connStatus.String
+			out[id] = f
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read email inbox health: %w", err)
+		}
 	}
-	f.ProblemCode, f.ProblemMessage, f.ProblemAt = code.String, msg.String, timePtr(at)
-	f.SocketHolder, f.RuntimeSecretID, f.WebhookSecretID = holder.String, runtime.String, webhook.String
-	f.ConnectionFound, f.ConnectionStatus = connStatus.Valid, connStatus.String
-	return f, nil
+	return out, nil
 }
 
 // problemRewriteAfter bounds how often one unchanged problem is written
@@ -111,26 +138,50 @@ type EmailRunProblem struct {
 	At            time.Time
 }
 
-// LatestEmailRunProblem returns the newest run since `since` of agentID on
-// an open task bound to one of the endpoint's conversations that failed,
-// timed out or was refused and was not followed by a successful run of
-// that task; ErrNotFound when there is none. Such a task's mail is likely
-// unanswered.
-func (s *Store) LatestEmailRunProblem(ctx context.Context, q db.Querier, endpointID, agentID string, since time.Time) (EmailRunProblem, error) {
-	var p EmailRunProblem
-	var errText, refusal sql.NullString
-	err := q.QueryRowContext(ctx, `SELECT r.id, r.issue_id, i.title, r.status, r.error, r.refusal_reason, r.created_at
-		FROM heartbeat_runs r JOIN issues i ON i.id = r.issue_id
-		WHERE r.agent_id = $1 AND r.created_at > $3 AND r.status IN ('failed', 'timed_out', 'refused')
-		AND i.status NOT IN ('done', 'cancelled')
-		AND EXISTS (SELECT 1 FROM email_conversations c WHERE c.issue_id = r.issue_id AND c.endpoint_id = $2)
+// EmailRunProblems returns, for each of the endpoints that has one, the
+// newest run since `since` of the endpoint's assigned agent on an open task
+// bound to one of the endpoint's conversations that failed, timed out or
+// was refused and was not followed by a successful run of that task. Such
+// a task's mail is likely unanswered. One statement per 200 endpoints.
+func (s *Store) EmailRunProblems(ctx context.Context, q db.Querier, endpointIDs []string, since time.Time) (map[string]EmailRunProblem, error) {
+	out := map[string]EmailRunProblem{}
+	for start := 0; start < len(endpointIDs); start += healthBatch {
+		chunk := endpointIDs[start:min(start+healthBatch, len(endpointIDs))]
+		args := []any{since}
+		ph := make([]string, len(chunk))
+		for i, id := range chunk {
+			args = append(args, id)
+			ph[i] = fmt.Sprintf("$%d", len(args))
+		}
+		type row struct {
+			endpointID string
+			p          EmailRunProblem
+		}
+		found, err := queryAll(ctx, q, "read email run problems", func(r rowScanner) (row, error) {
+			var x row
+			var errText, refusal sql.NullString
+			err := r.Scan(&x.endpointID, &x.p.RunID, &x.p.IssueID, &x.p.IssueTitle, &x.p.Status, &errText, &refusal, &x.p.At)
+			x.p.Error, x.p.RefusalReason, x.p.At = errText.String, refusal.String, x.p.At.UTC()
+			return x, err
+		}, `SELECT c.endpoint_id, r.id, r.issue_id, i.title, r.status, r.error, r.refusal_reason, r.created_at
+		FROM email_conversations c
+		JOIN email_endpoints e ON e.id = c.endpoint_id
+		JOIN issues i ON i.id = c.issue_id
+		JOIN heartbeat_runs r ON r.issue_id = c.issue_id AND r.agent_id = e.assigned_agent_id
+		WHERE c.endpoint_id IN (`+strings.Join(ph, ", ")+`) AND r.created_at > $1
+		AND r.status IN ('failed', 'timed_out', 'refused') AND i.status NOT IN ('done', 'cancelled')
 		AND NOT EXISTS (SELECT 1 FROM heartbeat_runs r2 WHERE r2.agent_id = r.agent_id AND r2.issue_id = r.issue_id
 			AND r2.status = 'succeeded' AND r2.created_at > r.created_at)
-		ORDER BY r.created_at DESC, r.id DESC LIMIT 1`, agentID, endpointID, since).
-		Scan(&p.RunID, &p.IssueID, &p.IssueTitle, &p.Status, &errText, &refusal, &p.At)
-	if err != nil {
-		return p, notFound("read email run problem", err)
+		ORDER BY r.created_at DESC, r.id DESC`, args...)
+		if err != nil {
+			return nil, err
+		}
+		// Newest first: the first row of each endpoint is its problem.
+		for _, x := range found {
+			if _, ok := out[x.endpointID]; !ok {
+				out[x.endpointID] = x.p
+			}
+		}
 	}
-	p.Error, p.RefusalReason, p.At = errText.String, refusal.String, p.At.UTC()
-	return p, nil
+	return out, nil
 }
