@@ -505,6 +505,63 @@ func TestStore(t *testing.T) {
 				t.Fatalf("endpoint: %+v %v", got, err)
 			}
 		})
+		t.Run("EndpointProblemThrottleAndClear", func(t *testing.T) {
+			b := setup(t)
+			facts := func() store.EndpointHealthFacts {
+				t.Helper()
+				m, err := st.EndpointHealthFacts(b.ctx, d, []string{b.ep.ID}, "email_endpoint", "credentials.apiKey", "credentials.webhookSecret")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m[b.ep.ID]
+			}
+			if err := st.RecordEndpointProblem(b.ctx, d, b.ep.ID, "webhook_signature", "bad"); err != nil {
+				t.Fatal(err)
+			}
+			first := facts()
+			if first.ProblemCode != "webhook_signature" || first.ProblemMessage != "bad" || first.ProblemAt == nil {
+				t.Fatalf("recorded: %+v", first)
+			}
+			// The same problem again within a minute is not rewritten; after
+			// a minute, or with another message, it is.
+			b.advance(30 * time.Second)
+			_ = st.RecordEndpointProblem(b.ctx, d, b.ep.ID, "webhook_signature", "bad")
+			if got := facts(); !got.ProblemAt.Equal(*first.ProblemAt) {
+				t.Fatalf("rewritten within the minute: %v then %v", first.ProblemAt, got.ProblemAt)
+			}
+			b.advance(31 * time.Second)
+			_ = st.RecordEndpointProblem(b.ctx, d, b.ep.ID, "webhook_signature", "bad")
+			if got := facts(); !got.ProblemAt.After(*first.ProblemAt) {
+				t.Fatal("not refreshed after a minute")
+			}
+			_ = st.RecordEndpointProblem(b.ctx, d, b.ep.ID, "setup_failed", "other")
+			if got := facts(); got.ProblemCode != "setup_failed" {
+				t.Fatalf("another problem: %+v", got)
+			}
+			// Clearing another code leaves it; its own code (or any) clears it.
+			if err := st.ClearEndpointProblem(b.ctx, d, b.ep.ID, "webhook_signature"); err != nil || facts().ProblemCode != "setup_failed" {
+				t.Fatalf("cleared by another code: %v %+v", err, facts())
+			}
+			if err := st.ClearEndpointProblem(b.ctx, d, b.ep.ID, ""); err != nil || facts().ProblemCode != "" || facts().ProblemAt != nil {
+				t.Fatalf("not cleared: %v %+v", err, facts())
+			}
+		})
+		t.Run("KeyCheckHasOneCreator", func(t *testing.T) {
+			b := setup(t)
+			if _, err := st.GetKeyCheck(b.ctx, d); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("before the first start: %v", err)
+			}
+			created, err := st.InsertKeyCheck(b.ctx, d, store.KeyCheck{KeyID: "aaaa", Sealed: "one"})
+			if err != nil || !created {
+				t.Fatalf("first: %v %v", created, err)
+			}
+			if created, err := st.InsertKeyCheck(b.ctx, d, store.KeyCheck{KeyID: "bbbb", Sealed: "two"}); err != nil || created {
+				t.Fatalf("second: %v %v", created, err)
+			}
+			if k, err := st.GetKeyCheck(b.ctx, d); err != nil || k.KeyID != "aaaa" || k.Sealed != "one" {
+				t.Fatalf("stored: %+v %v", k, err)
+			}
+		})
 		t.Run("RunCancel", func(t *testing.T) {
 			t.Run("QueuedAtOnceRunningByRequest", func(t *testing.T) {
 				b := setup(t)
