@@ -23,7 +23,7 @@ func TestInboxHealthOnPages(t *testing.T) {
 		ep := testkit.ID(em.Setup("pages", nil))
 		em.Control(t, ep, "pause")
 		c := "/c/" + em.CompanyID
-		if p := e.get(c); !strings.Contains(p.body, "pages@agentmail.to · Mail Agent: Paused: no mail is received") {
+		if p := e.get(c); !strings.Contains(p.body, `pages@agentmail.to · Mail Agent</a> <span class="muted attention-reason">Paused: no mail is received`) {
 			t.Fatalf("overview lacks the paused inbox's reason: %s", p.body)
 		}
 		if p := e.get(c + "/agents/" + em.AgentID); !strings.Contains(p.body, `data-health="paused"`) ||

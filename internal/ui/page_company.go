@@ -85,6 +85,8 @@ func (c *rc) inboxes() []domain.EmailEndpointSummary {
 // Href or, when Action is set, a plain text followed by an Action link.
 type attentionItem struct {
 	Kind, Label, Text, Href, Tone, Action string
+	// Reason says in plain words why (an inbox's health message).
+	Reason string
 }
 
 type overviewData struct {
@@ -158,8 +160,8 @@ func (u *UI) overview(c *rc) {
 			switch ib.Health {
 			case domain.HealthSetupIncomplete, domain.HealthPaused, domain.HealthAttention:
 				d.Attention = append(d.Attention, attentionItem{Kind: "inbox", Label: labelOr(inboxHealthLabels, ib.Health),
-					Tone: tones["health"][ib.Health], Text: addr + " · " + idx.Name(ib.AssignedAgentID) + ": " + ib.HealthMessage, Href: href,
-					Action: action})
+					Tone: tones["health"][ib.Health], Text: addr + " · " + idx.Name(ib.AssignedAgentID), Href: href,
+					Action: action, Reason: ib.HealthMessage})
 			}
 		}
 	}
