@@ -117,6 +117,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		pub.Error = suppressedMsg
 	}
 	var replayed *store.EmailPublication
+	var stored store.EmailPublication
 	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
 		if err := s.Store.DB.AdvisoryXactLock(ctx, tx, "email-send:"+req.IdempotencyKey); err != nil {
 			return err
@@ -153,6 +154,12 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		if err := s.Store.InsertPublication(ctx, tx, &pub); err != nil {
 			return err
 		}
+		// Read the stored row inside the transaction: the answer shows the
+		// accepted state, never what a worker woken by the commit (locally or
+		// through the database notification) has done meanwhile.
+		if stored, err = s.Store.GetPublication(ctx, tx, pub.ID); err != nil {
+			return err
+		}
 		if pub.Outcome == domain.OutcomeQueued {
 			if err := s.notifyTx(ctx, tx); err != nil {
 				return err
@@ -171,13 +178,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	if pub.Outcome == domain.OutcomeFailed {
 		s.Metrics.Sends.WithLabelValues(string(domain.OutcomeFailed)).Inc()
 	}
-	// Read the stored row before waking the worker, so the answer shows the
-	// accepted state rather than whatever the worker has done meanwhile.
-	stored, err := s.Store.GetPublication(ctx, s.Store.DB, pub.ID)
 	s.Notify()
-	if err != nil {
-		return zero, err
-	}
 	return summarizeSend(stored), nil
 }
 
