@@ -358,7 +358,7 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request) error 
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return httpx.Errorf(http.StatusRequestEntityTooLarge, "attachment exceeds %d bytes", s.Attachments.MaxBytes)
+				return tooLarge(s.Attachments.MaxBytes)
 			}
 			return httpx.Errorf(http.StatusBadRequest, "malformed multipart body")
 		}
@@ -368,14 +368,19 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request) error 
 			if !s.Attachments.Allows(ct) {
 				return httpx.Errorf(http.StatusUnsupportedMediaType, "content type %q is not allowed for attachments", ct)
 			}
-			sha, size, err := s.Attachments.Put(part)
+			// Spooled to a temporary file while it is hashed and measured,
+			// so an oversized upload is refused before anything reaches
+			// the database and memory holds only a copy buffer.
+			staged, err := s.Attachments.Stage(part)
 			if err != nil {
 				var mbe *http.MaxBytesError
 				if errors.As(err, &mbe) || errors.Is(err, attachment.ErrTooLarge) {
-					return httpx.Errorf(http.StatusRequestEntityTooLarge, "attachment exceeds %d bytes", s.Attachments.MaxBytes)
+					return tooLarge(s.Attachments.MaxBytes)
 				}
 				return err
 			}
+			defer staged.Close()
+			sha, size := staged.SHA256, staged.Size
 			att := domain.Attachment{CompanyID: issue.CompanyID, IssueID: issue.ID, Filename: attachment.SanitizeFilename(part.FileName()),
 				ContentType: ct, SizeBytes: size, SHA256: sha}
 			if a.Kind == authz.KindAgent {
@@ -383,7 +388,12 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request) error 
 			} else {
 				att.CreatedByUserID = a.UserID
 			}
+			// The content and the row commit together: no row without its
+			// bytes, on any replica.
 			err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+				if err := s.Attachments.Save(r.Context(), tx, staged); err != nil {
+					return err
+				}
 				if err := s.Store.CreateAttachment(r.Context(), tx, &att); err != nil {
 					return err
 				}
@@ -434,16 +444,40 @@ func (s *Server) downloadAttachment(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	f, err := s.Attachments.Open(att.SHA256)
+	content, err := s.Attachments.Open(r.Context(), att.SHA256)
+	if errors.Is(err, attachment.ErrContentMissing) || errors.Is(err, attachment.ErrCorrupt) {
+		s.log.Warn("attachment content unavailable", "attachmentId", att.ID, "sha256", att.SHA256, "err", err)
+		return &httpx.Error{Status: http.StatusNotFound, Code: "attachment_content_missing",
+			Message: "attachment content not found: it was stored before content moved into the database and has not been backfilled"}
+	}
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	if content.Size() != att.SizeBytes {
+		s.log.Warn("attachment content size differs from its row", "attachmentId", att.ID, "sha256", att.SHA256,
+			"rowBytes", att.SizeBytes, "contentBytes", content.Size())
+	}
 	w.Header().Set("Content-Type", att.ContentType)
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": att.Filename}))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Security-Policy", "sandbox")
-	w.Header().Set("Content-Length", fmt.Sprint(att.SizeBytes))
-	_, _ = io.Copy(w, f)
+	w.Header().Set("Content-Length", fmt.Sprint(content.Size()))
+	if _, err := content.WriteTo(w); err != nil {
+		// A client that went away needs nothing more. Otherwise the
+		// status line is sent (Open fetched the first chunk before it),
+		// and the only honest signal left is to cut the response short:
+		// the client sees a truncated body, not a complete-looking one.
+		if r.Context().Err() != nil {
+			return nil
+		}
+		s.log.Error("attachment download failed", "attachmentId", att.ID, "err", err)
+		panic(http.ErrAbortHandler)
+	}
 	return nil
+}
+
+// tooLarge is the answer to an upload over the attachment size bound.
+func tooLarge(max int64) error {
+	return &httpx.Error{Status: http.StatusRequestEntityTooLarge, Code: "attachment_too_large",
+		Message: fmt.Sprintf("attachment exceeds the %d-byte limit (PAPERCLIP_ATTACHMENT_MAX_BYTES)", max)}
 }

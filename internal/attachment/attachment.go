@@ -1,16 +1,24 @@
 // Package attachment stores task attachments by content and holds the one
-// set of rules for their names and media types. A file lives once per
-// sha256 under Dir, written once through a temporary file and a rename, and
-// is read back by digest. Uploads through the API, mail imported by the
-// inbound pipeline and attachments sent by the outbound worker all use it.
+// set of rules for their names and media types. Content lives in the
+// database (attachment_blobs, in chunks), once per sha256, so every replica
+// on one PostgreSQL database serves and sends what any replica took in,
+// and a SQLite backup holds it too. Uploads through the API, mail imported
+// by the inbound pipeline and attachments sent by the outbound worker all
+// use it. Homes from before kept content as files under Dir; those are
+// moved into the database by Backfill, and by Open on first read.
 package attachment
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"mime"
 	"os"
 	"path"
@@ -19,68 +27,135 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // ErrTooLarge means the content exceeds the store's MaxBytes.
 var ErrTooLarge = errors.New("attachment too large")
 
+// ErrContentMissing means an attachment's content is neither in the
+// database nor, as a file from before content moved there, in this home.
+var ErrContentMissing = errors.New("attachment content missing")
+
+// ErrCorrupt means stored content does not add up to its recorded size, or
+// a file from before does not hash to its name.
+var ErrCorrupt = errors.New("attachment content corrupt")
+
 // Store is the content-addressed attachment store.
 type Store struct {
-	// Dir is the store's root directory (created on first write).
+	// DB holds the content; it is the store of record.
+	DB *store.Store
+	// Dir is where uploads are staged while they are hashed and measured
+	// (created on first use), and where homes from before this store kept
+	// content as files (Dir/<sha[:2]>/<sha>), read only to backfill.
 	Dir string
 	// MaxBytes bounds one attachment.
 	MaxBytes int64
 	// Allowed lists the accepted media types, compared without parameters.
 	Allowed []string
+	// Log receives the backfill's reports; nil discards them.
+	Log *slog.Logger
 }
 
-// Path is where content with the given sha256 lives on disk.
-func (s Store) Path(sha string) string { return filepath.Join(s.Dir, sha[:2], sha) }
-
-// Open opens the content with the given sha256.
-func (s Store) Open(sha string) (*os.File, error) {
-	if len(sha) < 2 {
-		return nil, fmt.Errorf("open attachment: invalid digest")
+// validSHA reports whether sha is a lower-case hex sha256, the only shape
+// that is ever put into a file path or a query.
+func validSHA(sha string) bool {
+	if len(sha) != sha256.Size*2 {
+		return false
 	}
-	f, err := os.Open(s.Path(sha))
-	if err != nil {
-		return nil, fmt.Errorf("open attachment: %w", err)
+	for _, c := range sha {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
 	}
-	return f, nil
+	return true
 }
 
-// Put streams r into the store and returns its sha256 and size. Content
-// over MaxBytes is ErrTooLarge (nothing is kept); identical content is
-// stored once.
-func (s Store) Put(r io.Reader) (sha string, size int64, err error) {
+// LegacyPath is where a home from before content moved into the database
+// kept the content with the given sha256.
+func (s Store) LegacyPath(sha string) string { return filepath.Join(s.Dir, sha[:2], sha) }
+
+// Staged is content spooled to a temporary file and hashed, ready to be
+// saved in a transaction. Close removes the file.
+type Staged struct {
+	// SHA256 is the content's digest, lower-case hex.
+	SHA256 string
+	// Size is the content's length in bytes.
+	Size int64
+	f    *os.File
+}
+
+// Close removes the staged file.
+func (st *Staged) Close() error {
+	if st == nil || st.f == nil {
+		return nil
+	}
+	err := st.f.Close()
+	if rerr := os.Remove(st.f.Name()); err == nil && !errors.Is(rerr, fs.ErrNotExist) {
+		err = rerr
+	}
+	st.f = nil
+	return err
+}
+
+// Stage streams r into a temporary file under Dir while hashing it, so the
+// content is measured and named before anything reaches the database and
+// memory holds only a copy buffer. Content over MaxBytes is ErrTooLarge
+// (nothing is kept). The caller saves the result with Save and closes it.
+func (s Store) Stage(r io.Reader) (*Staged, error) {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return "", 0, fmt.Errorf("store attachment: %w", err)
+		return nil, fmt.Errorf("stage attachment: %w", err)
 	}
-	tmp, err := os.CreateTemp(s.Dir, ".upload-*")
+	f, err := os.CreateTemp(s.Dir, ".upload-*")
 	if err != nil {
-		return "", 0, fmt.Errorf("store attachment: %w", err)
+		return nil, fmt.Errorf("stage attachment: %w", err)
 	}
-	defer os.Remove(tmp.Name())
+	st := &Staged{f: f}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, s.MaxBytes+1))
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, s.MaxBytes+1))
 	if err != nil {
-		return "", 0, fmt.Errorf("store attachment: %w", err)
+		st.Close()
+		return nil, fmt.Errorf("stage attachment: %w", err)
 	}
 	if n > s.MaxBytes {
-		return "", n, ErrTooLarge
+		st.Close()
+		return nil, ErrTooLarge
 	}
-	sha = hex.EncodeToString(h.Sum(nil))
-	final := s.Path(sha)
-	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
-		return "", 0, fmt.Errorf("store attachment: %w", err)
+	st.SHA256, st.Size = hex.EncodeToString(h.Sum(nil)), n
+	return st, nil
+}
+
+// Save stores staged content in the database inside tx (the caller's
+// transaction, which also inserts the attachment row). Identical content
+// already stored is not written again.
+func (s Store) Save(ctx context.Context, tx *sql.Tx, st *Staged) error {
+	if _, err := st.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("save attachment: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		return "", 0, fmt.Errorf("store attachment: %w", err)
+	if _, err := s.DB.PutBlob(ctx, tx, st.SHA256, st.Size, st.f); err != nil {
+		return fmt.Errorf("save attachment: %w", err)
 	}
-	return sha, n, nil
+	return nil
+}
+
+// PutBytes stores content already in memory (an email attachment as
+// downloaded) in its own transaction and returns its sha256. Content over
+// MaxBytes is ErrTooLarge.
+func (s Store) PutBytes(ctx context.Context, data []byte) (string, error) {
+	if int64(len(data)) > s.MaxBytes {
+		return "", ErrTooLarge
+	}
+	sum := sha256.Sum256(data)
+	sha := hex.EncodeToString(sum[:])
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := s.DB.PutBlob(ctx, tx, sha, int64(len(data)), bytes.NewReader(data))
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("store attachment: %w", err)
+	}
+	return sha, nil
 }
 
 // MediaType returns the lower-cased media type of a Content-Type value

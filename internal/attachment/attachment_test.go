@@ -1,8 +1,6 @@
 package attachment_test
 
 import (
-	"errors"
-	"io"
 	"strings"
 	"testing"
 
@@ -50,28 +48,5 @@ func TestAllows(t *testing.T) {
 	}
 	if got := attachment.MediaType("Text/Plain; charset=utf-8"); got != "text/plain" {
 		t.Errorf("MediaType = %q", got)
-	}
-}
-
-func TestPutOpen(t *testing.T) {
-	s := attachment.Store{Dir: t.TempDir(), MaxBytes: 5}
-	sha, n, err := s.Put(strings.NewReader("hello"))
-	if err != nil || n != 5 || len(sha) != 64 {
-		t.Fatalf("Put = %q, %d, %v", sha, n, err)
-	}
-	again, _, err := s.Put(strings.NewReader("hello"))
-	if err != nil || again != sha {
-		t.Fatalf("identical content stored as %q (%v), want %q", again, err, sha)
-	}
-	f, err := s.Open(sha)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if b, _ := io.ReadAll(f); string(b) != "hello" {
-		t.Fatalf("read %q", b)
-	}
-	if _, _, err := s.Put(strings.NewReader("hello!")); !errors.Is(err, attachment.ErrTooLarge) {
-		t.Fatalf("oversized Put: %v, want ErrTooLarge", err)
 	}
 }

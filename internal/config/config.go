@@ -232,7 +232,9 @@ func (c Config) Validate() error {
 // SQLitePath is the embedded database file.
 func (c Config) SQLitePath() string { return filepath.Join(c.Home, "instance", "db", "paperclip.db") }
 
-// AttachmentsDir holds content-addressed attachment bytes.
+// AttachmentsDir is where uploads are staged while they are hashed, and
+// where homes from before attachment content moved into the database kept
+// it as files (read once, to backfill them).
 func (c Config) AttachmentsDir() string { return filepath.Join(c.Home, "instance", "attachments") }
 
 // WorkspacesDir holds per-task working directories.

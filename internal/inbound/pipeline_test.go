@@ -24,7 +24,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
-// Attachments are imported once
+// Attachments are imported once, into the database,
 // within the size and type bounds, with sanitized names; omitted ones are
 // named in a comment; mail retained later as thread context is not
 // downloaded again.
@@ -47,6 +47,12 @@ func TestAttachmentsImportedOnce(t *testing.T) {
 		a := atts[0]
 		if a.Filename != "context.txt" || a.SizeBytes != 12 || a.CompanyID != e.CompanyID || a.ContentType != "text/plain" {
 			t.Fatalf("attachment: %+v", a)
+		}
+		// The bytes are in the database, where every replica reads them.
+		var content []byte
+		if err := e.Store.DB.QueryRowContext(context.Background(), `SELECT data FROM attachment_blob_chunks WHERE sha256 = $1 AND seq = 0`,
+			a.SHA256).Scan(&content); err != nil || string(content) != "hello world!" {
+			t.Fatalf("stored content: %q %v", content, err)
 		}
 		cs := e.comments(task.ID)
 		if len(cs) != 2 || cs[1].Body != "Email attachments unavailable: big.pdf, tool.exe." {

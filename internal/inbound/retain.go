@@ -1,7 +1,6 @@
 package inbound
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -17,9 +16,12 @@ import (
 // maxAttachmentsPerMessage bounds the attachments imported from one email.
 const maxAttachmentsPerMessage = 20
 
-// prepared holds a message's attachments, already downloaded into the
-// content-addressed store (outside any transaction), and the names of the
-// ones that were omitted.
+// prepared holds a message's attachments, already downloaded and stored in
+// the content-addressed store (each content in its own short transaction,
+// outside the retention transaction, which then inserts only the rows
+// naming them: so no lock is held while megabytes are written, and a
+// retention retried after a failure finds the content already there), and
+// the names of the ones that were omitted.
 type prepared struct {
 	stored  []storedAttachment
 	omitted []string
@@ -43,7 +45,7 @@ func (w *Worker) prepareAttachments(ctx context.Context, client *agentmail.Clien
 		if ct == "" {
 			ct = "application/octet-stream"
 		}
-		if i >= maxAttachmentsPerMessage || w.o.Attachments.Dir == "" || max <= 0 || a.Size > max || !w.o.Attachments.Allows(ct) {
+		if i >= maxAttachmentsPerMessage || w.o.Attachments.DB == nil || max <= 0 || a.Size > max || !w.o.Attachments.Allows(ct) {
 			p.omitted = append(p.omitted, name)
 			continue
 		}
@@ -63,11 +65,15 @@ func (w *Worker) prepareAttachments(ctx context.Context, client *agentmail.Clien
 		if err != nil {
 			return nil, err
 		}
-		sha, size, err := w.o.Attachments.Put(bytes.NewReader(dl.Data))
+		sha, err := w.o.Attachments.PutBytes(ctx, dl.Data)
+		if errors.Is(err, attachment.ErrTooLarge) {
+			p.omitted = append(p.omitted, name)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		p.stored = append(p.stored, storedAttachment{filename: name, contentType: ct, sha: sha, size: size})
+		p.stored = append(p.stored, storedAttachment{filename: name, contentType: ct, sha: sha, size: int64(len(dl.Data))})
 	}
 	return p, nil
 }

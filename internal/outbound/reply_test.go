@@ -5,8 +5,6 @@ import (
 	"context"
 	"mime/multipart"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -246,12 +244,12 @@ func TestSendAttachments(t *testing.T) {
 			t.Fatalf("outbox attachments: %+v", m.Attachments)
 		}
 		// The stored bytes change after they were selected: the send fails
-		// unsent. (A fresh file: the first one may be rewritten, with its
-		// original bytes, when the sent message is imported as context.)
+		// unsent. (Fresh content: the first one is shared with the sent
+		// message's attachment imported as context.)
 		att = upload(e.parent, []byte("fresh  bytes"))
 		sha := att["sha256"].(string)
-		path := filepath.Join(e.Home, "instance", "attachments", sha[:2], sha)
-		if err := os.WriteFile(path, []byte("tampered!!!!"), 0o600); err != nil {
+		if _, err := e.DB.ExecContext(context.Background(), `UPDATE attachment_blob_chunks SET data = $1 WHERE sha256 = $2`,
+			[]byte("tampered!!!!"), sha); err != nil {
 			t.Fatal(err)
 		}
 		key2 := testkit.NewUUID()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/httpx"
@@ -238,14 +239,28 @@ func (w *Worker) loadAttachments(ctx context.Context, pub store.EmailPublication
 		if att.CompanyID != pub.CompanyID || att.IssueID != sourceIssueID {
 			return nil, final(foreign)
 		}
-		f, err := w.Attachments.Open(att.SHA256)
-		if err != nil {
+		content, err := w.Attachments.Open(ctx, att.SHA256)
+		if errors.Is(err, attachment.ErrContentMissing) {
+			return nil, final("Email attachment content is missing")
+		}
+		if errors.Is(err, attachment.ErrCorrupt) {
 			return nil, final(changed)
 		}
-		data, err := io.ReadAll(io.LimitReader(f, w.Attachments.MaxBytes+1))
-		f.Close()
-		sum := sha256.Sum256(data)
-		if err != nil || int64(len(data)) != ref.SizeBytes || hex.EncodeToString(sum[:]) != ref.SHA256 {
+		if err != nil {
+			return nil, recheck(err)
+		}
+		if content.Size() != ref.SizeBytes || ref.SizeBytes > w.Attachments.MaxBytes {
+			return nil, final(changed)
+		}
+		// The whole file is in memory once here (and once more as base64):
+		// the provider's send API takes attachments inline in its JSON body.
+		data := make([]byte, content.Size())
+		if _, err := io.ReadFull(content, data); errors.Is(err, attachment.ErrCorrupt) {
+			return nil, final(changed)
+		} else if err != nil {
+			return nil, recheck(err)
+		}
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != ref.SHA256 {
 			return nil, final(changed)
 		}
 		out = append(out, agentmail.SendAttachment{Filename: ref.Filename, ContentType: ref.ContentType,

@@ -172,7 +172,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.listener = ln
 	hostname, _ := os.Hostname()
 	runnerID := fmt.Sprintf("%s:%d:%s", hostname, os.Getpid(), store.NewID()[:8])
-	s.attachments = attachment.Store{Dir: cfg.AttachmentsDir(), MaxBytes: cfg.AttachmentMaxBytes, Allowed: cfg.AllowedAttachments}
+	s.attachments = attachment.Store{DB: s.Store, Dir: cfg.AttachmentsDir(), MaxBytes: cfg.AttachmentMaxBytes, Allowed: cfg.AllowedAttachments,
+		Log: logger.With("component", "attachments")}
+	s.workers = append(s.workers, &attachmentBackfill{store: s.attachments, log: logger.With("component", "attachments")})
 	az := &authz.Service{Store: s.Store}
 	amClient, err := agentmail.New(agentmail.Options{BaseURL: cfg.AgentMailAPIURL, Timeout: cfg.AgentMailTimeout})
 	if err != nil {

@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"mime/multipart"
 	"net/http"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -356,24 +360,147 @@ func TestAttachments(t *testing.T) {
 		if st, _ := upload("x.exe", "application/x-msdownload", []byte("MZ")); st != 415 {
 			t.Fatalf("disallowed type: %d, want 415", st)
 		}
-		if st, _ := upload("big.txt", "text/plain", bytes.Repeat([]byte("a"), 10<<20+1)); st != 413 {
-			t.Fatalf("oversized: %d, want 413", st)
+		// Over the bound: a clear 413, and nothing half-written (no row,
+		// no content, no staged file left in the home).
+		blobs := count(t, e.inst.DB, "attachment_blobs")
+		if st, body := upload("big.txt", "text/plain", bytes.Repeat([]byte("a"), 10<<20+1)); st != 413 ||
+			!strings.Contains(string(body), `"code":"attachment_too_large"`) || !strings.Contains(string(body), "exceeds the 10485760-byte limit") {
+			t.Fatalf("oversized: %d %s, want 413", st, body)
+		}
+		if n := count(t, e.inst.DB, "attachment_blobs"); n != blobs {
+			t.Fatalf("an oversized upload stored content: %d → %d blobs", blobs, n)
+		}
+		if left, _ := filepath.Glob(filepath.Join(e.inst.Config.AttachmentsDir(), ".upload-*")); len(left) != 0 {
+			t.Fatalf("staged files left: %v", left)
+		}
+		// Several chunks, with bytes of every value, round trip exactly.
+		big := make([]byte, 700<<10)
+		for i := range big {
+			big[i] = byte(i * 7)
+		}
+		if st, body := upload("data.zip", "application/zip", big); st != 201 {
+			t.Fatalf("upload of %d bytes: %d %s", len(big), st, body)
 		}
 		list := e.board.List("/api/issues/" + iid + "/attachments")
-		if len(list) != 1 {
-			t.Fatalf("want 1 attachment, got %d", len(list))
+		if len(list) != 2 {
+			t.Fatalf("want 2 attachments, got %d", len(list))
 		}
-		st, body := e.board.Do("GET", "/api/attachments/"+testkit.ID(list[0])+"/content", nil)
-		if st != 200 || string(body) != "hello" {
-			t.Fatalf("download: %d %q", st, body)
+		for _, a := range list {
+			st, body, h := e.board.DoHeader("GET", "/api/attachments/"+testkit.ID(a)+"/content", nil)
+			want := []byte("hello")
+			if a["filename"] == "data.zip" {
+				want = big
+			}
+			if st != 200 || !bytes.Equal(body, want) {
+				t.Fatalf("download %s: %d, %d bytes", a["filename"], st, len(body))
+			}
+			if h.Get("Content-Disposition") != `attachment; filename=`+a["filename"].(string) || h.Get("X-Content-Type-Options") != "nosniff" ||
+				h.Get("Content-Security-Policy") != "sandbox" || h.Get("Content-Type") != a["contentType"] ||
+				h.Get("Content-Length") != fmt.Sprint(len(want)) {
+				t.Fatalf("download headers of %s: %v", a["filename"], h)
+			}
 		}
 		// The metadata places the attachment in its company and task.
-		meta := e.board.JSON("GET", "/api/attachments/"+testkit.ID(list[0]), nil, 200)
-		if meta["companyId"] != cid || meta["issueId"] != iid || meta["filename"] != "notes.txt" {
-			t.Fatalf("attachment metadata: %v", meta)
+		for _, a := range list {
+			meta := e.board.JSON("GET", "/api/attachments/"+testkit.ID(a), nil, 200)
+			if meta["companyId"] != cid || meta["issueId"] != iid || meta["filename"] != a["filename"] {
+				t.Fatalf("attachment metadata: %v", meta)
+			}
 		}
 		if st, _ := e.board.Do("GET", "/api/attachments/"+testkit.NewUUID(), nil); st != 404 {
 			t.Fatalf("unknown attachment: %d, want 404", st)
+		}
+		// The content is in the database, not in the home.
+		if n := count(t, e.inst.DB, "attachment_blobs"); n != 2 {
+			t.Fatalf("%d blobs, want 2", n)
+		}
+		files := 0
+		_ = filepath.WalkDir(e.inst.Config.AttachmentsDir(), func(_ string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files++
+			}
+			return nil
+		})
+		if files != 0 {
+			t.Fatalf("%d files under the home's attachments directory", files)
+		}
+	})
+}
+
+// A home from before attachment content moved into the database: rows
+// whose bytes are files in the home. The server moves them into the
+// database at start (and a read moves what it needs at once); a row with
+// neither content nor file answers a clear 404.
+func TestAttachmentBackfillAtStart(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		ctx := context.Background()
+		cfg := testkit.Config(t, url)
+		d, err := db.Open(ctx, cfg.DatabaseURL, cfg.SQLitePath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Migrate(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		st := store.New(d)
+		co, err := st.CreateCompany(ctx, d, "Old home", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		issue := domain.Issue{CompanyID: co.ID, Title: "files from before"}
+		if _, err := st.CreateIssue(ctx, d, &issue); err != nil {
+			t.Fatal(err)
+		}
+		legacy := func(name string, data []byte, withFile bool) string {
+			sum := sha256.Sum256(data)
+			sha := hex.EncodeToString(sum[:])
+			if withFile {
+				p := filepath.Join(cfg.AttachmentsDir(), sha[:2], sha)
+				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a := domain.Attachment{CompanyID: co.ID, IssueID: issue.ID, Filename: name, ContentType: "text/plain", SizeBytes: int64(len(data)), SHA256: sha}
+			if err := st.CreateAttachment(ctx, d, &a); err != nil {
+				t.Fatal(err)
+			}
+			return a.ID
+		}
+		first, second := bytes.Repeat([]byte("first file "), 30000), []byte("second file")
+		idFirst, idSecond := legacy("first.txt", first, true), legacy("second.txt", second, true)
+		idGone := legacy("gone.txt", []byte("never kept"), false)
+		d.Close()
+
+		inst := testkit.Start(t, cfg)
+		board := testkit.NewClient(t, inst.URL())
+		// Read at once: served from the file, whether or not the start's
+		// backfill got to it first.
+		if st, body := board.Do("GET", "/api/attachments/"+idFirst+"/content", nil); st != 200 || !bytes.Equal(body, first) {
+			t.Fatalf("download of a file from before: %d, %d bytes", st, len(body))
+		}
+		testkit.Eventually(t, 30*time.Second, "the backfill at start", func() bool {
+			return strings.Contains(inst.Logs.String(), "attachment backfill")
+		})
+		if n := count(t, inst.DB, "attachment_blobs"); n != 2 {
+			t.Fatalf("%d blobs after the backfill, want 2", n)
+		}
+		if !strings.Contains(inst.Logs.String(), "missing=1") {
+			t.Fatalf("the backfill did not report the missing file:\n%s", inst.Logs.String())
+		}
+		// The files are no longer needed.
+		if err := os.RemoveAll(cfg.AttachmentsDir()); err != nil {
+			t.Fatal(err)
+		}
+		for id, want := range map[string][]byte{idFirst: first, idSecond: second} {
+			if st, body := board.Do("GET", "/api/attachments/"+id+"/content", nil); st != 200 || !bytes.Equal(body, want) {
+				t.Fatalf("download after the files were removed: %d, %d bytes", st, len(body))
+			}
+		}
+		if st, body := board.Do("GET", "/api/attachments/"+idGone+"/content", nil); st != 404 || !strings.Contains(string(body), "attachment_content_missing") {
+			t.Fatalf("download without content or file: %d %s", st, body)
 		}
 	})
 }

@@ -1,0 +1,31 @@
+-- Attachment content in the database, so every replica can serve and send
+-- what any replica took in. A blob is keyed by the sha256 of its bytes
+-- (attachments.sha256 names it) and stored as ordered chunks of at most
+-- 256 KiB, so neither a write nor a read ever holds a whole file in one
+-- value: an upload inserts chunk after chunk, a download fetches them one
+-- statement at a time. The blob row is inserted with its chunks in one
+-- transaction, so a visible blob is complete. There is no foreign key from
+-- attachments: rows written before this migration name files in a home
+-- until the server backfills them (internal/attachment). SQLite keeps the
+-- same tables as PostgreSQL rather than files: one code path, and the
+-- database file (so `paperclipai admin backup`) holds everything.
+
+-- +goose Up
+CREATE TABLE attachment_blobs (
+    sha256 TEXT PRIMARY KEY,
+    size_bytes BIGINT NOT NULL CHECK (size_bytes >= 0),
+    created_at TIMESTAMP NOT NULL
+);
+CREATE TABLE attachment_blob_chunks (
+    sha256 TEXT NOT NULL REFERENCES attachment_blobs (sha256) ON DELETE CASCADE,
+    seq INTEGER NOT NULL CHECK (seq >= 0),
+    data BLOB NOT NULL,
+    PRIMARY KEY (sha256, seq)
+);
+-- The backfill looks for attachment rows whose blob is missing.
+CREATE INDEX attachments_sha256 ON attachments (sha256);
+
+-- +goose Down
+DROP INDEX attachments_sha256;
+DROP TABLE attachment_blob_chunks;
+DROP TABLE attachment_blobs;
