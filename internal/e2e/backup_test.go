@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -75,7 +76,8 @@ func resolveSecret(t *testing.T, dbURL, sqlitePath, keyFile, secretID string) st
 // The backup and restore procedure of docs/deployment.md: an online
 // SQLite copy with `paperclipai admin backup` (pg_dump and pg_restore on
 // PostgreSQL) plus the master key restore into a new home whose server
-// has exactly the data of the backup moment, secrets included.
+// has exactly the data of the backup moment, secrets and attachment
+// content included.
 func TestBackupAndRestore(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, dialect db.Dialect, url string) {
 		bin := testkit.Binary(t)
@@ -84,6 +86,10 @@ func TestBackupAndRestore(t *testing.T) {
 		c := testkit.NewClient(t, p.url)
 		kept := testkit.ID(c.JSON("POST", "/api/companies", map[string]any{"name": "Before the backup"}, 201))
 		sec := testkit.ID(c.JSON("POST", "/api/companies/"+kept+"/secrets", map[string]any{"name": "token", "value": "backup-canary-7731"}, 201))
+		// An attachment: its content is in the database, so in the backup.
+		issue := testkit.ID(c.JSON("POST", "/api/companies/"+kept+"/issues", map[string]any{"title": "with a file"}, 201))
+		fileBytes := bytes.Repeat([]byte("backed up bytes\n"), 40000)
+		att := testkit.ID(uploadTo(t, p.url, issue, "report.txt", "text/plain", fileBytes))
 		backup := filepath.Join(t.TempDir(), "paperclip-backup")
 		env := []string{"PAPERCLIP_DATABASE_URL=" + url}
 		restoredURL := ""
@@ -131,6 +137,10 @@ func TestBackupAndRestore(t *testing.T) {
 		companies := testkit.NewClient(t, p2.url).List("/api/companies")
 		if len(companies) != 1 || testkit.ID(companies[0]) != kept {
 			t.Fatalf("restored companies: %v", companies)
+		}
+		// The new home never had the file: it comes from the database.
+		if st, body := testkit.NewClient(t, p2.url).Do("GET", "/api/attachments/"+att+"/content", nil); st != 200 || !bytes.Equal(body, fileBytes) {
+			t.Fatalf("restored attachment: %d, %d bytes", st, len(body))
 		}
 	})
 }
