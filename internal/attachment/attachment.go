@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -124,6 +125,27 @@ func (s Store) Stage(r io.Reader) (*Staged, error) {
 	}
 	st.SHA256, st.Size = hex.EncodeToString(h.Sum(nil)), n
 	return st, nil
+}
+
+// SweepStaged removes staged files older than age: left behind by a
+// process that died during an upload (a live upload's file is younger
+// than any upload takes). It returns how many it removed.
+func (s Store) SweepStaged(age time.Duration) (int, error) {
+	names, err := filepath.Glob(filepath.Join(s.Dir, ".upload-*"))
+	if err != nil {
+		return 0, fmt.Errorf("sweep staged attachments: %w", err)
+	}
+	n := 0
+	for _, name := range names {
+		info, err := os.Lstat(name)
+		if err != nil || !info.Mode().IsRegular() || time.Since(info.ModTime()) < age {
+			continue
+		}
+		if err := os.Remove(name); err == nil {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Save stores staged content in the database inside tx (the caller's

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -151,6 +152,32 @@ func TestContent(t *testing.T) {
 			if len(left) != 0 {
 				t.Fatalf("staging files left behind: %v", left)
 			}
+		})
+
+		t.Run("staged files left by a crash are swept", func(t *testing.T) {
+			if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			old, fresh := filepath.Join(s.Dir, ".upload-old"), filepath.Join(s.Dir, ".upload-fresh")
+			for _, p := range []string{old, fresh} {
+				if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			then := time.Now().Add(-2 * time.Hour)
+			if err := os.Chtimes(old, then, then); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := s.SweepStaged(time.Hour); err != nil || n != 1 {
+				t.Fatalf("swept %d (%v), want 1", n, err)
+			}
+			if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the old staged file is still there: %v", err)
+			}
+			if _, err := os.Stat(fresh); err != nil {
+				t.Fatalf("a fresh staged file was removed: %v", err)
+			}
+			os.Remove(fresh)
 		})
 
 		t.Run("a missing chunk is corrupt", func(t *testing.T) {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/attachment"
 )
@@ -10,7 +11,8 @@ import (
 // attachmentBackfill moves the attachment files of a home from before
 // content moved into the database there, once per start and in the
 // background: a large home must not delay serving, and a read of content
-// not yet moved moves it itself (attachment.Store.Open).
+// not yet moved moves it itself (attachment.Store.Open). First it removes
+// staged uploads that a killed process left behind.
 type attachmentBackfill struct {
 	store  attachment.Store
 	log    *slog.Logger
@@ -26,6 +28,11 @@ func (b *attachmentBackfill) Start(context.Context) error {
 	b.cancel, b.done = cancel, make(chan struct{})
 	go func() {
 		defer close(b.done)
+		if n, err := b.store.SweepStaged(time.Hour); err != nil {
+			b.log.Warn("remove stale staged uploads", "err", err)
+		} else if n > 0 {
+			b.log.Info("removed staged uploads left by an earlier process", "files", n)
+		}
 		if _, err := b.store.Backfill(ctx); err != nil && ctx.Err() == nil {
 			// The next start tries again; until then reads backfill
 			// what they need.
