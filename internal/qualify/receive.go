@@ -255,6 +255,16 @@ func (r *runner) awaitReceiving(ctx context.Context, mode string) (string, error
 	return fmt.Sprintf("live connection subscribed after %.1fs", time.Since(start).Seconds()), nil
 }
 
+// lastSync is the inbox's last finished catch-up scan (nil before the
+// first).
+func (r *runner) lastSync(ctx context.Context) (*time.Time, error) {
+	var ep endpoint
+	if err := r.api.call(ctx, "GET", "/email/inboxes/"+r.endpointID, nil, &ep); err != nil {
+		return nil, err
+	}
+	return ep.LastSyncAt, nil
+}
+
 func (r *runner) waitSubscribed(ctx context.Context) error {
 	return r.waitFor(ctx, "a subscribed live connection (the emulator reports none)", func(ctx context.Context) (bool, error) {
 		n, err := r.emu.subscribed(ctx, r.address)
@@ -447,11 +457,25 @@ func (r *runner) wakesFor(ctx context.Context, taskID string) ([]run, error) {
 func (r *runner) reconnect(ctx context.Context, mode string) (string, error) {
 	how := "reconnected through the API (the receive path and runtime key are replaced)"
 	if r.emu != nil && mode == ModeWebSocket {
+		synced, err := r.lastSync(ctx)
+		if err != nil {
+			return "", err
+		}
 		if err := r.emu.dropSockets(ctx); err != nil {
 			return "", err
 		}
 		how = "the emulator dropped the live connection"
 		if err := r.waitSubscribed(ctx); err != nil {
+			return "", err
+		}
+		// Every (re)connect is followed by a catch-up scan. Mail sent while
+		// that scan runs may be admitted by it before the socket pushes it,
+		// which would not show that live receiving came back: wait until
+		// the scan is over.
+		if err := r.waitFor(ctx, "the catch-up scan after the reconnect", func(ctx context.Context) (bool, error) {
+			now, err := r.lastSync(ctx)
+			return now != nil && (synced == nil || now.After(*synced)), err
+		}); err != nil {
 			return "", err
 		}
 	} else {
