@@ -101,7 +101,15 @@ func TestRealCodexAcceptsOurInvocation(t *testing.T) {
 	stub := newStubMCP(t)
 	e := newRunEnv(t)
 	inv := agentcli.Invocation{Config: agentcli.Config{Model: "gpt-5-codex"}}
-	started := func(o agentcli.Outcome) bool { return o.Started && stub.saw("tools/list") }
+	// Why the rollout check: Codex creates the thread's rollout file at once
+	// but writes its first record a moment later; a run killed in between
+	// leaves an empty rollout that no resume can read (production falls
+	// back to a fresh session then, heartbeat/cli.go). The test stops the
+	// run only once the rollout holds a record, so the resume below tests
+	// the resume and not the kill's timing.
+	started := func(o agentcli.Outcome) bool {
+		return o.Started && stub.saw("tools/list") && rolloutWritten(e.Workdir, o.SessionID)
+	}
 	home := e.writeCodexHome(t, e.httpServer(stub.URL))
 	run := runCLI(t, agentcli.Codex, bin, e, agentcli.CodexArgs(inv), []string{"CODEX_HOME=" + home}, fakePrompt(), started)
 	noParseError(t, "fresh", run)
@@ -130,6 +138,25 @@ func TestRealCodexAcceptsOurInvocation(t *testing.T) {
 	if run.Code == 0 || run.Outcome.Started {
 		t.Fatalf("an unknown thread must fail before starting (our fresh-session fallback depends on it): %d %+v", run.Code, run.Outcome)
 	}
+}
+
+// rolloutWritten reports whether the Codex rollout of thread id, kept in
+// the task directory's codex-sessions, holds at least one complete record.
+func rolloutWritten(workdir, id string) bool {
+	if id == "" {
+		return false
+	}
+	found := false
+	_ = filepath.WalkDir(filepath.Join(workdir, ".paperclip", "codex-sessions"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(d.Name(), id) {
+			return nil
+		}
+		if raw, err := os.ReadFile(path); err == nil && strings.Contains(string(raw), "\n") {
+			found = true
+		}
+		return nil
+	})
+	return found
 }
 
 // egressRecorder is the sandbox's egress proxy with a dialer that records
