@@ -132,7 +132,7 @@ func TestUIJourney(t *testing.T) {
 
 		// Instance settings.
 		b.visit("/settings")
-		b.do("tick isolated workspaces", clickAction("#enable-isolated"))
+		b.click("#enable-isolated")
 		b.submit("form[action='/settings'] button[type=submit]")
 		b.waitText(".flash", "Settings saved.", 5*time.Second)
 		if !eval[bool](b, `document.querySelector("#enable-isolated").checked`) {
@@ -150,7 +150,8 @@ func TestUIJourney(t *testing.T) {
 		if !eval[bool](b, `document.querySelector("#runtime-checklist").hidden`) {
 			t.Fatal("the runtime checklist shows for a standard agent")
 		}
-		b.do("choose low trust", clickAction("#trust-low"), clickAction("#boundary-task"))
+		b.click("#trust-low")
+		b.click("#boundary-task")
 		b.eventually("the runtime checklist", 5*time.Second, func() bool {
 			return !eval[bool](b, `document.querySelector("#runtime-checklist").hidden`)
 		})
@@ -199,7 +200,7 @@ func uiScreenshots(t *testing.T, b *browser, dir, c, tid, aid string) {
 	// checklist shows.
 	for name, br := range map[string]*browser{"trust-desktop": b, "trust-phone": phone} {
 		br.visit(c + "/agents/" + aid + "/trust")
-		br.do("choose low trust", clickAction("#trust-low"))
+		br.click("#trust-low")
 		br.eventually("the runtime checklist", 5*time.Second, func() bool {
 			return !eval[bool](br, `document.querySelector("#runtime-checklist").hidden`)
 		})

@@ -66,12 +66,6 @@ func (b *browser) allowClipboard() {
 	}
 }
 
-// click clicks an element without waiting for a navigation.
-func (b *browser) click(sel string) {
-	b.t.Helper()
-	b.do("click "+sel, chromedp.Click(chromedp.CSS(sel)))
-}
-
 // value is a form field's current value.
 func (b *browser) value(sel string) string {
 	b.t.Helper()

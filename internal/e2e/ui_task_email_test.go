@@ -186,10 +186,10 @@ func TestUITaskEmail(t *testing.T) {
 		t.Fatalf("jane got %d emails", n)
 	}
 	// On demand: the quoted history and the envelope details.
-	b.do("show the full email", clickAction(in+" .email-fulltext summary"))
+	b.click(in + " .email-fulltext summary")
 	b.waitText(in, "Earlier thread text", 5*time.Second)
 	b.waitText(in+" .email-fulltext summary", "Hide full email", 5*time.Second)
-	b.do("open the email details", clickAction(in+" .email-details summary"))
+	b.click(in + " .email-details summary")
 	b.waitText(in+" .email-details", "Message ID:", 5*time.Second)
 	// Disclosures stay open across live refreshes (a comment from elsewhere
 	// changes the region).
@@ -199,7 +199,7 @@ func TestUITaskEmail(t *testing.T) {
 		t.Error("a live refresh closed Show full email or Email details")
 	}
 	if shots != "" {
-		b.do("close the details", clickAction(in+" .email-details summary"))
+		b.click(in + " .email-details summary")
 		eval[bool](b, `window.scrollTo(0, 0); true`)
 		b.screenshot(shots, "task-email-desktop")
 		phone := newBrowser(t, e.inst.URL(), 390, 844)
@@ -236,7 +236,7 @@ func TestUITaskEmail(t *testing.T) {
 	b.waitText(intent, "Paperclip lost confirmation after sending. Check AgentMail before resolving.", 5*time.Second)
 	b.waitText(intent, "Requested by Mail Assistant in run", 5*time.Second)
 	pid := eval[string](b, `document.querySelector('`+intent+`').dataset.publicationId`)
-	b.do("open the resolve form", clickAction(intent+" details.resolve summary"))
+	b.click(intent + " details.resolve summary")
 	b.fill("#resolve-"+pid+"-message-id", "not-a-real-id")
 	b.submit("#resolve-" + pid + "-sent")
 	b.waitText(intent+" [role=alert]", "The message does not match this send intent", 10*time.Second)
@@ -244,7 +244,7 @@ func TestUITaskEmail(t *testing.T) {
 		eval[bool](b, `window.scrollTo(0, 0); true`)
 		b.screenshot(shots, "task-email-uncertain-desktop")
 	}
-	b.do("tick the check", clickAction("#resolve-"+pid+"-checked"))
+	b.click("#resolve-" + pid + "-checked")
 	b.submit("#resolve-" + pid + "-failed")
 	for i := 0; i < 20 && strings.Contains(b.text("main"), "An email operation is running; retry shortly"); i++ {
 		// The worker's retry held the thread; the page offers Try again.

@@ -184,6 +184,34 @@ func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// click clicks the element sel matches. Why the retry: a live region's
+// poll or a fragment refresh may replace the element between the query
+// and the click; the browser then answers that the node is gone, before
+// any mouse event was sent, so trying again cannot click twice.
+func (b *browser) click(sel string) {
+	b.t.Helper()
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if attempt == 5 || !nodeWentAway(err) {
+			b.t.Fatalf("click %s: %v", sel, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// nodeWentAway reports whether err is the browser saying that the node
+// an action resolved was removed from the document before it acted.
+func nodeWentAway(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Could not find node with given id") || strings.Contains(msg, "Node is detached") ||
+		strings.Contains(msg, "No node with given id")
+}
+
 func eval[T any](b *browser, js string) T {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
@@ -206,7 +234,7 @@ func (b *browser) visit(path string) {
 func (b *browser) submit(sel string) {
 	b.t.Helper()
 	eval[bool](b, `window.__pcOld = true`)
-	b.do("click "+sel, chromedp.Click(chromedp.CSS(sel)))
+	b.click(sel)
 	b.eventually("navigation after "+sel, 20*time.Second, func() bool {
 		// Evaluations fail while the old document goes away; try again.
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
@@ -222,6 +250,12 @@ func (b *browser) fill(sel, value string) {
 	b.t.Helper()
 	b.do("fill "+sel, chromedp.SetValue(chromedp.CSS(sel), value))
 	eval[bool](b, fmt.Sprintf(`document.querySelector(%q).dispatchEvent(new Event("change", {bubbles: true}))`, sel))
+	// Why: a select with data-refresh replaces a fragment of the page after
+	// a change, controls inside it included; acting before the new fragment
+	// is in place clicks a node that is about to go away.
+	b.eventually("fragment refresh after "+sel, 10*time.Second, func() bool {
+		return eval[bool](b, `!document.documentElement.hasAttribute("data-refreshing")`)
+	})
 }
 
 func (b *browser) text(sel string) string {
@@ -315,7 +349,5 @@ func startUIServer(t *testing.T, dbURL, mode string) *testkit.Instance {
 	cfg.DeploymentMode = mode
 	return testkit.Start(t, cfg)
 }
-
-func clickAction(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
 
 func navigateAction(url string) chromedp.Action[chromedp.Void] { return chromedp.Navigate(url) }

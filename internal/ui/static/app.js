@@ -211,12 +211,23 @@
   // <select data-refresh="name"> fetches ?fragment=name of this page with
   // the form's data-refresh selects as query parameters and swaps the
   // element with that id (the wizard's trust notice follows the agent).
+  // While a refresh is in flight the page carries data-refreshing (a
+  // count), so scripted clients such as the browser tests can wait for the
+  // fragment to settle before acting on controls inside it.
+  let refreshing = 0;
+  function markRefreshing(delta) {
+    refreshing += delta;
+    if (refreshing > 0) document.documentElement.dataset.refreshing = String(refreshing);
+    else delete document.documentElement.dataset.refreshing;
+  }
+
   async function refreshFragment(select) {
     const form = select.form;
     const id = select.dataset.refresh;
     const params = new URLSearchParams(location.search);
     form.querySelectorAll("select[data-refresh]").forEach((s) => params.set(s.name, s.value));
     params.set("fragment", id);
+    markRefreshing(1);
     try {
       const res = await fetch(location.pathname + "?" + params.toString(), { credentials: "same-origin", cache: "no-store" });
       if (!res.ok) return;
@@ -228,6 +239,7 @@
       old.replaceWith(node);
       enhance(node);
     } catch (e) { /* the page still works; Continue re-validates */ }
+    finally { markRefreshing(-1); }
   }
 
   // ---- Address check (wizard step 2) -------------------------------------
