@@ -298,3 +298,16 @@ func (u *UI) plainError(w http.ResponseWriter, r *http.Request, status int, msg 
 	c := &rc{u: u, w: w, r: r}
 	c.errorPage(status, msg)
 }
+
+// partial writes one named template of a page's set (an answer to a
+// script's POST, so not cached).
+func (c *rc) partial(page, name string, v view) {
+	t := c.u.tpl.pages[page].Lookup(name)
+	h := c.w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	v.CSRF = c.CSRF()
+	if err := t.Execute(c.w, v); err != nil {
+		c.u.log.Error("render partial", "name", name, "err", err)
+	}
+}
