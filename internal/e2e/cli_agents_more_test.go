@@ -113,7 +113,7 @@ func TestCLIAgentRunLogIsBounded(t *testing.T) {
 // message saying what to change; only an instance administrator may turn
 // the network on.
 func TestCLIAgentSandboxWithoutNetwork(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e, _ := cliEnv(t, url, "claude_local", true)
 		env := e.Board.JSON("GET", "/api/agents/"+e.AgentID, nil, 200)["environmentId"].(string)
@@ -190,7 +190,7 @@ func TestRealCLIsRunAsAgents(t *testing.T) {
 	}{{"claude_local", false}, {"claude_local", true}, {"codex_local", false}, {"codex_local", true}} {
 		t.Run(tc.adapter+map[bool]string{false: "/host", true: "/sandbox"}[tc.sandboxed], func(t *testing.T) {
 			if tc.sandboxed {
-				requireBwrap(t)
+				testkit.RequireBwrap(t)
 			}
 			e, _ := cliEnv(t, "", tc.adapter, tc.sandboxed)
 			cmd := map[string]string{"claude_local": "claude", "codex_local": "codex"}[tc.adapter]

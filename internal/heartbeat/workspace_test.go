@@ -60,16 +60,6 @@ func newWSEnv(t *testing.T, d *db.DB) *wsEnv {
 	return &wsEnv{env: &env{st: st, svc: svc, company: c.ID}, home: home, workspaces: ws}
 }
 
-func requireBwrap(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("bubblewrap (bwrap) is required for sandbox tests in CI")
-		}
-		t.Skip("SKIPPING sandbox test: bubblewrap (bwrap) is not installed (apt-get install bubblewrap)")
-	}
-}
-
 // environment creates an environment of the company.
 func (e *wsEnv) environment(t *testing.T, driver, status string) string {
 	t.Helper()
@@ -312,7 +302,7 @@ func TestProjectWorkspaces(t *testing.T) {
 // environment or a missing bwrap fails the run instead of running it
 // unconfined; a timed-out sandbox is killed.
 func TestSandboxedTaskRuns(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	dbtest.Each(t, func(t *testing.T, d *db.DB) {
 		e := newWSEnv(t, d)
 		sb := e.environment(t, "sandbox", "active")

@@ -3,7 +3,6 @@ package sandbox_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,18 +17,6 @@ import (
 )
 
 const wait = 60 * time.Second
-
-// requireBwrap skips (loudly) without bubblewrap, or fails under CI, where
-// .ci/run installs it.
-func requireBwrap(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("bubblewrap (bwrap) is required for sandbox tests in CI")
-		}
-		t.Skip("SKIPPING sandbox test: bubblewrap (bwrap) is not installed (apt-get install bubblewrap)")
-	}
-}
 
 // toolDir returns a directory outside the Paperclip home holding the agent
 // script (the adapter's command), the way an operator would install an
@@ -101,7 +88,7 @@ echo "all sandbox checks passed"
 // network, comments and reads its thread through the bridge, is refused
 // mailbox setup, and finds its files again on the next run of the task.
 func TestSandboxedLowTrustEmailRun(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := testkit.NewEmailEnv(t, url)
 		ctx := context.Background()

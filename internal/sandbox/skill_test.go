@@ -47,7 +47,7 @@ echo "skill commands ok"
 // run on the host and inside a sandboxed run: the server's own binary is
 // on every run's PATH as paperclipai.
 func TestSkillCommandsWorkVerbatim(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		for _, sandboxed := range []bool{false, true} {
 			name := map[bool]string{false: "host", true: "sandbox"}[sandboxed]
