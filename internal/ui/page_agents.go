@@ -58,9 +58,8 @@ func (u *UI) agentsPage(c *rc) {
 
 // loadAgent reads the path's agent and checks it belongs to the company.
 func (c *rc) loadAgent() (domain.Agent, bool) {
-	aid, ok := c.pathUUID("aid")
+	aid, ok := c.requirePathID("aid")
 	if !ok {
-		c.notFound()
 		return domain.Agent{}, false
 	}
 	var a domain.Agent

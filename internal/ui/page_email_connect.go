@@ -173,9 +173,8 @@ func (u *UI) connectSubmit(c *rc) {
 
 // loadConnection reads the path's saved credential with its access.
 func (c *rc) loadConnection() (domain.EmailConnection, bool) {
-	id, ok := c.pathUUID("conn")
+	id, ok := c.requirePathID("conn")
 	if !ok {
-		c.notFound()
 		return domain.EmailConnection{}, false
 	}
 	var conn domain.EmailConnection
@@ -444,9 +443,8 @@ func (u *UI) removeInstall(c *rc) {
 	if !ok {
 		return
 	}
-	iid, ok := c.pathUUID("iid")
+	iid, ok := c.requirePathID("iid")
 	if !ok {
-		c.notFound()
 		return
 	}
 	remaining := []domain.EmailInstall{}
@@ -476,9 +474,8 @@ func (u *UI) revokeGrant(c *rc) {
 	if !ok {
 		return
 	}
-	gid, ok := c.pathUUID("gid")
+	gid, ok := c.requirePathID("gid")
 	if !ok {
-		c.notFound()
 		return
 	}
 	others := 0

@@ -287,14 +287,19 @@ func (c *rc) renderWizard(status int, w *wizard) {
 		Crumbs: c.appsCrumbs(crumb{"AgentMail", c.agentmailPath("")}, crumb{"Email address setup", ""}), Data: w})
 }
 
+// setupRID starts a request of a setup: the caller manages agents and the
+// path holds the setup's request id. It returns false when it answered.
+func (c *rc) setupRID() (string, bool) {
+	if !c.requireManager("give agents email addresses") {
+		return "", false
+	}
+	return c.requirePathID("rid")
+}
+
 // wizardPage renders the current step.
 func (u *UI) wizardPage(c *rc) {
-	if !c.requireManager("give agents email addresses") {
-		return
-	}
-	rid, ok := c.pathUUID("rid")
+	rid, ok := c.setupRID()
 	if !ok {
-		c.notFound()
 		return
 	}
 	w := c.newWizard(rid, readWizState(c.r.URL.Query()))
@@ -336,12 +341,8 @@ func (u *UI) showStep(c *rc, w *wizard, status int) {
 // the common data. The state comes from the action URL's query; the
 // form's own fields from the body.
 func (u *UI) postWizard(c *rc) (*wizard, bool) {
-	if !c.requireManager("give agents email addresses") {
-		return nil, false
-	}
-	rid, ok := c.pathUUID("rid")
+	rid, ok := c.setupRID()
 	if !ok {
-		c.notFound()
 		return nil, false
 	}
 	_ = c.r.ParseForm()

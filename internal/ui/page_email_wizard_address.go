@@ -235,12 +235,8 @@ func (u *UI) wizardAddress(c *rc) {
 // wizardCheck answers the address step's live check (JavaScript): the
 // check fragment for the posted username and domain.
 func (u *UI) wizardCheck(c *rc) {
-	if !c.requireManager("give agents email addresses") {
-		return
-	}
-	rid, ok := c.pathUUID("rid")
+	rid, ok := c.setupRID()
 	if !ok {
-		c.notFound()
 		return
 	}
 	_ = c.r.ParseForm()

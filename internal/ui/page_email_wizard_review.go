@@ -148,12 +148,8 @@ type readyData struct {
 
 // readyPage is the ready screen of an active setup.
 func (u *UI) readyPage(c *rc) {
-	if !c.requireManager("give agents email addresses") {
-		return
-	}
-	rid, ok := c.pathUUID("rid")
+	rid, ok := c.setupRID()
 	if !ok {
-		c.notFound()
 		return
 	}
 	var ep domain.EmailEndpointSummary

@@ -57,9 +57,8 @@ func (d taskData) Author(cm domain.Comment) string {
 
 // loadTask reads the path's task and checks it belongs to the company.
 func (c *rc) loadTask() (domain.Issue, bool) {
-	tid, ok := c.pathUUID("tid")
+	tid, ok := c.requirePathID("tid")
 	if !ok {
-		c.notFound()
 		return domain.Issue{}, false
 	}
 	var t domain.Issue

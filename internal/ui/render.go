@@ -311,3 +311,17 @@ func (c *rc) partial(page, name string, v view) {
 		c.u.log.Error("render partial", "name", name, "err", err)
 	}
 }
+
+// submit posts a form's body to the API path. On success it redirects
+// with a flash; a refusal of a form the user could not see answers as a
+// page (refusedUnseen); any other error goes to failed, which re-renders
+// the form with it.
+func (c *rc) submit(path string, body any, formShown bool, failed func(*APIError), to, flash string) {
+	if e := c.api("POST", path, body, nil); e != nil {
+		if !c.refusedUnseen(e, formShown) {
+			failed(e)
+		}
+		return
+	}
+	c.redirect(to, flash)
+}
