@@ -169,11 +169,7 @@ func (s *Server) createIssue(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.Audit(r.Context(), tx, a, companyID, "issue.created", "issue", issue.ID, map[string]string{"title": issue.Title})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, issue)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, issue, err)
 }
 
 func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
@@ -231,11 +227,7 @@ func (s *Server) loadIssue(r *http.Request, q db.Querier, write bool) (domain.Is
 
 func (s *Server) getIssue(w http.ResponseWriter, r *http.Request) error {
 	issue, err := s.loadIssue(r, s.Store.DB, false)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, issue)
-	return nil
+	return httpx.Respond(w, http.StatusOK, issue, err)
 }
 
 func (s *Server) patchIssue(w http.ResponseWriter, r *http.Request) error {
@@ -263,11 +255,7 @@ func (s *Server) patchIssue(w http.ResponseWriter, r *http.Request) error {
 		return s.Audit(r.Context(), tx, a, issue.CompanyID, "issue.updated", "issue", issue.ID,
 			map[string]string{"statusBefore": before, "status": issue.Status})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, issue)
-	return nil
+	return httpx.Respond(w, http.StatusOK, issue, err)
 }
 
 func (s *Server) listComments(w http.ResponseWriter, r *http.Request) error {
@@ -276,11 +264,7 @@ func (s *Server) listComments(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Store.ListComments(r.Context(), s.Store.DB, issue.ID)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
@@ -314,11 +298,7 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.Audit(r.Context(), tx, a, issue.CompanyID, "issue.comment_added", "comment", c.ID, map[string]string{"issueId": issue.ID})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, c)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, c, err)
 }
 
 func (s *Server) listAttachments(w http.ResponseWriter, r *http.Request) error {
@@ -327,11 +307,7 @@ func (s *Server) listAttachments(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Store.ListAttachments(r.Context(), s.Store.DB, issue.ID)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request) error {
@@ -432,11 +408,7 @@ func (s *Server) readableAttachment(r *http.Request) (domain.Attachment, error) 
 // included), so a client holding only the id can place it.
 func (s *Server) getAttachment(w http.ResponseWriter, r *http.Request) error {
 	att, err := s.readableAttachment(r)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, att)
-	return nil
+	return httpx.Respond(w, http.StatusOK, att, err)
 }
 
 func (s *Server) downloadAttachment(w http.ResponseWriter, r *http.Request) error {

@@ -15,11 +15,7 @@ import (
 
 func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.Store.GetSettings(r.Context(), s.Store.DB)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, v)
-	return nil
+	return httpx.Respond(w, http.StatusOK, v, err)
 }
 
 type settingsPatch struct {
@@ -77,11 +73,7 @@ func (s *Server) patchSettings(w http.ResponseWriter, r *http.Request) error {
 		out = v
 		return s.Audit(r.Context(), tx, a, "", "instance.settings_updated", "instance", "settings", v)
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func validName(field, v string, max int) (string, error) {
@@ -124,11 +116,7 @@ func (s *Server) createCompany(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.Audit(r.Context(), tx, a, c.ID, "company.created", "company", c.ID, map[string]string{"name": name})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, c)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, c, err)
 }
 
 func (s *Server) listCompanies(w http.ResponseWriter, r *http.Request) error {
@@ -149,11 +137,7 @@ func (s *Server) listCompanies(w http.ResponseWriter, r *http.Request) error {
 	default:
 		out, err = s.Store.ListCompanies(r.Context(), s.Store.DB, a.UserID)
 	}
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func (s *Server) getCompany(w http.ResponseWriter, r *http.Request) error {
@@ -162,9 +146,5 @@ func (s *Server) getCompany(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	c, err := s.Store.GetCompany(r.Context(), s.Store.DB, companyID)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, c)
-	return nil
+	return httpx.Respond(w, http.StatusOK, c, err)
 }

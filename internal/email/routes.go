@@ -215,11 +215,7 @@ func (s *Service) addInstall(w http.ResponseWriter, r *http.Request) error {
 	// Access may be back: inboxes that stopped for want of it start again.
 	s.changed()
 	out, err := s.presentConnection(r.Context(), s.Store.DB, c.ID)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, out)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, out, err)
 }
 
 func (s *Service) deleteInstall(w http.ResponseWriter, r *http.Request) error {
@@ -336,11 +332,7 @@ func (s *Service) listInboxes(w http.ResponseWriter, r *http.Request) error {
 	default:
 		out, err = s.ListInboxes(r.Context(), a, companyID)
 	}
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func (s *Service) inspectKey(w http.ResponseWriter, r *http.Request) error {
@@ -375,11 +367,7 @@ func (s *Service) setup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Setup(r.Context(), httpx.Actor(r), companyID, in)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, out)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, out, err)
 }
 
 func (s *Service) getInbox(w http.ResponseWriter, r *http.Request) error {
@@ -414,11 +402,7 @@ func (s *Service) control(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Control(r.Context(), httpx.Actor(r), id, in.Action)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func (s *Service) reconnect(w http.ResponseWriter, r *http.Request) error {
@@ -431,9 +415,5 @@ func (s *Service) reconnect(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Reconnect(r.Context(), httpx.Actor(r), id, in)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
