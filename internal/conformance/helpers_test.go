@@ -245,13 +245,6 @@ func errorOf(t *testing.T, raw []byte) map[string]any {
 	return out
 }
 
-func mustEqual[T comparable](t *testing.T, what string, got, want T) {
-	t.Helper()
-	if got != want {
-		t.Fatalf("%s = %v, want %v", what, got, want)
-	}
-}
-
 // rawPost posts a JSON body as the local board and returns the response
 // (closed body) for header checks.
 func (e *env) rawPost(path, body string) *http.Response {

@@ -214,10 +214,3 @@ func tamperedPost(t *testing.T, base, publicID, secret string, signed, body []by
 	resp.Body.Close()
 	return resp.StatusCode
 }
-
-func mustEqual[T comparable](t *testing.T, what string, got, want T) {
-	t.Helper()
-	if got != want {
-		t.Fatalf("%s = %v, want %v", what, got, want)
-	}
-}

@@ -243,3 +243,23 @@ func ID(m map[string]any) string {
 
 // NewUUID returns a random UUID string.
 func NewUUID() string { return uuid.NewString() }
+
+// MustEqual fails the test when got is not want; what names the value.
+func MustEqual[T comparable](t testing.TB, what string, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// ParseTime reads an API timestamp (RFC 3339) and fails the test when v
+// is not one.
+func ParseTime(t testing.TB, v any) time.Time {
+	t.Helper()
+	s, _ := v.(string)
+	tm, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("not a timestamp: %v", v)
+	}
+	return tm
+}
