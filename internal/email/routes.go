@@ -104,6 +104,17 @@ func (s *Service) createConnection(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
+// changeConnection runs change and its audit entry (action, details) on
+// the connection c in one transaction, as the request's actor.
+func (s *Service) changeConnection(r *http.Request, c domain.EmailConnection, action string, details map[string]any, change func(tx *sql.Tx) error) error {
+	return s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := change(tx); err != nil {
+			return err
+		}
+		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, action, "email_connection", c.ID, details)
+	})
+}
+
 // managedConnection loads the path connection for a manager with access.
 func (s *Service) managedConnection(r *http.Request) (domain.EmailConnection, string, error) {
 	companyID, err := s.managerCompany(r)
@@ -202,12 +213,8 @@ func (s *Service) addInstall(w http.ResponseWriter, r *http.Request) error {
 		return httpx.Errorf(http.StatusBadRequest, "targetType must be company or agent")
 	}
 	inst := domain.EmailInstall{ConnectionID: c.ID, TargetType: in.TargetType, TargetID: in.TargetID}
-	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		if err := s.Store.AddEmailInstall(r.Context(), tx, c.CompanyID, &inst); err != nil {
-			return err
-		}
-		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
-			map[string]any{"added": in.TargetType + ":" + in.TargetID})
+	err = s.changeConnection(r, c, "email.connection.agents_updated", map[string]any{"added": in.TargetType + ":" + in.TargetID}, func(tx *sql.Tx) error {
+		return s.Store.AddEmailInstall(r.Context(), tx, c.CompanyID, &inst)
 	})
 	if err != nil {
 		return err
@@ -227,12 +234,8 @@ func (s *Service) deleteInstall(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		if err := s.Store.DeleteEmailInstall(r.Context(), tx, c.ID, id); err != nil {
-			return err
-		}
-		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
-			map[string]any{"removedInstall": id})
+	err = s.changeConnection(r, c, "email.connection.agents_updated", map[string]any{"removedInstall": id}, func(tx *sql.Tx) error {
+		return s.Store.DeleteEmailInstall(r.Context(), tx, c.ID, id)
 	})
 	if err != nil {
 		return err
@@ -276,12 +279,8 @@ func (s *Service) addGrant(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return httpx.Errorf(http.StatusBadRequest, "kind must be user or organization")
 	}
-	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		if err := s.Store.AddEmailGrant(r.Context(), tx, c.CompanyID, &g); err != nil {
-			return err
-		}
-		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.grant_added", "email_connection", c.ID,
-			map[string]any{"kind": g.Kind, "userId": g.SubjectUserID})
+	err = s.changeConnection(r, c, "email.connection.grant_added", map[string]any{"kind": g.Kind, "userId": g.SubjectUserID}, func(tx *sql.Tx) error {
+		return s.Store.AddEmailGrant(r.Context(), tx, c.CompanyID, &g)
 	})
 	if err != nil {
 		return err
@@ -301,12 +300,8 @@ func (s *Service) revokeGrant(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		if err := s.Store.RevokeEmailGrant(r.Context(), tx, c.ID, id); err != nil {
-			return err
-		}
-		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.grant_revoked", "email_connection", c.ID,
-			map[string]any{"grantId": id})
+	err = s.changeConnection(r, c, "email.connection.grant_revoked", map[string]any{"grantId": id}, func(tx *sql.Tx) error {
+		return s.Store.RevokeEmailGrant(r.Context(), tx, c.ID, id)
 	})
 	if err != nil {
 		return err

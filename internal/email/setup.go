@@ -390,21 +390,10 @@ func (s *Service) ensureRuntimeKey(ctx context.Context, control *agentmail.Clien
 	if err != nil {
 		return providerError(err)
 	}
-	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
-		secretID, err := s.vaultKey(ctx, tx, ep.CompanyID, "AgentMail runtime key", created.APIKey)
-		if err != nil {
-			return err
-		}
-		if err := s.bindSecret(ctx, tx, ep.CompanyID, secretID, TargetEndpoint, ep.ID, PathAPIKey); err != nil {
-			return err
-		}
-		return s.Store.SetEndpointOwnedKey(ctx, tx, ep.ID, created.APIKeyID)
-	})
+	err = s.saveProviderSecret(ctx, ep, "AgentMail runtime key", created.APIKey, PathAPIKey,
+		func(tx *sql.Tx) error { return s.Store.SetEndpointOwnedKey(ctx, tx, ep.ID, created.APIKeyID) },
+		"runtime key", func(ctx context.Context) error { return control.DeleteInboxAPIKey(ctx, ep.Address, created.APIKeyID) })
 	if err != nil {
-		// Do not leave an orphaned provider key we can no longer name.
-		if derr := control.DeleteInboxAPIKey(context.WithoutCancel(ctx), ep.Address, created.APIKeyID); derr != nil {
-			s.Log.Warn("could not delete runtime key after a failed save", "endpoint", ep.ID, "err", derr)
-		}
 		return err
 	}
 	ep.OwnedAPIKeyID = created.APIKeyID
@@ -430,23 +419,39 @@ func (s *Service) registerWebhook(ctx context.Context, control *agentmail.Client
 		}
 		return providerError(err)
 	}
-	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
-		secretID, err := s.vaultKey(ctx, tx, ep.CompanyID, "AgentMail webhook secret", wh.Secret)
-		if err != nil {
-			return err
-		}
-		if err := s.bindSecret(ctx, tx, ep.CompanyID, secretID, TargetEndpoint, ep.ID, PathWebhookSecret); err != nil {
-			return err
-		}
-		return s.Store.SetEndpointWebhook(ctx, tx, ep.ID, wh.WebhookID)
-	})
+	err = s.saveProviderSecret(ctx, ep, "AgentMail webhook secret", wh.Secret, PathWebhookSecret,
+		func(tx *sql.Tx) error { return s.Store.SetEndpointWebhook(ctx, tx, ep.ID, wh.WebhookID) },
+		"webhook", func(ctx context.Context) error { return control.DeleteInboxWebhook(ctx, ep.Address, wh.WebhookID) })
 	if err != nil {
-		if derr := control.DeleteInboxWebhook(context.WithoutCancel(ctx), ep.Address, wh.WebhookID); derr != nil {
-			s.Log.Warn("could not delete webhook after a failed save", "endpoint", ep.ID, "err", derr)
-		}
 		return err
 	}
 	ep.WebhookID = wh.WebhookID
+	return nil
+}
+
+// saveProviderSecret stores a secret the provider just made for the
+// endpoint: vaulted as name, bound at path, and the provider object's id
+// recorded by record, in one transaction. When that fails the provider
+// object (what) is deleted again with undo, so no provider key or webhook
+// is left that Paperclip can no longer name.
+func (s *Service) saveProviderSecret(ctx context.Context, ep *domain.EmailEndpoint, name, value, path string,
+	record func(tx *sql.Tx) error, what string, undo func(context.Context) error) error {
+	err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		secretID, err := s.vaultKey(ctx, tx, ep.CompanyID, name, value)
+		if err != nil {
+			return err
+		}
+		if err := s.bindSecret(ctx, tx, ep.CompanyID, secretID, TargetEndpoint, ep.ID, path); err != nil {
+			return err
+		}
+		return record(tx)
+	})
+	if err != nil {
+		if derr := undo(context.WithoutCancel(ctx)); derr != nil {
+			s.Log.Warn("could not delete "+what+" after a failed save", "endpoint", ep.ID, "err", derr)
+		}
+		return err
+	}
 	return nil
 }
 
