@@ -124,14 +124,7 @@ func TestCLIAgentSandboxWithoutNetwork(t *testing.T) {
 		if _, err := e.Em.Deliver("helpdesk@agentmail.to", emulator.DeliverRequest{From: "alice@example.com", Subject: "Hi", Text: "One"}); err != nil {
 			t.Fatal(err)
 		}
-		var task string
-		testkit.Eventually(t, 60*time.Second, "the email task", func() bool {
-			l := e.Board.List("/api/companies/" + e.CompanyID + "/issues?originKind=chat_channel")
-			if len(l) > 0 {
-				task = testkit.ID(l[0])
-			}
-			return task != ""
-		})
+		task := emailTask(t, e)
 		run := waitCLIRuns(t, e, task, 1)[0]
 		if msg, _ := run["error"].(string); run["status"] != "failed" || !strings.Contains(msg, "allows no network") || !strings.Contains(msg, `"allowNetwork": true`) {
 			t.Fatalf("run: %v", run)
@@ -201,14 +194,7 @@ func TestRealCLIsRunAsAgents(t *testing.T) {
 			if _, err := e.Em.Deliver("helpdesk@agentmail.to", emulator.DeliverRequest{From: "alice@example.com", Subject: "Hi", Text: "One"}); err != nil {
 				t.Fatal(err)
 			}
-			var task string
-			testkit.Eventually(t, 60*time.Second, "the email task", func() bool {
-				l := e.Board.List("/api/companies/" + e.CompanyID + "/issues?originKind=chat_channel")
-				if len(l) > 0 {
-					task = testkit.ID(l[0])
-				}
-				return task != ""
-			})
+			task := emailTask(t, e)
 			run := waitCLIRuns(t, e, task, 1)[0]
 			log := runLogText(t, e, testkit.ID(run))
 			for _, bad := range []string{"unknown option", "unexpected argument", "Error loading config", "unknown configuration field", "sandbox:"} {
