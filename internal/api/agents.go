@@ -115,17 +115,10 @@ func (s *Server) validatePermissions(ctx context.Context, q db.Querier, companyI
 }
 
 func (s *Server) checkEnvironment(ctx context.Context, q db.Querier, companyID, envID string) error {
-	if envID == "" {
-		return nil
-	}
-	if !store.ValidID(envID) {
-		return httpx.Errorf(http.StatusBadRequest, "invalid environmentId: must be a UUID")
-	}
-	e, err := s.Store.GetEnvironment(ctx, q, envID)
-	if err != nil || e.CompanyID != companyID {
-		return httpx.Errorf(http.StatusBadRequest, "environmentId: environment not found in this company")
-	}
-	return nil
+	return companyRef("environmentId", envID, "environment", companyID, func(id string) (string, error) {
+		e, err := s.Store.GetEnvironment(ctx, q, id)
+		return e.CompanyID, err
+	})
 }
 
 type agentInput struct {

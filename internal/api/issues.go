@@ -50,38 +50,34 @@ func (s *Server) applyIssueInput(ctx context.Context, q db.Querier, i *domain.Is
 		i.Description = *in.Description
 	}
 	if in.Status != nil {
-		if !slices.Contains(issueStatuses, *in.Status) {
-			return httpx.Errorf(http.StatusBadRequest, "status must be one of %s", strings.Join(issueStatuses, ", "))
+		if err := oneOf("status", *in.Status, issueStatuses); err != nil {
+			return err
 		}
 		i.Status = *in.Status
 	}
 	if in.Priority != nil {
-		if !slices.Contains(issuePriorities, *in.Priority) {
-			return httpx.Errorf(http.StatusBadRequest, "priority must be one of %s", strings.Join(issuePriorities, ", "))
+		if err := oneOf("priority", *in.Priority, issuePriorities); err != nil {
+			return err
 		}
 		i.Priority = *in.Priority
 	}
 	if in.AssigneeAgentID != nil {
-		if v := *in.AssigneeAgentID; v != "" {
-			if !store.ValidID(v) {
-				return httpx.Errorf(http.StatusBadRequest, "invalid assigneeAgentId: must be a UUID")
-			}
-			ag, err := s.Store.GetAgent(ctx, q, v)
-			if err != nil || ag.CompanyID != i.CompanyID {
-				return httpx.Errorf(http.StatusBadRequest, "assigneeAgentId: agent not found in this company")
-			}
+		err := companyRef("assigneeAgentId", *in.AssigneeAgentID, "agent", i.CompanyID, func(id string) (string, error) {
+			ag, err := s.Store.GetAgent(ctx, q, id)
+			return ag.CompanyID, err
+		})
+		if err != nil {
+			return err
 		}
 		i.AssigneeAgentID = *in.AssigneeAgentID
 	}
 	if in.ProjectID != nil {
-		if v := *in.ProjectID; v != "" {
-			if !store.ValidID(v) {
-				return httpx.Errorf(http.StatusBadRequest, "invalid projectId: must be a UUID")
-			}
-			p, err := s.Store.GetProject(ctx, q, v)
-			if err != nil || p.CompanyID != i.CompanyID {
-				return httpx.Errorf(http.StatusBadRequest, "projectId: project not found in this company")
-			}
+		err := companyRef("projectId", *in.ProjectID, "project", i.CompanyID, func(id string) (string, error) {
+			p, err := s.Store.GetProject(ctx, q, id)
+			return p.CompanyID, err
+		})
+		if err != nil {
+			return err
 		}
 		i.ProjectID = *in.ProjectID
 	}
@@ -189,8 +185,10 @@ func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
 	if f.Limit, f.Offset, err = pageParams(r, 500); err != nil {
 		return err
 	}
-	if f.Status != "" && !slices.Contains(issueStatuses, f.Status) {
-		return httpx.Errorf(http.StatusBadRequest, "status must be one of %s", strings.Join(issueStatuses, ", "))
+	if f.Status != "" {
+		if err := oneOf("status", f.Status, issueStatuses); err != nil {
+			return err
+		}
 	}
 	out, err := s.Store.ListIssues(r.Context(), s.Store.DB, companyID, f)
 	if err != nil {

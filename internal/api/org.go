@@ -11,6 +11,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/safetext"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
@@ -147,4 +148,27 @@ func (s *Server) getCompany(w http.ResponseWriter, r *http.Request) error {
 	}
 	c, err := s.Store.GetCompany(r.Context(), s.Store.DB, companyID)
 	return httpx.Respond(w, http.StatusOK, c, err)
+}
+
+// oneOf refuses a field value that is not one of allowed.
+func oneOf(field, v string, allowed []string) error {
+	if !slices.Contains(allowed, v) {
+		return httpx.Errorf(http.StatusBadRequest, "%s must be one of %s", field, strings.Join(allowed, ", "))
+	}
+	return nil
+}
+
+// companyRef checks an optional reference field: empty, or the UUID of a
+// thing (what) of companyID; companyOf reads the company of an id.
+func companyRef(field, v, what, companyID string, companyOf func(id string) (string, error)) error {
+	if v == "" {
+		return nil
+	}
+	if !store.ValidID(v) {
+		return httpx.Errorf(http.StatusBadRequest, "invalid %s: must be a UUID", field)
+	}
+	if c, err := companyOf(v); err != nil || c != companyID {
+		return httpx.Errorf(http.StatusBadRequest, "%s: %s not found in this company", field, what)
+	}
+	return nil
 }
