@@ -150,15 +150,10 @@ func wordPrefixMatch(words []string, hay string) bool {
 }
 
 func (c *call) searchInboxes() (any, error) {
-	q := strings.TrimSpace(c.q.Get("q"))
-	if q == "" {
-		return nil, errValidation("q is required")
-	}
-	lp, err := c.listParams()
+	q, lp, err := c.searchParams()
 	if err != nil {
 		return nil, err
 	}
-	lp.asc = false
 	words := strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
 	})

@@ -100,16 +100,26 @@ func messageMatchesQuery(m *message, q string) bool {
 	return containsFold(hay, q)
 }
 
-func (c *call) searchMessages() (any, error) {
+// searchParams reads a search's q (required, checked first) and its list
+// parameters, newest first.
+func (c *call) searchParams() (string, listParams, error) {
 	q := strings.TrimSpace(c.q.Get("q"))
 	if q == "" {
-		return nil, errValidation("q is required")
+		return "", listParams{}, errValidation("q is required")
 	}
 	lp, err := c.listParams()
 	if err != nil {
-		return nil, err
+		return "", listParams{}, err
 	}
 	lp.asc = false
+	return q, lp, nil
+}
+
+func (c *call) searchMessages() (any, error) {
+	q, lp, err := c.searchParams()
+	if err != nil {
+		return nil, err
+	}
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	ib, err := c.inboxLocked(c.p["inbox_id"])

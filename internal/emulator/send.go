@@ -385,11 +385,7 @@ type origSnapshot struct {
 func (c *call) snapshotOriginal() (*inbox, *origSnapshot, error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	ib, err := c.inboxLocked(c.p["inbox_id"])
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := c.originalLocked(ib)
+	ib, m, err := c.messageLocked()
 	if err != nil {
 		return nil, nil, err
 	}
