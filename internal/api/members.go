@@ -131,10 +131,7 @@ func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listMembers(w http.ResponseWriter, r *http.Request) error {
-	if err := authz.RequireBoard(httpx.Actor(r)); err != nil {
-		return err
-	}
-	companyID, _, err := s.companyAccess(r, false)
+	_, companyID, _, err := s.boardCompany(r, false)
 	if err != nil {
 		return err
 	}

@@ -130,10 +130,7 @@ func (s *Server) getRunLog(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listActivity(w http.ResponseWriter, r *http.Request) error {
-	if err := authz.RequireBoard(httpx.Actor(r)); err != nil {
-		return err
-	}
-	companyID, _, err := s.companyAccess(r, false)
+	_, companyID, _, err := s.boardCompany(r, false)
 	if err != nil {
 		return err
 	}
@@ -145,10 +142,7 @@ func (s *Server) listActivity(w http.ResponseWriter, r *http.Request) error {
 // requireAdmin gates company administration (secrets, policies) to owners,
 // admins and instance administrators.
 func (s *Server) requireAdmin(r *http.Request) (string, error) {
-	if err := authz.RequireBoard(httpx.Actor(r)); err != nil {
-		return "", err
-	}
-	companyID, acc, err := s.companyAccess(r, true)
+	_, companyID, acc, err := s.boardCompany(r, true)
 	if err != nil {
 		return "", err
 	}
