@@ -1,12 +1,14 @@
 package email
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
@@ -226,16 +228,24 @@ func (s *Service) addInstall(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Service) deleteInstall(w http.ResponseWriter, r *http.Request) error {
+	return s.removeAccess(w, r, "installId", "email.connection.agents_updated", "removedInstall", s.Store.DeleteEmailInstall)
+}
+
+// removeAccess removes one access row of the path's managed connection
+// (its id in the path value param) with remove, audited as action with
+// the id under detail, and answers 204.
+func (s *Service) removeAccess(w http.ResponseWriter, r *http.Request, param, action, detail string,
+	remove func(ctx context.Context, q db.Querier, connectionID, id string) error) error {
 	c, _, err := s.managedConnection(r)
 	if err != nil {
 		return err
 	}
-	id, err := pathUUID(r, "installId", "invalid installId: must be a UUID")
+	id, err := pathUUID(r, param, "invalid "+param+": must be a UUID")
 	if err != nil {
 		return err
 	}
-	err = s.changeConnection(r, c, "email.connection.agents_updated", map[string]any{"removedInstall": id}, func(tx *sql.Tx) error {
-		return s.Store.DeleteEmailInstall(r.Context(), tx, c.ID, id)
+	err = s.changeConnection(r, c, action, map[string]any{detail: id}, func(tx *sql.Tx) error {
+		return remove(r.Context(), tx, c.ID, id)
 	})
 	if err != nil {
 		return err
@@ -292,22 +302,7 @@ func (s *Service) addGrant(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Service) revokeGrant(w http.ResponseWriter, r *http.Request) error {
-	c, _, err := s.managedConnection(r)
-	if err != nil {
-		return err
-	}
-	id, err := pathUUID(r, "grantId", "invalid grantId: must be a UUID")
-	if err != nil {
-		return err
-	}
-	err = s.changeConnection(r, c, "email.connection.grant_revoked", map[string]any{"grantId": id}, func(tx *sql.Tx) error {
-		return s.Store.RevokeEmailGrant(r.Context(), tx, c.ID, id)
-	})
-	if err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return s.removeAccess(w, r, "grantId", "email.connection.grant_revoked", "grantId", s.Store.RevokeEmailGrant)
 }
 
 func (s *Service) listInboxes(w http.ResponseWriter, r *http.Request) error {
