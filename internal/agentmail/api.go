@@ -75,21 +75,13 @@ type ThreadParams struct {
 // InspectKey returns the scope of the client's key (GET /auth/me,
 // operation inspect_key).
 func (c *Client) InspectKey(ctx context.Context) (*Identity, error) {
-	var out Identity
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/auth/me", out: &out}); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Identity](ctx, c, request{method: http.MethodGet, path: "/auth/me"})
 }
 
 // ListInboxes returns one page of the inboxes visible to the key (GET
 // /inboxes, operation list_inboxes).
 func (c *Client) ListInboxes(ctx context.Context, p ListParams) (*ListInboxesResponse, error) {
-	var out ListInboxesResponse
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/inboxes", query: p.query(), out: &out}); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[ListInboxesResponse](ctx, c, request{method: http.MethodGet, path: "/inboxes", query: p.query()})
 }
 
 // GetInbox returns one inbox (GET /inboxes/{id}, operation get_inbox).
@@ -98,31 +90,19 @@ func (c *Client) GetInbox(ctx context.Context, inboxID string) (*Inbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out Inbox
-	if err := c.do(ctx, request{method: http.MethodGet, path: path, out: &out}); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Inbox](ctx, c, request{method: http.MethodGet, path: path})
 }
 
 // CreateInbox creates an inbox (POST /inboxes, operation create_inbox).
 // A repeated call with the same ClientID returns the original inbox.
 func (c *Client) CreateInbox(ctx context.Context, in CreateInboxRequest) (*Inbox, error) {
-	var out Inbox
-	if err := c.do(ctx, request{method: http.MethodPost, path: "/inboxes", body: in, out: &out}); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Inbox](ctx, c, request{method: http.MethodPost, path: "/inboxes", body: in})
 }
 
 // ListDomains returns one page of custom domains (GET /domains, operation
 // list_domains). List items carry no status; use [Client.GetDomain].
 func (c *Client) ListDomains(ctx context.Context, p ListParams) (*ListDomainsResponse, error) {
-	var out ListDomainsResponse
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/domains", query: p.query(), out: &out}); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[ListDomainsResponse](ctx, c, request{method: http.MethodGet, path: "/domains", query: p.query()})
 }
 
 // GetDomain returns one domain with its verification status (GET
@@ -132,11 +112,7 @@ func (c *Client) GetDomain(ctx context.Context, domainID string) (*Domain, error
 	if err != nil {
 		return nil, err
 	}
-	var out Domain
-	if err := c.do(ctx, request{method: http.MethodGet, path: path, out: &out}); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Domain](ctx, c, request{method: http.MethodGet, path: path})
 }
 
 // CreateInboxAPIKey creates an inbox-scoped API key (POST
@@ -147,11 +123,7 @@ func (c *Client) CreateInboxAPIKey(ctx context.Context, inboxID string, in Creat
 	if err != nil {
 		return nil, err
 	}
-	var out CreateAPIKeyResponse
-	if err := c.do(ctx, request{method: http.MethodPost, path: path, body: in, out: &out}); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[CreateAPIKeyResponse](ctx, c, request{method: http.MethodPost, path: path, body: in})
 }
 
 // DeleteInboxAPIKey deletes an inbox-scoped API key (DELETE
@@ -172,11 +144,7 @@ func (c *Client) CreateInboxWebhook(ctx context.Context, inboxID string, in Crea
 	if err != nil {
 		return nil, err
 	}
-	var out Webhook
-	if err := c.do(ctx, request{method: http.MethodPost, path: path, body: in, out: &out}); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Webhook](ctx, c, request{method: http.MethodPost, path: path, body: in})
 }
 
 // ListInboxWebhooks returns one page of an inbox's webhooks (GET
@@ -187,11 +155,7 @@ func (c *Client) ListInboxWebhooks(ctx context.Context, inboxID string, p ListPa
 	if err != nil {
 		return nil, err
 	}
-	var out ListWebhooksResponse
-	if err := c.do(ctx, request{method: http.MethodGet, path: path, query: p.query(), out: &out}); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[ListWebhooksResponse](ctx, c, request{method: http.MethodGet, path: path, query: p.query()})
 }
 
 // DeleteInboxWebhook deletes an inbox webhook (DELETE
@@ -335,6 +299,16 @@ func (c *Client) GetAttachment(ctx context.Context, inboxID, messageID, attachme
 	}
 	if out.DownloadURL == "" {
 		return nil, &ResponseError{Operation: OpGetAttachment, Status: status, Detail: "missing download_url", kind: ErrMalformedResponse}
+	}
+	return &out, nil
+}
+
+// call runs r and decodes the answer into a new T.
+func call[T any](ctx context.Context, c *Client, r request) (*T, error) {
+	var out T
+	r.out = &out
+	if err := c.do(ctx, r); err != nil {
+		return nil, err
 	}
 	return &out, nil
 }

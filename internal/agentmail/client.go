@@ -155,13 +155,7 @@ func (c *Client) do(ctx context.Context, r request) error {
 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	// A request that never obtained a connection certainly did not reach
-	// AgentMail; anything later is "maybe sent". GotConn is the earliest
-	// point at which request bytes can leave the process.
-	var gotConn atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
-	})
+	ctx, gotConn := traceConn(ctx)
 	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
 	if err != nil {
 		return &ArgumentError{Operation: op, Reason: "request could not be built"}
@@ -323,3 +317,15 @@ type pathPart struct {
 
 func lit(s string) pathPart          { return pathPart{literal: s} }
 func id(name, value string) pathPart { return pathPart{name: name, id: value} }
+
+// traceConn reports, through the returned flag, whether a request made
+// with the returned context obtained a connection. A request that never
+// obtained one certainly did not reach AgentMail; anything later is
+// "maybe sent". GotConn is the earliest point at which request bytes can
+// leave the process.
+func traceConn(ctx context.Context) (context.Context, *atomic.Bool) {
+	var got atomic.Bool
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { got.Store(true) },
+	}), &got
+}

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/netip"
 	"net/url"
-	"sync/atomic"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/netguard"
@@ -60,10 +58,7 @@ func (c *Client) DownloadAttachment(ctx context.Context, downloadURL string, max
 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	var gotConn atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
-	})
+	ctx, gotConn := traceConn(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, &ArgumentError{Operation: op, Reason: "download request could not be built"}

@@ -98,21 +98,12 @@ func (e *emu) clearFaults() {
 	e.control(http.MethodDelete, "/_emulator/faults", nil, nil)
 }
 
-type recordedRequest struct {
-	Method         string          `json:"method"`
-	Path           string          `json:"path"`
-	Query          string          `json:"query"`
-	IdempotencyKey *string         `json:"idempotency_key"`
-	Body           json.RawMessage `json:"body"`
-	Status         int             `json:"status"`
-}
-
 // requests returns the provider requests the emulator recorded under
 // prefix.
-func (e *emu) requests(prefix string) []recordedRequest {
+func (e *emu) requests(prefix string) []emulator.RecordedRequest {
 	e.t.Helper()
 	var out struct {
-		Requests []recordedRequest `json:"requests"`
+		Requests []emulator.RecordedRequest `json:"requests"`
 	}
 	e.control(http.MethodGet, "/_emulator/requests?path_prefix="+url.QueryEscape(prefix), nil, &out)
 	return out.Requests

@@ -115,17 +115,10 @@ func (s *Server) validatePermissions(ctx context.Context, q db.Querier, companyI
 }
 
 func (s *Server) checkEnvironment(ctx context.Context, q db.Querier, companyID, envID string) error {
-	if envID == "" {
-		return nil
-	}
-	if !store.ValidID(envID) {
-		return httpx.Errorf(http.StatusBadRequest, "invalid environmentId: must be a UUID")
-	}
-	e, err := s.Store.GetEnvironment(ctx, q, envID)
-	if err != nil || e.CompanyID != companyID {
-		return httpx.Errorf(http.StatusBadRequest, "environmentId: environment not found in this company")
-	}
-	return nil
+	return companyRef("environmentId", envID, "environment", companyID, func(id string) (string, error) {
+		e, err := s.Store.GetEnvironment(ctx, q, id)
+		return e.CompanyID, err
+	})
 }
 
 type agentInput struct {
@@ -267,11 +260,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.Audit(r.Context(), tx, a, companyID, "agent.created", "agent", agent.ID, map[string]string{"name": agent.Name})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, agent)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, agent, err)
 }
 
 // loadAgent reads the path's agent and checks company access.
@@ -290,11 +279,7 @@ func (s *Server) loadAgent(r *http.Request, q db.Querier, write bool) (domain.Ag
 
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) error {
 	agent, _, err := s.loadAgent(r, s.Store.DB, false)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, agent)
-	return nil
+	return httpx.Respond(w, http.StatusOK, agent, err)
 }
 
 func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request) error {
@@ -388,11 +373,7 @@ func (s *Server) wakeup(w http.ResponseWriter, r *http.Request) error {
 	run, _, err := s.Heartbeat.Wakeup(r.Context(), agent.ID, heartbeat.WakeRequest{Source: "api", Reason: reason,
 		IdempotencyKey: body.IdempotencyKey, IssueID: body.IssueID, CommentID: body.CommentID, Payload: body.Payload,
 		RequestedByKind: a.Kind, RequestedByID: a.ID()})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusAccepted, run)
-	return nil
+	return httpx.Respond(w, http.StatusAccepted, run, err)
 }
 
 func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
@@ -439,11 +420,7 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.Audit(r.Context(), tx, a, companyID, "project.created", "project", p.ID, map[string]string{"name": name})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, p)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, p, err)
 }
 
 func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error {
@@ -489,9 +466,5 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 		}
 		return s.Audit(r.Context(), tx, a, companyID, "environment.created", "environment", e.ID, map[string]string{"driver": e.Driver})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, e)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, e, err)
 }

@@ -79,11 +79,7 @@ func (s *Server) listCompanyBoardKeys(w http.ResponseWriter, r *http.Request) er
 		f.UserID = a.UserID
 	}
 	keys, err := s.Store.ListBoardKeys(r.Context(), s.Store.DB, f)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, keys)
-	return nil
+	return httpx.Respond(w, http.StatusOK, keys, err)
 }
 
 // listBoardKeys lists the caller's own active keys of every scope (a
@@ -99,11 +95,7 @@ func (s *Server) listBoardKeys(w http.ResponseWriter, r *http.Request) error {
 		f = store.BoardKeyFilter{}
 	}
 	keys, err := s.Store.ListBoardKeys(r.Context(), s.Store.DB, f)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, keys)
-	return nil
+	return httpx.Respond(w, http.StatusOK, keys, err)
 }
 
 // revokeBoardKey revokes a key at once. Its user, an instance

@@ -76,9 +76,5 @@ func (s *Server) patchEnvironment(w http.ResponseWriter, r *http.Request) error 
 		return s.Audit(r.Context(), tx, a, e.CompanyID, "environment.updated", "environment", e.ID,
 			map[string]any{"status": e.Status, "allowNetwork": e.AllowNetwork})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, e)
-	return nil
+	return httpx.Respond(w, http.StatusOK, e, err)
 }

@@ -50,38 +50,34 @@ func (s *Server) applyIssueInput(ctx context.Context, q db.Querier, i *domain.Is
 		i.Description = *in.Description
 	}
 	if in.Status != nil {
-		if !slices.Contains(issueStatuses, *in.Status) {
-			return httpx.Errorf(http.StatusBadRequest, "status must be one of %s", strings.Join(issueStatuses, ", "))
+		if err := oneOf("status", *in.Status, issueStatuses); err != nil {
+			return err
 		}
 		i.Status = *in.Status
 	}
 	if in.Priority != nil {
-		if !slices.Contains(issuePriorities, *in.Priority) {
-			return httpx.Errorf(http.StatusBadRequest, "priority must be one of %s", strings.Join(issuePriorities, ", "))
+		if err := oneOf("priority", *in.Priority, issuePriorities); err != nil {
+			return err
 		}
 		i.Priority = *in.Priority
 	}
 	if in.AssigneeAgentID != nil {
-		if v := *in.AssigneeAgentID; v != "" {
-			if !store.ValidID(v) {
-				return httpx.Errorf(http.StatusBadRequest, "invalid assigneeAgentId: must be a UUID")
-			}
-			ag, err := s.Store.GetAgent(ctx, q, v)
-			if err != nil || ag.CompanyID != i.CompanyID {
-				return httpx.Errorf(http.StatusBadRequest, "assigneeAgentId: agent not found in this company")
-			}
+		err := companyRef("assigneeAgentId", *in.AssigneeAgentID, "agent", i.CompanyID, func(id string) (string, error) {
+			ag, err := s.Store.GetAgent(ctx, q, id)
+			return ag.CompanyID, err
+		})
+		if err != nil {
+			return err
 		}
 		i.AssigneeAgentID = *in.AssigneeAgentID
 	}
 	if in.ProjectID != nil {
-		if v := *in.ProjectID; v != "" {
-			if !store.ValidID(v) {
-				return httpx.Errorf(http.StatusBadRequest, "invalid projectId: must be a UUID")
-			}
-			p, err := s.Store.GetProject(ctx, q, v)
-			if err != nil || p.CompanyID != i.CompanyID {
-				return httpx.Errorf(http.StatusBadRequest, "projectId: project not found in this company")
-			}
+		err := companyRef("projectId", *in.ProjectID, "project", i.CompanyID, func(id string) (string, error) {
+			p, err := s.Store.GetProject(ctx, q, id)
+			return p.CompanyID, err
+		})
+		if err != nil {
+			return err
 		}
 		i.ProjectID = *in.ProjectID
 	}
@@ -169,11 +165,7 @@ func (s *Server) createIssue(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.Audit(r.Context(), tx, a, companyID, "issue.created", "issue", issue.ID, map[string]string{"title": issue.Title})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, issue)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, issue, err)
 }
 
 func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
@@ -193,8 +185,10 @@ func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
 	if f.Limit, f.Offset, err = pageParams(r, 500); err != nil {
 		return err
 	}
-	if f.Status != "" && !slices.Contains(issueStatuses, f.Status) {
-		return httpx.Errorf(http.StatusBadRequest, "status must be one of %s", strings.Join(issueStatuses, ", "))
+	if f.Status != "" {
+		if err := oneOf("status", f.Status, issueStatuses); err != nil {
+			return err
+		}
 	}
 	out, err := s.Store.ListIssues(r.Context(), s.Store.DB, companyID, f)
 	if err != nil {
@@ -231,11 +225,7 @@ func (s *Server) loadIssue(r *http.Request, q db.Querier, write bool) (domain.Is
 
 func (s *Server) getIssue(w http.ResponseWriter, r *http.Request) error {
 	issue, err := s.loadIssue(r, s.Store.DB, false)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, issue)
-	return nil
+	return httpx.Respond(w, http.StatusOK, issue, err)
 }
 
 func (s *Server) patchIssue(w http.ResponseWriter, r *http.Request) error {
@@ -263,11 +253,7 @@ func (s *Server) patchIssue(w http.ResponseWriter, r *http.Request) error {
 		return s.Audit(r.Context(), tx, a, issue.CompanyID, "issue.updated", "issue", issue.ID,
 			map[string]string{"statusBefore": before, "status": issue.Status})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, issue)
-	return nil
+	return httpx.Respond(w, http.StatusOK, issue, err)
 }
 
 func (s *Server) listComments(w http.ResponseWriter, r *http.Request) error {
@@ -276,11 +262,7 @@ func (s *Server) listComments(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Store.ListComments(r.Context(), s.Store.DB, issue.ID)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
@@ -314,11 +296,7 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.Audit(r.Context(), tx, a, issue.CompanyID, "issue.comment_added", "comment", c.ID, map[string]string{"issueId": issue.ID})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, c)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, c, err)
 }
 
 func (s *Server) listAttachments(w http.ResponseWriter, r *http.Request) error {
@@ -327,11 +305,7 @@ func (s *Server) listAttachments(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Store.ListAttachments(r.Context(), s.Store.DB, issue.ID)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request) error {
@@ -432,11 +406,7 @@ func (s *Server) readableAttachment(r *http.Request) (domain.Attachment, error) 
 // included), so a client holding only the id can place it.
 func (s *Server) getAttachment(w http.ResponseWriter, r *http.Request) error {
 	att, err := s.readableAttachment(r)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, att)
-	return nil
+	return httpx.Respond(w, http.StatusOK, att, err)
 }
 
 func (s *Server) downloadAttachment(w http.ResponseWriter, r *http.Request) error {

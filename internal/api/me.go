@@ -78,10 +78,7 @@ type IssueCounts struct {
 func (s *Server) issueCounts(w http.ResponseWriter, r *http.Request) error {
 	// Board only: a low-trust agent's view is limited to its boundary,
 	// which a plain count would not respect.
-	if err := authz.RequireBoard(httpx.Actor(r)); err != nil {
-		return err
-	}
-	companyID, _, err := s.companyAccess(r, false)
+	_, companyID, _, err := s.boardCompany(r, false)
 	if err != nil {
 		return err
 	}

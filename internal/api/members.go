@@ -86,11 +86,7 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) error {
 		return s.Audit(r.Context(), tx, a, companyID, "company.member_put", "user", userID,
 			map[string]any{"role": body.Role, "permissions": m.Permissions})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, m)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, m, err)
 }
 
 // removeMember takes a user out of a company and revokes the user's keys
@@ -135,17 +131,10 @@ func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listMembers(w http.ResponseWriter, r *http.Request) error {
-	if err := authz.RequireBoard(httpx.Actor(r)); err != nil {
-		return err
-	}
-	companyID, _, err := s.companyAccess(r, false)
+	_, companyID, _, err := s.boardCompany(r, false)
 	if err != nil {
 		return err
 	}
 	ms, err := s.Store.ListMembers(r.Context(), s.Store.DB, companyID)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, ms)
-	return nil
+	return httpx.Respond(w, http.StatusOK, ms, err)
 }

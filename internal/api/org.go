@@ -11,15 +11,12 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/safetext"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.Store.GetSettings(r.Context(), s.Store.DB)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, v)
-	return nil
+	return httpx.Respond(w, http.StatusOK, v, err)
 }
 
 type settingsPatch struct {
@@ -77,11 +74,7 @@ func (s *Server) patchSettings(w http.ResponseWriter, r *http.Request) error {
 		out = v
 		return s.Audit(r.Context(), tx, a, "", "instance.settings_updated", "instance", "settings", v)
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func validName(field, v string, max int) (string, error) {
@@ -124,11 +117,7 @@ func (s *Server) createCompany(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.Audit(r.Context(), tx, a, c.ID, "company.created", "company", c.ID, map[string]string{"name": name})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, c)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, c, err)
 }
 
 func (s *Server) listCompanies(w http.ResponseWriter, r *http.Request) error {
@@ -149,11 +138,7 @@ func (s *Server) listCompanies(w http.ResponseWriter, r *http.Request) error {
 	default:
 		out, err = s.Store.ListCompanies(r.Context(), s.Store.DB, a.UserID)
 	}
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func (s *Server) getCompany(w http.ResponseWriter, r *http.Request) error {
@@ -162,9 +147,28 @@ func (s *Server) getCompany(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	c, err := s.Store.GetCompany(r.Context(), s.Store.DB, companyID)
-	if err != nil {
-		return err
+	return httpx.Respond(w, http.StatusOK, c, err)
+}
+
+// oneOf refuses a field value that is not one of allowed.
+func oneOf(field, v string, allowed []string) error {
+	if !slices.Contains(allowed, v) {
+		return httpx.Errorf(http.StatusBadRequest, "%s must be one of %s", field, strings.Join(allowed, ", "))
 	}
-	httpx.WriteJSON(w, http.StatusOK, c)
+	return nil
+}
+
+// companyRef checks an optional reference field: empty, or the UUID of a
+// thing (what) of companyID; companyOf reads the company of an id.
+func companyRef(field, v, what, companyID string, companyOf func(id string) (string, error)) error {
+	if v == "" {
+		return nil
+	}
+	if !store.ValidID(v) {
+		return httpx.Errorf(http.StatusBadRequest, "invalid %s: must be a UUID", field)
+	}
+	if c, err := companyOf(v); err != nil || c != companyID {
+		return httpx.Errorf(http.StatusBadRequest, "%s: %s not found in this company", field, what)
+	}
 	return nil
 }

@@ -37,11 +37,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Store.ListRuns(r.Context(), s.Store.DB, companyID, agentID, issueID, limit)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 // loadRun reads the path's run; agents may read only their own runs.
@@ -116,11 +112,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	run, err := s.loadRun(r)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, run)
-	return nil
+	return httpx.Respond(w, http.StatusOK, run, err)
 }
 
 func (s *Server) getRunLog(w http.ResponseWriter, r *http.Request) error {
@@ -138,29 +130,19 @@ func (s *Server) getRunLog(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listActivity(w http.ResponseWriter, r *http.Request) error {
-	if err := authz.RequireBoard(httpx.Actor(r)); err != nil {
-		return err
-	}
-	companyID, _, err := s.companyAccess(r, false)
+	_, companyID, _, err := s.boardCompany(r, false)
 	if err != nil {
 		return err
 	}
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 	out, err := s.Store.ListActivity(r.Context(), s.Store.DB, companyID, limit)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 // requireAdmin gates company administration (secrets, policies) to owners,
 // admins and instance administrators.
 func (s *Server) requireAdmin(r *http.Request) (string, error) {
-	if err := authz.RequireBoard(httpx.Actor(r)); err != nil {
-		return "", err
-	}
-	companyID, acc, err := s.companyAccess(r, true)
+	_, companyID, acc, err := s.boardCompany(r, true)
 	if err != nil {
 		return "", err
 	}
@@ -197,11 +179,7 @@ func (s *Server) createSecret(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.Audit(r.Context(), tx, httpx.Actor(r), companyID, "secret.created", "secret", sec.ID, map[string]string{"name": name})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, sec)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, sec, err)
 }
 
 func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
@@ -210,11 +188,7 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Store.ListSecrets(r.Context(), s.Store.DB, companyID)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 // loadSecretAsAdmin reads the path's secret and requires admin access to its company.
@@ -260,11 +234,7 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) error {
 		sec.LatestVersion = v
 		return s.Audit(r.Context(), tx, httpx.Actor(r), sec.CompanyID, "secret.rotated", "secret", sec.ID, map[string]int{"version": v})
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, sec)
-	return nil
+	return httpx.Respond(w, http.StatusOK, sec, err)
 }
 
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) error {
@@ -339,11 +309,7 @@ func (s *Server) createPolicy(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.Audit(r.Context(), tx, httpx.Actor(r), companyID, "action_policy.created", "action_policy", p.ID, p)
 	})
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, p)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, p, err)
 }
 
 func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request) error {

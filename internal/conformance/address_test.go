@@ -55,14 +55,14 @@ func TestCheckAddress(t *testing.T) {
 			}
 		}
 		st, raw := e.Board.Do("POST", path, map[string]any{"username": "bad name"})
-		mustEqual(t, "invalid username", st, http.StatusBadRequest)
+		testkit.MustEqual(t, "invalid username", st, http.StatusBadRequest)
 
 		// A provider failure: 502 with the operation and provider status,
 		// never the provider's own words.
 		e.Em.AddFault(emulator.Fault{Match: emulator.FaultMatch{Operation: "list_inboxes"}, Status: 500, Times: 1,
 			Body: []byte(`{"name":"InternalError","message":"secret-provider-detail"}`)})
 		st, raw = e.Board.Do("POST", path, map[string]any{"username": "sales"})
-		mustEqual(t, "provider 500", st, http.StatusBadGateway)
+		testkit.MustEqual(t, "provider 500", st, http.StatusBadGateway)
 		body := errorOf(t, raw)
 		details, _ := body["details"].(map[string]any)
 		if details["operation"] != "list_inboxes" || details["providerStatus"] != float64(500) || strings.Contains(string(raw), "secret-provider-detail") {
@@ -82,6 +82,6 @@ func TestCheckAddress(t *testing.T) {
 			t.Fatalf("provider 429 answer: %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 		}
 		// The fault was used up: the check works again.
-		mustEqual(t, "after the faults", check("sales", "")["status"], any("taken"))
+		testkit.MustEqual(t, "after the faults", check("sales", "")["status"], any("taken"))
 	})
 }

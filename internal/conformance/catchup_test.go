@@ -51,7 +51,7 @@ func TestCatchupPagesAndOverlap(t *testing.T) {
 		subjects = append(subjects, "Late inside")
 
 		time.Sleep(time.Second)
-		mustEqual(t, "tasks while paused", len(e.Board.List("/api/companies/"+e.CompanyID+"/issues?originKind=chat_channel")), 0)
+		testkit.MustEqual(t, "tasks while paused", len(e.Board.List("/api/companies/"+e.CompanyID+"/issues?originKind=chat_channel")), 0)
 
 		pagesBefore := e.pagedListings()
 		e.Control(t, e.ep, "resume")

@@ -127,7 +127,7 @@ func TestEmailCLISendReplyDelivery(t *testing.T) {
 			t.Fatalf("new email without subject: %d %s", st, body)
 		}
 		time.Sleep(200 * time.Millisecond)
-		mustEqual(t, "provider sends after refused requests", e.providerSends(), before)
+		testkit.MustEqual(t, "provider sends after refused requests", e.providerSends(), before)
 
 		// A rate limit (429) prints its Retry-After and exits 75, so a
 		// script knows to retry the identical request later.

@@ -93,7 +93,7 @@ func TestProviderFilteredMail(t *testing.T) {
 			}
 		}
 		for _, k := range kinds {
-			mustEqual(t, "tasks for "+k.label+" mail", len(e.tasksTitled("Filtered "+k.label)), 0)
+			testkit.MustEqual(t, "tasks for "+k.label+" mail", len(e.tasksTitled("Filtered "+k.label)), 0)
 		}
 		th := e.Board.JSON("GET", "/api/companies/"+e.CompanyID+"/email/tasks/"+task, nil, 200)
 		for _, m := range th["messages"].([]any) {
@@ -101,7 +101,7 @@ func TestProviderFilteredMail(t *testing.T) {
 				t.Fatalf("filtered mail retained on the task: %v", m)
 			}
 		}
-		mustEqual(t, "retained messages", len(th["messages"].([]any)), 2)
-		mustEqual(t, "wakes", len(e.wakes(task)), 2)
+		testkit.MustEqual(t, "retained messages", len(th["messages"].([]any)), 2)
+		testkit.MustEqual(t, "wakes", len(e.wakes(task)), 2)
 	})
 }

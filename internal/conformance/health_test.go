@@ -57,11 +57,11 @@ func TestInboxHealth(t *testing.T) {
 		e := newEnv(t, url)
 		e.connect("healthy", nil)
 		sum := e.health(e.ep, "connected")
-		mustEqual(t, "health", sum["health"], any("ok"))
+		testkit.MustEqual(t, "health", sum["health"], any("ok"))
 		if owner, _ := sum["socketOwner"].(string); owner == "" {
 			t.Fatalf("a connected WebSocket inbox names no socket owner: %v", sum)
 		}
-		mustEqual(t, "no event yet", sum["lastEventAt"], nil)
+		testkit.MustEqual(t, "no event yet", sum["lastEventAt"], nil)
 		// `paperclipai email status` shows the same, and exits 0.
 		code, out, stderr := e.cli(nil, "email", "status")
 		if code != 0 || !strings.Contains(out, "healthy@agentmail.to  ok (connected)") || !strings.Contains(out, "agent:      Mail Agent ("+e.AgentID+")") ||
@@ -78,9 +78,9 @@ func TestInboxHealth(t *testing.T) {
 
 		e.Control(t, e.ep, "pause")
 		sum = e.health(e.ep, "paused")
-		mustEqual(t, "paused health", sum["health"], any("paused"))
+		testkit.MustEqual(t, "paused health", sum["health"], any("paused"))
 		mustMention(t, sum, "Paused", "")
-		mustEqual(t, "paused socket owner", sum["socketOwner"], nil)
+		testkit.MustEqual(t, "paused socket owner", sum["socketOwner"], nil)
 		e.Control(t, e.ep, "resume")
 		e.health(e.ep, "connected")
 
@@ -102,7 +102,7 @@ func TestInboxHealth(t *testing.T) {
 		}
 		setSealed("v1.00000000.AAAA.AAAA")
 		sum = e.health(e.ep, "credential_undecryptable")
-		mustEqual(t, "undecryptable health", sum["health"], any("attention"))
+		testkit.MustEqual(t, "undecryptable health", sum["health"], any("attention"))
 		mustMention(t, sum, "cannot be decrypted with this server's master key", "cannot be decrypted")
 		// Paused, the reason stays visible (resuming would fail); with the
 		// key back, resuming reconnects.
@@ -158,7 +158,7 @@ func TestInboxHealth(t *testing.T) {
 		if draft == nil {
 			t.Fatal("the failed setup's draft is not listed")
 		}
-		mustEqual(t, "draft health", draft["health"], any("setup_incomplete"))
+		testkit.MustEqual(t, "draft health", draft["health"], any("setup_incomplete"))
 		if le, _ := draft["lastError"].(string); le == "" || !strings.HasPrefix(draft["healthMessage"].(string), "Setup incomplete: "+strings.TrimSuffix(le, ".")) {
 			t.Fatalf("the draft's health does not give the setup error: %v", draft)
 		}
@@ -178,7 +178,7 @@ func TestInboxHealth(t *testing.T) {
 			}
 		}
 		removed := e.Control(t, testkit.ID(draft), "remove")
-		mustEqual(t, "discarded draft", removed["status"], any("archived"))
+		testkit.MustEqual(t, "discarded draft", removed["status"], any("archived"))
 		for _, ib := range e.Board.List("/api/companies/" + e.CompanyID + "/email/inboxes") {
 			if ib["id"] == testkit.ID(draft) {
 				t.Fatal("a discarded draft is still listed")

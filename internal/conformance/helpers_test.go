@@ -11,7 +11,6 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/config"
-	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
@@ -98,14 +97,7 @@ func (e *env) createInbox(username string) string {
 
 func (e *env) deliver(req emulator.DeliverRequest) emulator.DeliverResult {
 	e.t.Helper()
-	if req.From == "" {
-		req.From = "Jane Doe <jane@example.com>"
-	}
-	res, err := e.Em.Deliver(e.addr, req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return res
+	return e.Deliver(e.t, e.addr, req)
 }
 
 // tasksTitled returns the email tasks with this title.
@@ -150,11 +142,7 @@ func (e *env) wakes(taskID string) []map[string]any {
 // deliveries returns the inbox's admitted events (all states).
 func (e *env) deliveries() []store.EmailDelivery {
 	e.t.Helper()
-	ds, err := e.Store.ListDeliveries(context.Background(), e.Store.DB, e.ep)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return ds
+	return e.Deliveries(e.t, e.ep)
 }
 
 // deliveryOf returns the message.received delivery of a provider message.
@@ -170,14 +158,7 @@ func (e *env) deliveryOf(messageID string) (store.EmailDelivery, bool) {
 // settled waits until no delivery of the inbox is waiting.
 func (e *env) settled() {
 	e.t.Helper()
-	testkit.Eventually(e.t, wait, "settled deliveries", func() bool {
-		for _, d := range e.deliveries() {
-			if d.State != domain.DeliveryProcessed && d.State != domain.DeliveryFiltered {
-				return false
-			}
-		}
-		return true
-	})
+	testkit.Eventually(e.t, wait, "settled deliveries", func() bool { return testkit.Settled(e.deliveries()) })
 }
 
 func (e *env) sendPath() string { return "/api/companies/" + e.CompanyID + "/email/send" }
@@ -243,13 +224,6 @@ func errorOf(t *testing.T, raw []byte) map[string]any {
 		t.Fatalf("error body %s: %v", raw, err)
 	}
 	return out
-}
-
-func mustEqual[T comparable](t *testing.T, what string, got, want T) {
-	t.Helper()
-	if got != want {
-		t.Fatalf("%s = %v, want %v", what, got, want)
-	}
 }
 
 // rawPost posts a JSON body as the local board and returns the response

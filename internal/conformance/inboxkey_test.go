@@ -39,7 +39,7 @@ func TestInboxScopedKey(t *testing.T) {
 		}
 		sum := errorOf(t, raw)
 		e.ep, e.addr = sum["id"].(string), sum["address"].(string)
-		mustEqual(t, "attached", e.addr, own)
+		testkit.MustEqual(t, "attached", e.addr, own)
 		if _, err := e.provider(e.OrgKey).GetInbox(context.Background(), "brand-new@agentmail.to"); err == nil {
 			t.Fatal("an inbox key created a provider inbox")
 		}
@@ -57,7 +57,7 @@ func TestInboxScopedKey(t *testing.T) {
 		if err := e.provider(e.OrgKey).Do(context.Background(), "GET", "/inboxes/"+own+"/api-keys", nil, nil, &keys); err != nil {
 			t.Fatal(err)
 		}
-		mustEqual(t, "inbox keys (the given key is the runtime key)", len(keys.APIKeys), 1)
+		testkit.MustEqual(t, "inbox keys (the given key is the runtime key)", len(keys.APIKeys), 1)
 		// It receives with that key.
 		e.deliver(emulator.DeliverRequest{Subject: "Scoped hello", Text: "hi"})
 		task := e.task("Scoped hello")

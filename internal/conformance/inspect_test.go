@@ -8,6 +8,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 // inspected is the inspect answer reduced to comparable strings.
@@ -52,19 +53,19 @@ func TestInspectScopesAndCustomDomain(t *testing.T) {
 			return e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/email/inspect", map[string]any{"apiKey": key}, 200)
 		}
 		scope, inboxes, domains := inspected(t, inspect(org))
-		mustEqual(t, "org scope", scope, "organization")
-		mustEqual(t, "org inboxes", inboxes, "front@agentmail.to,pod-desk@agentmail.to")
+		testkit.MustEqual(t, "org scope", scope, "organization")
+		testkit.MustEqual(t, "org inboxes", inboxes, "front@agentmail.to,pod-desk@agentmail.to")
 		if !strings.Contains(domains, "mail.example.test=VERIFIED") || !strings.Contains(domains, "pending.example.test=NOT_STARTED") {
 			t.Fatalf("org domains: %s", domains)
 		}
 		scope, inboxes, domains = inspected(t, inspect(podKey))
-		mustEqual(t, "pod scope", scope, "pod")
-		mustEqual(t, "pod inboxes", inboxes, "pod-desk@agentmail.to")
-		mustEqual(t, "pod domains", domains, "team.example.test=NOT_STARTED")
+		testkit.MustEqual(t, "pod scope", scope, "pod")
+		testkit.MustEqual(t, "pod inboxes", inboxes, "pod-desk@agentmail.to")
+		testkit.MustEqual(t, "pod domains", domains, "team.example.test=NOT_STARTED")
 		scope, inboxes, domains = inspected(t, inspect(inboxKey))
-		mustEqual(t, "inbox scope", scope, "inbox")
-		mustEqual(t, "inbox inboxes", inboxes, "front@agentmail.to")
-		mustEqual(t, "inbox domains", domains, "")
+		testkit.MustEqual(t, "inbox scope", scope, "inbox")
+		testkit.MustEqual(t, "inbox inboxes", inboxes, "front@agentmail.to")
+		testkit.MustEqual(t, "inbox domains", domains, "")
 		// The same through a saved credential (the pod key).
 		conn := e.saveConnection(podKey)
 		scope, inboxes, _ = inspected(t, e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/email/connections/"+conn+"/inspect", nil, 200))

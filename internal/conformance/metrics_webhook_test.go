@@ -104,7 +104,7 @@ func TestWebhookStageMetrics(t *testing.T) {
 				t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
 			}
 		}
-		mustEqual(t, "tasks", len(e.tasksTitled("Over a webhook")), 1)
-		mustEqual(t, "wakes", len(e.wakes(task)), 1)
+		testkit.MustEqual(t, "tasks", len(e.tasksTitled("Over a webhook")), 1)
+		testkit.MustEqual(t, "wakes", len(e.wakes(task)), 1)
 	})
 }

@@ -27,16 +27,16 @@ func TestMailDuringPause(t *testing.T) {
 		if _, ok := e.deliveryOf(res.MessageID); ok {
 			t.Fatal("mail was admitted while the inbox was paused")
 		}
-		mustEqual(t, "tasks while paused", len(e.tasksTitled("While you slept")), 0)
+		testkit.MustEqual(t, "tasks while paused", len(e.tasksTitled("While you slept")), 0)
 		e.Control(t, e.ep, "resume")
 		task := e.task("While you slept")
 		testkit.Eventually(t, wait, "one wake", func() bool { return len(e.wakes(task)) == 1 })
 		d, _ := e.deliveryOf(res.MessageID)
-		mustEqual(t, "admitted by", d.Source, "catchup")
+		testkit.MustEqual(t, "admitted by", d.Source, "catchup")
 		e.waitReceiving()
 		e.settled()
-		mustEqual(t, "tasks after resume", len(e.tasksTitled("While you slept")), 1)
-		mustEqual(t, "wakes after resume", len(e.wakes(task)), 1)
+		testkit.MustEqual(t, "tasks after resume", len(e.tasksTitled("While you slept")), 1)
+		testkit.MustEqual(t, "wakes after resume", len(e.wakes(task)), 1)
 	})
 }
 
@@ -64,28 +64,18 @@ func TestSendsWaitDuringPause(t *testing.T) {
 		}
 		e.Outbound.Notify()
 		time.Sleep(time.Second)
-		mustEqual(t, "provider sends while paused", e.providerSends(), before)
-		mustEqual(t, "first while paused", e.delivery(first["idempotencyKey"].(string))["outcome"], any("uncertain"))
-		mustEqual(t, "second while paused", e.delivery(second["idempotencyKey"].(string))["outcome"], any("queued"))
+		testkit.MustEqual(t, "provider sends while paused", e.providerSends(), before)
+		testkit.MustEqual(t, "first while paused", e.delivery(first["idempotencyKey"].(string))["outcome"], any("uncertain"))
+		testkit.MustEqual(t, "second while paused", e.delivery(second["idempotencyKey"].(string))["outcome"], any("queued"))
 
 		e.Control(t, e.ep, "resume")
 		a := e.waitOutcome(first["idempotencyKey"].(string), "delivered")
 		b := e.waitOutcome(second["idempotencyKey"].(string), "delivered")
-		if !parseTime(t, a["sentAt"]).Before(parseTime(t, b["sentAt"])) && a["sentAt"] != b["sentAt"] {
+		if !testkit.ParseTime(t, a["sentAt"]).Before(testkit.ParseTime(t, b["sentAt"])) && a["sentAt"] != b["sentAt"] {
 			t.Fatalf("sends overtook each other: %v then %v", a["sentAt"], b["sentAt"])
 		}
-		mustEqual(t, "provider sends after resume", e.providerSends(), before+2)
+		testkit.MustEqual(t, "provider sends after resume", e.providerSends(), before+2)
 	})
-}
-
-func parseTime(t *testing.T, v any) time.Time {
-	t.Helper()
-	s, _ := v.(string)
-	tm, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		t.Fatalf("not a timestamp: %v", v)
-	}
-	return tm
 }
 
 // Sends of an inbox that is disconnected end truthfully, in the same
@@ -133,7 +123,7 @@ func TestSendsOfADisconnectedInbox(t *testing.T) {
 			if d["outcome"] != "uncertain" || !strings.Contains(fmt.Sprint(d["error"]), "disconnected while this email may have been sent") {
 				t.Fatalf("attempted send %s after the disconnect: %v", k, d)
 			}
-			mustEqual(t, "attempted send state", state(k), "delivery_unknown")
+			testkit.MustEqual(t, "attempted send state", state(k), "delivery_unknown")
 			if d["retrying"] != false || d["confirmationExpired"] != false {
 				t.Fatalf("a send parked by the disconnect is neither retrying nor past its window: %v", d)
 			}
@@ -142,11 +132,11 @@ func TestSendsOfADisconnectedInbox(t *testing.T) {
 		if d["outcome"] != "failed" || !strings.Contains(fmt.Sprint(d["error"]), "disconnected before this email was sent") {
 			t.Fatalf("queued send after the disconnect: %v", d)
 		}
-		mustEqual(t, "queued send state", state(secondKey), "failed")
+		testkit.MustEqual(t, "queued send state", state(secondKey), "failed")
 		e.Em.ClearFaults()
 		e.Outbound.Notify()
 		time.Sleep(time.Second)
-		mustEqual(t, "provider sends after the disconnect", e.providerSends(), before)
+		testkit.MustEqual(t, "provider sends after the disconnect", e.providerSends(), before)
 
 		resolve := func(k string, body map[string]any, want int) map[string]any {
 			return e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/email/deliveries/"+k+"/resolve", body, want)
@@ -181,7 +171,7 @@ func TestSendsOfADisconnectedInbox(t *testing.T) {
 		}
 		e.Outbound.Notify()
 		e.waitOutcome(secondKey, "failed")
-		mustEqual(t, "settled by the worker", state(secondKey), "failed")
-		mustEqual(t, "provider sends in the end", e.providerSends(), before)
+		testkit.MustEqual(t, "settled by the worker", state(secondKey), "failed")
+		testkit.MustEqual(t, "provider sends in the end", e.providerSends(), before)
 	})
 }

@@ -91,7 +91,7 @@ func TestDenyPolicyAtRouteAndExecution(t *testing.T) {
 		second := e.reply(task, "queued behind")
 		e.Board.JSON("POST", e.sendPath(), second, 202)
 		time.Sleep(300 * time.Millisecond)
-		mustEqual(t, "queued behind the retrying send", e.delivery(second["idempotencyKey"].(string))["outcome"], any("queued"))
+		testkit.MustEqual(t, "queued behind the retrying send", e.delivery(second["idempotencyKey"].(string))["outcome"], any("queued"))
 
 		e.policy(map[string]any{"action": "email.reply", "effect": "deny", "reason": "Replies stopped"})
 		st, raw = e.Board.Do("POST", e.sendPath(), e.reply(task, "refused at once"))
@@ -110,6 +110,6 @@ func TestDenyPolicyAtRouteAndExecution(t *testing.T) {
 				t.Fatalf("send after the deny policy: %v", d)
 			}
 		}
-		mustEqual(t, "provider sends after the deny policy", e.providerSends(), sendsBefore)
+		testkit.MustEqual(t, "provider sends after the deny policy", e.providerSends(), sendsBefore)
 	})
 }

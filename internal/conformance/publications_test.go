@@ -8,6 +8,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 // sendsPage reads one page of the company's sends listing.
@@ -59,7 +60,7 @@ func TestSendsListing(t *testing.T) {
 			t.Fatalf("listing: %d items, next %q", len(all), next)
 		}
 		for i, it := range all {
-			mustEqual(t, "newest first", it["id"], any(order[i]))
+			testkit.MustEqual(t, "newest first", it["id"], any(order[i]))
 		}
 
 		uncertain, _ := e.sendsPage("?outcome=uncertain")
@@ -67,9 +68,9 @@ func TestSendsListing(t *testing.T) {
 			t.Fatalf("uncertain sends: %v", uncertain)
 		}
 		fresh, reply := uncertain[0], uncertain[1]
-		mustEqual(t, "new email's task", fresh["taskTitle"], any("Stuck new email"))
-		mustEqual(t, "reply's task", reply["taskTitle"], any("Where is my order"))
-		mustEqual(t, "reply's task id", reply["issueId"], any(task))
+		testkit.MustEqual(t, "new email's task", fresh["taskTitle"], any("Stuck new email"))
+		testkit.MustEqual(t, "reply's task", reply["taskTitle"], any("Where is my order"))
+		testkit.MustEqual(t, "reply's task id", reply["issueId"], any(task))
 		rcpt := func(it map[string]any, field string) string {
 			var out []string
 			for _, a := range it["recipients"].(map[string]any)[field].([]any) {
@@ -77,10 +78,10 @@ func TestSendsListing(t *testing.T) {
 			}
 			return strings.Join(out, ",")
 		}
-		mustEqual(t, "new email to", rcpt(fresh, "to"), "ops@example.com")
-		mustEqual(t, "new email cc", rcpt(fresh, "cc"), "cc@example.com")
-		mustEqual(t, "new email bcc", rcpt(fresh, "bcc"), "audit@example.com")
-		mustEqual(t, "reply to (from the message it answers)", rcpt(reply, "to"), "jane@example.com")
+		testkit.MustEqual(t, "new email to", rcpt(fresh, "to"), "ops@example.com")
+		testkit.MustEqual(t, "new email cc", rcpt(fresh, "cc"), "cc@example.com")
+		testkit.MustEqual(t, "new email bcc", rcpt(fresh, "bcc"), "audit@example.com")
+		testkit.MustEqual(t, "reply to (from the message it answers)", rcpt(reply, "to"), "jane@example.com")
 		for _, it := range uncertain {
 			if it["attempts"].(float64) < 1 || it["error"] == nil || it["providerMessageId"] != nil || it["createdAt"] == nil {
 				t.Fatalf("uncertain send: %v", it)
@@ -104,7 +105,7 @@ func TestSendsListing(t *testing.T) {
 			}
 			q = "?limit=1&cursor=" + url.QueryEscape(next)
 		}
-		mustEqual(t, "paged listing", strings.Join(paged, " "), strings.Join(order, " "))
+		testkit.MustEqual(t, "paged listing", strings.Join(paged, " "), strings.Join(order, " "))
 
 		for _, bad := range []string{"?outcome=lost", "?limit=0", "?limit=201", "?limit=x", "?cursor=nope"} {
 			if st, body := e.Board.Do("GET", "/api/companies/"+e.CompanyID+"/email/publications"+bad, nil); st != 400 {

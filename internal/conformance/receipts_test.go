@@ -22,10 +22,10 @@ func TestComplainedAndRejectedReceipts(t *testing.T) {
 		complained := e.newEmail("complain@example.com", "Complained")
 		e.Board.JSON("POST", e.sendPath(), complained, 202)
 		d := e.waitOutcome(complained["idempotencyKey"].(string), "failed")
-		mustEqual(t, "complaint error", d["error"], any("AgentMail reported message.complained"))
+		testkit.MustEqual(t, "complaint error", d["error"], any("AgentMail reported message.complained"))
 		// It went out: its label says so, not "Not sent".
-		mustEqual(t, "complaint receipt", d["receipt"], any("complained"))
-		mustEqual(t, "complaint label", d["label"], any("Delivered, then marked as spam by the recipient"))
+		testkit.MustEqual(t, "complaint receipt", d["receipt"], any("complained"))
+		testkit.MustEqual(t, "complaint label", d["label"], any("Delivered, then marked as spam by the recipient"))
 		if d["providerMessageId"] == nil || d["sentAt"] == nil || d["deliveredAt"] != nil {
 			t.Fatalf("complained send: %v", d)
 		}
@@ -39,14 +39,14 @@ func TestComplainedAndRejectedReceipts(t *testing.T) {
 		rejected := e.newEmail("reject@example.com", "Rejected")
 		e.Board.JSON("POST", e.sendPath(), rejected, 202)
 		d = e.waitOutcome(rejected["idempotencyKey"].(string), "failed")
-		mustEqual(t, "rejection error", d["error"], any("AgentMail reported message.rejected"))
-		mustEqual(t, "rejection receipt", d["receipt"], any("rejected"))
+		testkit.MustEqual(t, "rejection error", d["error"], any("AgentMail reported message.rejected"))
+		testkit.MustEqual(t, "rejection receipt", d["receipt"], any("rejected"))
 		retry := e.newEmail("reject@example.com", "Rejected again")
 		if acc := e.Board.JSON("POST", e.sendPath(), retry, 202); acc["outcome"] != "queued" {
 			t.Fatalf("a rejection must not suppress the recipient: %v", acc)
 		}
 		e.waitOutcome(retry["idempotencyKey"].(string), "failed")
-		mustEqual(t, "provider sends (none to the suppressed recipient)", e.providerSends(), before+2)
+		testkit.MustEqual(t, "provider sends (none to the suppressed recipient)", e.providerSends(), before+2)
 
 		// No live connection while the complaint arrives: the catch-up
 		// scan finds it on the sent message.
@@ -59,7 +59,7 @@ func TestComplainedAndRejectedReceipts(t *testing.T) {
 			t.Fatal(err)
 		}
 		d = e.waitOutcome(late["idempotencyKey"].(string), "failed")
-		mustEqual(t, "caught-up complaint", d["error"], any("AgentMail reported message.complained"))
+		testkit.MustEqual(t, "caught-up complaint", d["error"], any("AgentMail reported message.complained"))
 		var source string
 		testkit.Eventually(t, wait, "the complaint's delivery", func() bool {
 			for _, dl := range e.deliveries() {
@@ -69,6 +69,6 @@ func TestComplainedAndRejectedReceipts(t *testing.T) {
 			}
 			return source != ""
 		})
-		mustEqual(t, "complaint admitted by", source, "catchup")
+		testkit.MustEqual(t, "complaint admitted by", source, "catchup")
 	})
 }

@@ -128,3 +128,18 @@ func Name(prefix string) string {
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%s", prefix, hex.EncodeToString(b[:]))
 }
+
+// EachURLBench is EachURL for benchmarks: fn runs as the sub-benchmarks
+// "sqlite" and "postgres" with the database URL a server should use.
+func EachURLBench(b *testing.B, fn func(b *testing.B, dialect db.Dialect, databaseURL string)) {
+	b.Helper()
+	for _, dialect := range []db.Dialect{db.SQLite, db.Postgres} {
+		b.Run(string(dialect), func(b *testing.B) {
+			url := ""
+			if dialect == db.Postgres {
+				url = PostgresURL(b)
+			}
+			fn(b, dialect, url)
+		})
+	}
+}

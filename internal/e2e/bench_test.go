@@ -52,39 +52,33 @@ func BenchmarkColdStart(b *testing.B) {
 // being recorded (run createdAt) to the scheduler starting it (startedAt),
 // for sequential wakes of a trivial process agent. It reports p50 and p99.
 func BenchmarkWakeToStart(b *testing.B) {
-	for _, dialect := range []db.Dialect{db.SQLite, db.Postgres} {
-		b.Run(string(dialect), func(b *testing.B) {
-			url := ""
-			if dialect == db.Postgres {
-				url = dbtest.PostgresURL(b)
-			}
-			inst := testkit.Start(b, testkit.Config(b, url))
-			c := testkit.NewClient(b, inst.URL())
-			cid := testkit.ID(c.JSON("POST", "/api/companies", map[string]any{"name": "Bench"}, 201))
-			aid := testkit.ID(c.JSON("POST", "/api/companies/"+cid+"/agents", map[string]any{"name": "Noop", "adapterType": "process",
-				"adapterConfig": map[string]any{"command": "/bin/true"}}, 201))
-			var lat []time.Duration
-			for b.Loop() {
-				run := c.JSON("POST", "/api/agents/"+aid+"/wakeup", map[string]any{"reason": "bench"}, 202)
-				id := testkit.ID(run)
-				var got map[string]any
-				for {
-					got = c.JSON("GET", "/api/heartbeat-runs/"+id, nil, 200)
-					if got["status"] == "succeeded" || got["status"] == "failed" {
-						break
-					}
-					time.Sleep(time.Millisecond)
+	dbtest.EachURLBench(b, func(b *testing.B, _ db.Dialect, url string) {
+		inst := testkit.Start(b, testkit.Config(b, url))
+		c := testkit.NewClient(b, inst.URL())
+		cid := testkit.ID(c.JSON("POST", "/api/companies", map[string]any{"name": "Bench"}, 201))
+		aid := testkit.ID(c.JSON("POST", "/api/companies/"+cid+"/agents", map[string]any{"name": "Noop", "adapterType": "process",
+			"adapterConfig": map[string]any{"command": "/bin/true"}}, 201))
+		var lat []time.Duration
+		for b.Loop() {
+			run := c.JSON("POST", "/api/agents/"+aid+"/wakeup", map[string]any{"reason": "bench"}, 202)
+			id := testkit.ID(run)
+			var got map[string]any
+			for {
+				got = c.JSON("GET", "/api/heartbeat-runs/"+id, nil, 200)
+				if got["status"] == "succeeded" || got["status"] == "failed" {
+					break
 				}
-				created, _ := time.Parse(time.RFC3339Nano, got["createdAt"].(string))
-				started, _ := time.Parse(time.RFC3339Nano, got["startedAt"].(string))
-				lat = append(lat, started.Sub(created))
+				time.Sleep(time.Millisecond)
 			}
-			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-			pct := func(p float64) float64 {
-				return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000
-			}
-			b.ReportMetric(pct(0.50), "p50-ms")
-			b.ReportMetric(pct(0.99), "p99-ms")
-		})
-	}
+			created, _ := time.Parse(time.RFC3339Nano, got["createdAt"].(string))
+			started, _ := time.Parse(time.RFC3339Nano, got["startedAt"].(string))
+			lat = append(lat, started.Sub(created))
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		pct := func(p float64) float64 {
+			return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000
+		}
+		b.ReportMetric(pct(0.50), "p50-ms")
+		b.ReportMetric(pct(0.99), "p99-ms")
+	})
 }

@@ -113,7 +113,7 @@ func TestCLIAgentRunLogIsBounded(t *testing.T) {
 // message saying what to change; only an instance administrator may turn
 // the network on.
 func TestCLIAgentSandboxWithoutNetwork(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e, _ := cliEnv(t, url, "claude_local", true)
 		env := e.Board.JSON("GET", "/api/agents/"+e.AgentID, nil, 200)["environmentId"].(string)
@@ -124,14 +124,7 @@ func TestCLIAgentSandboxWithoutNetwork(t *testing.T) {
 		if _, err := e.Em.Deliver("helpdesk@agentmail.to", emulator.DeliverRequest{From: "alice@example.com", Subject: "Hi", Text: "One"}); err != nil {
 			t.Fatal(err)
 		}
-		var task string
-		testkit.Eventually(t, 60*time.Second, "the email task", func() bool {
-			l := e.Board.List("/api/companies/" + e.CompanyID + "/issues?originKind=chat_channel")
-			if len(l) > 0 {
-				task = testkit.ID(l[0])
-			}
-			return task != ""
-		})
+		task := emailTask(t, e)
 		run := waitCLIRuns(t, e, task, 1)[0]
 		if msg, _ := run["error"].(string); run["status"] != "failed" || !strings.Contains(msg, "allows no network") || !strings.Contains(msg, `"allowNetwork": true`) {
 			t.Fatalf("run: %v", run)
@@ -190,7 +183,7 @@ func TestRealCLIsRunAsAgents(t *testing.T) {
 	}{{"claude_local", false}, {"claude_local", true}, {"codex_local", false}, {"codex_local", true}} {
 		t.Run(tc.adapter+map[bool]string{false: "/host", true: "/sandbox"}[tc.sandboxed], func(t *testing.T) {
 			if tc.sandboxed {
-				requireBwrap(t)
+				testkit.RequireBwrap(t)
 			}
 			e, _ := cliEnv(t, "", tc.adapter, tc.sandboxed)
 			cmd := map[string]string{"claude_local": "claude", "codex_local": "codex"}[tc.adapter]
@@ -201,14 +194,7 @@ func TestRealCLIsRunAsAgents(t *testing.T) {
 			if _, err := e.Em.Deliver("helpdesk@agentmail.to", emulator.DeliverRequest{From: "alice@example.com", Subject: "Hi", Text: "One"}); err != nil {
 				t.Fatal(err)
 			}
-			var task string
-			testkit.Eventually(t, 60*time.Second, "the email task", func() bool {
-				l := e.Board.List("/api/companies/" + e.CompanyID + "/issues?originKind=chat_channel")
-				if len(l) > 0 {
-					task = testkit.ID(l[0])
-				}
-				return task != ""
-			})
+			task := emailTask(t, e)
 			run := waitCLIRuns(t, e, task, 1)[0]
 			log := runLogText(t, e, testkit.ID(run))
 			for _, bad := range []string{"unknown option", "unexpected argument", "Error loading config", "unknown configuration field", "sandbox:"} {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -155,7 +154,7 @@ func TestCLIAgentAnswersEmail(t *testing.T) {
 		name := tc.adapter + map[bool]string{false: "/host", true: "/sandbox"}[tc.sandboxed]
 		t.Run(name, func(t *testing.T) {
 			if tc.sandboxed {
-				requireBwrap(t)
+				testkit.RequireBwrap(t)
 			}
 			dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 				testCLIAgent(t, url, tc.adapter, tc.sandboxed)
@@ -271,14 +270,4 @@ func testCLIAgent(t *testing.T, url, adapter string, sandboxed bool) {
 		d = e.Board.JSON("GET", "/api/companies/"+e.CompanyID+"/email/deliveries/"+out[1].IdempotencyKey, nil, 200)
 		return d["outcome"] == "delivered"
 	})
-}
-
-func requireBwrap(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("bubblewrap (bwrap) is required for sandbox tests in CI")
-		}
-		t.Skip("SKIPPING sandbox test: bubblewrap (bwrap) is not installed")
-	}
 }

@@ -214,14 +214,7 @@ func TestUIAuthenticatedSignInAndViewer(t *testing.T) {
 	inst := startUIServer(t, "", config.ModeAuthenticated)
 	ctx := context.Background()
 	st := inst.Store
-	admin, err := st.EnsureUser(ctx, st.DB, "admin@example.com", "Admin", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, adminKey, err := st.CreateBoardKey(ctx, st.DB, admin.ID, "", "browser")
-	if err != nil {
-		t.Fatal(err)
-	}
+	adminKey := adminBoardKey(t, inst)
 	b := newBrowser(t, inst.URL(), 1280, 900)
 
 	b.visit("/")
@@ -290,16 +283,7 @@ func TestUIAuthenticatedSignInAndViewer(t *testing.T) {
 // signed-in browser create a company, by form or by fetch.
 func TestUICrossSitePostRefused(t *testing.T) {
 	inst := startUIServer(t, "", config.ModeAuthenticated)
-	ctx := context.Background()
-	st := inst.Store
-	admin, err := st.EnsureUser(ctx, st.DB, "admin@example.com", "Admin", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, key, err := st.CreateBoardKey(ctx, st.DB, admin.ID, "", "browser")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := adminBoardKey(t, inst)
 	target := inst.URL()
 	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
@@ -365,4 +349,21 @@ func TestUIScriptTitleIsText(t *testing.T) {
 	}
 	b.visit("/c/" + cid + "/tasks")
 	b.waitText("#task-list", title, 5*time.Second)
+}
+
+// adminBoardKey creates an instance administrator and returns a board key
+// of theirs, for signing a browser in.
+func adminBoardKey(t *testing.T, inst *testkit.Instance) string {
+	t.Helper()
+	ctx := context.Background()
+	st := inst.Store
+	admin, err := st.EnsureUser(ctx, st.DB, "admin@example.com", "Admin", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := st.CreateBoardKey(ctx, st.DB, admin.ID, "", "browser")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }

@@ -22,43 +22,37 @@ import (
 //	go test ./internal/email -run '^$' -bench InboxList -benchtime 200x
 func BenchmarkInboxList(b *testing.B) {
 	const inboxes = 50
-	for _, dialect := range []db.Dialect{db.SQLite, db.Postgres} {
-		b.Run(string(dialect), func(b *testing.B) {
-			url := ""
-			if dialect == db.Postgres {
-				url = dbtest.PostgresURL(b)
+	dbtest.EachURLBench(b, func(b *testing.B, _ db.Dialect, url string) {
+		e := testkit.NewEmailEnv(b, url)
+		for i := range inboxes {
+			e.Setup(fmt.Sprintf("bench%02d", i), nil)
+		}
+		list := e.URL() + "/api/companies/" + e.CompanyID + "/email/inboxes"
+		get := func() {
+			resp, err := http.Get(list)
+			if err != nil {
+				b.Fatal(err)
 			}
-			e := testkit.NewEmailEnv(b, url)
-			for i := range inboxes {
-				e.Setup(fmt.Sprintf("bench%02d", i), nil)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Fatalf("status %d", resp.StatusCode)
 			}
-			list := e.URL() + "/api/companies/" + e.CompanyID + "/email/inboxes"
-			get := func() {
-				resp, err := http.Get(list)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Fatalf("status %d", resp.StatusCode)
-				}
-			}
+		}
+		get()
+		cpu0 := processCPU()
+		b.ResetTimer()
+		start := time.Now()
+		for range b.N {
 			get()
-			cpu0 := processCPU()
-			b.ResetTimer()
-			start := time.Now()
-			for range b.N {
-				get()
-			}
-			elapsed := time.Since(start)
-			cpu := processCPU() - cpu0
-			b.StopTimer()
-			b.ReportMetric(float64(elapsed.Microseconds())/1000/float64(b.N), "ms/list")
-			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/list")
-			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*inboxes), "cpu-µs/inbox")
-		})
-	}
+		}
+		elapsed := time.Since(start)
+		cpu := processCPU() - cpu0
+		b.StopTimer()
+		b.ReportMetric(float64(elapsed.Microseconds())/1000/float64(b.N), "ms/list")
+		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/list")
+		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*inboxes), "cpu-µs/inbox")
+	})
 }
 
 // processCPU is this process's user and system CPU time so far (the

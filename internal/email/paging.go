@@ -15,37 +15,42 @@ const maxListPages = 100
 // an address check or an inspection that read only the first page would
 // call a taken address "unknown" and hide inboxes from the picker.
 func allInboxes(ctx context.Context, c *agentmail.Client) ([]agentmail.Inbox, error) {
-	var out []agentmail.Inbox
-	token := ""
-	for range maxListPages {
-		page, err := c.ListInboxes(ctx, agentmail.ListParams{Limit: 100, PageToken: token})
+	return allPages(func(p agentmail.ListParams) ([]agentmail.Inbox, string, error) {
+		page, err := c.ListInboxes(ctx, p)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		out = append(out, page.Inboxes...)
-		if page.NextPageToken == "" {
-			break
-		}
-		token = page.NextPageToken
-	}
-	return out, nil
+		return page.Inboxes, page.NextPageToken, nil
+	})
 }
 
 // allDomains lists every custom domain the key can see, following page
 // tokens.
 func allDomains(ctx context.Context, c *agentmail.Client) ([]agentmail.DomainItem, error) {
-	var out []agentmail.DomainItem
+	return allPages(func(p agentmail.ListParams) ([]agentmail.DomainItem, string, error) {
+		page, err := c.ListDomains(ctx, p)
+		if err != nil {
+			return nil, "", err
+		}
+		return page.Domains, page.NextPageToken, nil
+	})
+}
+
+// allPages follows a listing's page tokens, 100 items a page, for at most
+// maxListPages pages.
+func allPages[T any](list func(agentmail.ListParams) ([]T, string, error)) ([]T, error) {
+	var out []T
 	token := ""
 	for range maxListPages {
-		page, err := c.ListDomains(ctx, agentmail.ListParams{Limit: 100, PageToken: token})
+		items, next, err := list(agentmail.ListParams{Limit: 100, PageToken: token})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, page.Domains...)
-		if page.NextPageToken == "" {
+		out = append(out, items...)
+		if next == "" {
 			break
 		}
-		token = page.NextPageToken
+		token = next
 	}
 	return out, nil
 }

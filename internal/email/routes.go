@@ -1,12 +1,14 @@
 package email
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
@@ -102,6 +104,17 @@ func (s *Service) createConnection(w http.ResponseWriter, r *http.Request) error
 	noStore(w)
 	httpx.WriteJSON(w, http.StatusCreated, c)
 	return nil
+}
+
+// changeConnection runs change and its audit entry (action, details) on
+// the connection c in one transaction, as the request's actor.
+func (s *Service) changeConnection(r *http.Request, c domain.EmailConnection, action string, details map[string]any, change func(tx *sql.Tx) error) error {
+	return s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+		if err := change(tx); err != nil {
+			return err
+		}
+		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, action, "email_connection", c.ID, details)
+	})
 }
 
 // managedConnection loads the path connection for a manager with access.
@@ -202,12 +215,8 @@ func (s *Service) addInstall(w http.ResponseWriter, r *http.Request) error {
 		return httpx.Errorf(http.StatusBadRequest, "targetType must be company or agent")
 	}
 	inst := domain.EmailInstall{ConnectionID: c.ID, TargetType: in.TargetType, TargetID: in.TargetID}
-	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		if err := s.Store.AddEmailInstall(r.Context(), tx, c.CompanyID, &inst); err != nil {
-			return err
-		}
-		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
-			map[string]any{"added": in.TargetType + ":" + in.TargetID})
+	err = s.changeConnection(r, c, "email.connection.agents_updated", map[string]any{"added": in.TargetType + ":" + in.TargetID}, func(tx *sql.Tx) error {
+		return s.Store.AddEmailInstall(r.Context(), tx, c.CompanyID, &inst)
 	})
 	if err != nil {
 		return err
@@ -215,28 +224,28 @@ func (s *Service) addInstall(w http.ResponseWriter, r *http.Request) error {
 	// Access may be back: inboxes that stopped for want of it start again.
 	s.changed()
 	out, err := s.presentConnection(r.Context(), s.Store.DB, c.ID)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, out)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, out, err)
 }
 
 func (s *Service) deleteInstall(w http.ResponseWriter, r *http.Request) error {
+	return s.removeAccess(w, r, "installId", "email.connection.agents_updated", "removedInstall", s.Store.DeleteEmailInstall)
+}
+
+// removeAccess removes one access row of the path's managed connection
+// (its id in the path value param) with remove, audited as action with
+// the id under detail, and answers 204.
+func (s *Service) removeAccess(w http.ResponseWriter, r *http.Request, param, action, detail string,
+	remove func(ctx context.Context, q db.Querier, connectionID, id string) error) error {
 	c, _, err := s.managedConnection(r)
 	if err != nil {
 		return err
 	}
-	id, err := pathUUID(r, "installId", "invalid installId: must be a UUID")
+	id, err := pathUUID(r, param, "invalid "+param+": must be a UUID")
 	if err != nil {
 		return err
 	}
-	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		if err := s.Store.DeleteEmailInstall(r.Context(), tx, c.ID, id); err != nil {
-			return err
-		}
-		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.agents_updated", "email_connection", c.ID,
-			map[string]any{"removedInstall": id})
+	err = s.changeConnection(r, c, action, map[string]any{detail: id}, func(tx *sql.Tx) error {
+		return remove(r.Context(), tx, c.ID, id)
 	})
 	if err != nil {
 		return err
@@ -280,12 +289,8 @@ func (s *Service) addGrant(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return httpx.Errorf(http.StatusBadRequest, "kind must be user or organization")
 	}
-	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		if err := s.Store.AddEmailGrant(r.Context(), tx, c.CompanyID, &g); err != nil {
-			return err
-		}
-		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.grant_added", "email_connection", c.ID,
-			map[string]any{"kind": g.Kind, "userId": g.SubjectUserID})
+	err = s.changeConnection(r, c, "email.connection.grant_added", map[string]any{"kind": g.Kind, "userId": g.SubjectUserID}, func(tx *sql.Tx) error {
+		return s.Store.AddEmailGrant(r.Context(), tx, c.CompanyID, &g)
 	})
 	if err != nil {
 		return err
@@ -297,26 +302,7 @@ func (s *Service) addGrant(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Service) revokeGrant(w http.ResponseWriter, r *http.Request) error {
-	c, _, err := s.managedConnection(r)
-	if err != nil {
-		return err
-	}
-	id, err := pathUUID(r, "grantId", "invalid grantId: must be a UUID")
-	if err != nil {
-		return err
-	}
-	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		if err := s.Store.RevokeEmailGrant(r.Context(), tx, c.ID, id); err != nil {
-			return err
-		}
-		return s.Store.Audit(r.Context(), tx, httpx.Actor(r).AuditActor(), c.CompanyID, "email.connection.grant_revoked", "email_connection", c.ID,
-			map[string]any{"grantId": id})
-	})
-	if err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return s.removeAccess(w, r, "grantId", "email.connection.grant_revoked", "grantId", s.Store.RevokeEmailGrant)
 }
 
 func (s *Service) listInboxes(w http.ResponseWriter, r *http.Request) error {
@@ -336,11 +322,7 @@ func (s *Service) listInboxes(w http.ResponseWriter, r *http.Request) error {
 	default:
 		out, err = s.ListInboxes(r.Context(), a, companyID)
 	}
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func (s *Service) inspectKey(w http.ResponseWriter, r *http.Request) error {
@@ -375,11 +357,7 @@ func (s *Service) setup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Setup(r.Context(), httpx.Actor(r), companyID, in)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, out)
-	return nil
+	return httpx.Respond(w, http.StatusCreated, out, err)
 }
 
 func (s *Service) getInbox(w http.ResponseWriter, r *http.Request) error {
@@ -414,11 +392,7 @@ func (s *Service) control(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Control(r.Context(), httpx.Actor(r), id, in.Action)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func (s *Service) reconnect(w http.ResponseWriter, r *http.Request) error {
@@ -431,9 +405,5 @@ func (s *Service) reconnect(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.Reconnect(r.Context(), httpx.Actor(r), id, in)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return httpx.Respond(w, http.StatusOK, out, err)
 }

@@ -85,15 +85,7 @@ func (c *call) listDomains() (any, error) {
 			all = append(all, d)
 		}
 	}
-	page, next, err := paginate(all, func(d *domain) sortKey { return sortKey{d.createdAt, d.seq} }, "domains", lp)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]wireDomainItem, 0, len(page))
-	for _, d := range page {
-		out = append(out, domainItemWire(d))
-	}
-	return listResponse("domains", out, len(out), lp.limit, next), nil
+	return listPage("domains", all, func(d *domain) sortKey { return sortKey{d.createdAt, d.seq} }, "domains", lp, domainItemWire)
 }
 
 func (c *call) getDomain() (any, error) {

@@ -104,15 +104,21 @@ func (c *call) listInboxes() (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	page, next, err := paginate(all, func(ib *inbox) sortKey { return sortKey{ib.createdAt, ib.seq} }, "inboxes", lp)
+	return listPage("inboxes", all, func(ib *inbox) sortKey { return sortKey{ib.createdAt, ib.seq} }, "inboxes", lp, inboxWire)
+}
+
+// listPage pages items (see paginate) and renders the page, each item
+// through wire, as one list response under field.
+func listPage[T, W any](field string, items []T, key func(T) sortKey, cursor string, lp listParams, wire func(T) W) (any, error) {
+	page, next, err := paginate(items, key, cursor, lp)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]wireInbox, 0, len(page))
-	for _, ib := range page {
-		out = append(out, inboxWire(ib))
+	out := make([]W, 0, len(page))
+	for _, v := range page {
+		out = append(out, wire(v))
 	}
-	return listResponse("inboxes", out, len(out), lp.limit, next), nil
+	return listResponse(field, out, len(out), lp.limit, next), nil
 }
 
 // listResponse renders {count, limit, next_page_token?, <field>: items}.
@@ -144,15 +150,10 @@ func wordPrefixMatch(words []string, hay string) bool {
 }
 
 func (c *call) searchInboxes() (any, error) {
-	q := strings.TrimSpace(c.q.Get("q"))
-	if q == "" {
-		return nil, errValidation("q is required")
-	}
-	lp, err := c.listParams()
+	q, lp, err := c.searchParams()
 	if err != nil {
 		return nil, err
 	}
-	lp.asc = false
 	words := strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
 	})
@@ -170,20 +171,12 @@ func (c *call) searchInboxes() (any, error) {
 	}
 	// An exact address match ranks first; the rest newest first.
 	top := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
-	page, next, err := paginate(hits, func(ib *inbox) sortKey {
+	return listPage("inboxes", hits, func(ib *inbox) sortKey {
 		if strings.EqualFold(ib.id, q) {
 			return sortKey{top, ib.seq}
 		}
 		return sortKey{ib.createdAt, ib.seq}
-	}, "inbox-search:"+q, lp)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]wireInbox, 0, len(page))
-	for _, ib := range page {
-		out = append(out, inboxWire(ib))
-	}
-	return listResponse("inboxes", out, len(out), lp.limit, next), nil
+	}, "inbox-search:"+q, lp, inboxWire)
 }
 
 func (c *call) getInbox() (any, error) {
@@ -444,15 +437,7 @@ func (c *call) listPods() (any, error) {
 			all = append(all, p)
 		}
 	}
-	page, next, err := paginate(all, func(p *pod) sortKey { return sortKey{p.createdAt, p.seq} }, "pods", lp)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]wirePod, 0, len(page))
-	for _, p := range page {
-		out = append(out, podWire(p))
-	}
-	return listResponse("pods", out, len(out), lp.limit, next), nil
+	return listPage("pods", all, func(p *pod) sortKey { return sortKey{p.createdAt, p.seq} }, "pods", lp, podWire)
 }
 
 func (c *call) getPod() (any, error) {

@@ -100,16 +100,26 @@ func messageMatchesQuery(m *message, q string) bool {
 	return containsFold(hay, q)
 }
 
-func (c *call) searchMessages() (any, error) {
+// searchParams reads a search's q (required, checked first) and its list
+// parameters, newest first.
+func (c *call) searchParams() (string, listParams, error) {
 	q := strings.TrimSpace(c.q.Get("q"))
 	if q == "" {
-		return nil, errValidation("q is required")
+		return "", listParams{}, errValidation("q is required")
 	}
 	lp, err := c.listParams()
 	if err != nil {
-		return nil, err
+		return "", listParams{}, err
 	}
 	lp.asc = false
+	return q, lp, nil
+}
+
+func (c *call) searchMessages() (any, error) {
+	q, lp, err := c.searchParams()
+	if err != nil {
+		return nil, err
+	}
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	ib, err := c.inboxLocked(c.p["inbox_id"])
@@ -465,15 +475,7 @@ func (c *call) threadList(search bool) (any, error) {
 	if id, ok := c.p["inbox_id"]; ok {
 		kind += ":" + id
 	}
-	page, next, err := paginate(views, func(v threadView) sortKey { return v.key }, kind, lp)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]wireThreadItem, 0, len(page))
-	for _, v := range page {
-		out = append(out, threadItemWire(v.th, v.msgs))
-	}
-	return listResponse("threads", out, len(out), lp.limit, next), nil
+	return listPage("threads", views, func(v threadView) sortKey { return v.key }, kind, lp, func(v threadView) wireThreadItem { return threadItemWire(v.th, v.msgs) })
 }
 
 // threadLocked resolves thread_id within the route's inbox/pod and scope,
@@ -608,13 +610,5 @@ func (c *call) getThreadAttachment() (any, error) {
 // renders one list response; cursor names the listing the page token
 // belongs to.
 func messagePage(all []*message, cursor string, lp listParams) (any, error) {
-	page, next, err := paginate(all, msgSortKey, cursor, lp)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]wireMessage, 0, len(page))
-	for _, m := range page {
-		out = append(out, messageWire(m, false))
-	}
-	return listResponse("messages", out, len(out), lp.limit, next), nil
+	return listPage("messages", all, msgSortKey, cursor, lp, func(m *message) wireMessage { return messageWire(m, false) })
 }

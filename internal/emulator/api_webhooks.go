@@ -186,15 +186,7 @@ func (c *call) listWebhooks() (any, error) {
 			all = append(all, wh)
 		}
 	}
-	page, next, err := paginate(all, func(w *webhook) sortKey { return sortKey{w.createdAt, w.seq} }, "webhooks", lp)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]wireWebhook, 0, len(page))
-	for _, wh := range page {
-		out = append(out, webhookWire(wh))
-	}
-	return listResponse("webhooks", out, len(out), lp.limit, next), nil
+	return listPage("webhooks", all, func(w *webhook) sortKey { return sortKey{w.createdAt, w.seq} }, "webhooks", lp, webhookWire)
 }
 
 func (c *call) webhookLocked() (*webhook, error) {

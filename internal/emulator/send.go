@@ -385,11 +385,7 @@ type origSnapshot struct {
 func (c *call) snapshotOriginal() (*inbox, *origSnapshot, error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	ib, err := c.inboxLocked(c.p["inbox_id"])
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := c.originalLocked(ib)
+	ib, m, err := c.messageLocked()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -452,22 +448,7 @@ func (c *call) handleReply() (any, error) {
 	if err := c.decode(&req, true); err != nil {
 		return nil, err
 	}
-	return c.withIdempotency(func() (*wireSendResponse, error) {
-		ib, orig, err := c.snapshotOriginal()
-		if err != nil {
-			return nil, err
-		}
-		o, err := c.buildSend(req.sendCommon, req.To, req.Cc, req.Bcc)
-		if err != nil {
-			return nil, err
-		}
-		// Explicit recipients override the derived ones.
-		if len(o.to)+len(o.cc)+len(o.bcc) == 0 {
-			o.to, o.cc = replyRecipients(ib.id, orig, req.ReplyAll != nil && *req.ReplyAll)
-		}
-		c.threadReply(o, orig)
-		return c.commitSend(o)
-	})
+	return c.reply(req.sendCommon, req.To, req.Cc, req.Bcc, req.ReplyAll != nil && *req.ReplyAll)
 }
 
 func (c *call) handleReplyAll() (any, error) {
@@ -475,16 +456,25 @@ func (c *call) handleReplyAll() (any, error) {
 	if err := c.decode(&req, true); err != nil {
 		return nil, err
 	}
+	return c.reply(req.sendCommon, nil, nil, nil, true)
+}
+
+// reply answers the call's original message: to the explicit recipients
+// when there are any, else to the ones derived from the original (its
+// sender, and with all its other recipients too).
+func (c *call) reply(sc sendCommon, to, cc, bcc addrList, all bool) (any, error) {
 	return c.withIdempotency(func() (*wireSendResponse, error) {
 		ib, orig, err := c.snapshotOriginal()
 		if err != nil {
 			return nil, err
 		}
-		o, err := c.buildSend(req.sendCommon, nil, nil, nil)
+		o, err := c.buildSend(sc, to, cc, bcc)
 		if err != nil {
 			return nil, err
 		}
-		o.to, o.cc = replyRecipients(ib.id, orig, true)
+		if len(o.to)+len(o.cc)+len(o.bcc) == 0 {
+			o.to, o.cc = replyRecipients(ib.id, orig, all)
+		}
 		c.threadReply(o, orig)
 		return c.commitSend(o)
 	})

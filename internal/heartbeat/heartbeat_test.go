@@ -24,10 +24,19 @@ type env struct {
 
 func newEnv(t *testing.T, d *db.DB) *env {
 	t.Helper()
+	return startEnv(t, d, "HB", heartbeat.Options{WorkspacesDir: t.TempDir(), RunsDir: t.TempDir()})
+}
+
+// startEnv starts a heartbeat service with the test runner, adapters and
+// lease on opts (which sets the directories), stops it when the test
+// ends, and creates a company named name.
+func startEnv(t *testing.T, d *db.DB, name string, opts heartbeat.Options) *env {
+	t.Helper()
 	st := store.New(d)
-	svc := heartbeat.New(heartbeat.Options{Store: st, RunnerID: "test-runner", APIURL: "http://127.0.0.1:1/api",
-		Adapters: map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{KillGrace: time.Second}, "http": heartbeat.HTTPAdapter{}},
-		LeaseTTL: 3 * time.Second, WorkspacesDir: t.TempDir(), RunsDir: t.TempDir(), ExclusiveDatabase: true})
+	opts.Store, opts.RunnerID, opts.APIURL = st, "test-runner", "http://127.0.0.1:1/api"
+	opts.Adapters = map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{KillGrace: time.Second}, "http": heartbeat.HTTPAdapter{}}
+	opts.LeaseTTL, opts.ExclusiveDatabase = 3*time.Second, true
+	svc := heartbeat.New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -38,7 +47,7 @@ func newEnv(t *testing.T, d *db.DB) *env {
 		_ = svc.Shutdown(sctx)
 		cancel()
 	})
-	c, err := st.CreateCompany(context.Background(), d, "HB", "")
+	c, err := st.CreateCompany(context.Background(), d, name, "")
 	if err != nil {
 		t.Fatal(err)
 	}

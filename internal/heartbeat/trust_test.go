@@ -18,6 +18,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/store"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 func mustRefuse(t *testing.T, r domain.Run, reason string) {
@@ -35,7 +36,7 @@ func mustRefuse(t *testing.T, r domain.Run, reason string) {
 // sandbox environment, where it runs confined (never as root). An http
 // agent cannot be confined, so a low-trust one never runs.
 func TestSandboxRequiredAtEveryRun(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	dbtest.Each(t, func(t *testing.T, d *db.DB) {
 		e := newWSEnv(t, d)
 		ctx := context.Background()

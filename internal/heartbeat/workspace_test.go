@@ -16,7 +16,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/sandbox"
-	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -29,7 +28,6 @@ type wsEnv struct {
 
 func newWSEnv(t *testing.T, d *db.DB) *wsEnv {
 	t.Helper()
-	st := store.New(d)
 	home := t.TempDir()
 	ws := filepath.Join(home, "workspaces")
 	if err := os.Mkdir(ws, 0o700); err != nil {
@@ -39,35 +37,9 @@ func newWSEnv(t *testing.T, d *db.DB) *wsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := heartbeat.New(heartbeat.Options{Store: st, RunnerID: "test-runner", APIURL: "http://127.0.0.1:1/api",
-		Adapters: map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{KillGrace: time.Second}, "http": heartbeat.HTTPAdapter{}},
-		LeaseTTL: 3 * time.Second, WorkspacesDir: ws, RunsDir: filepath.Join(home, "instance", "runs"), ExclusiveDatabase: true,
+	e := startEnv(t, d, "WS", heartbeat.Options{WorkspacesDir: ws, RunsDir: filepath.Join(home, "instance", "runs"),
 		Home: home, Hidden: []string{filepath.Join(home, "instance")}, SandboxUser: user})
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-		defer c()
-		_ = svc.Shutdown(sctx)
-		cancel()
-	})
-	c, err := st.CreateCompany(context.Background(), d, "WS", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &wsEnv{env: &env{st: st, svc: svc, company: c.ID}, home: home, workspaces: ws}
-}
-
-func requireBwrap(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("bubblewrap (bwrap) is required for sandbox tests in CI")
-		}
-		t.Skip("SKIPPING sandbox test: bubblewrap (bwrap) is not installed (apt-get install bubblewrap)")
-	}
+	return &wsEnv{env: e, home: home, workspaces: ws}
 }
 
 // environment creates an environment of the company.
@@ -312,7 +284,7 @@ func TestProjectWorkspaces(t *testing.T) {
 // environment or a missing bwrap fails the run instead of running it
 // unconfined; a timed-out sandbox is killed.
 func TestSandboxedTaskRuns(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	dbtest.Each(t, func(t *testing.T, d *db.DB) {
 		e := newWSEnv(t, d)
 		sb := e.environment(t, "sandbox", "active")

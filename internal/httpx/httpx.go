@@ -66,6 +66,17 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
+// Respond ends a handler: with err nil it writes v as JSON with status;
+// otherwise it writes nothing and returns err for the router's error
+// answer. A handler ends with `return httpx.Respond(w, http.StatusOK, out, err)`.
+func Respond(w http.ResponseWriter, status int, v any, err error) error {
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, status, v)
+	return nil
+}
+
 // Actor returns the request's authenticated actor (the zero Actor on a
 // public route).
 func Actor(r *http.Request) authz.Actor {

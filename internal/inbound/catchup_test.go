@@ -33,9 +33,9 @@ func TestSubscriptionDuringCatchupScansAgain(t *testing.T) {
 		}
 		msg := e.deliver(emulator.DeliverRequest{Subject: "Between scan and socket", Text: "Anyone there?"})
 		ds := e.settled(1)
-		mustEqual(t, "delivery source", ds[0].Source, inbound.SourceCatchup)
-		mustEqual(t, "dedup key", ds[0].DeduplicationKey, "message.received:"+msg.MessageID)
-		mustEqual(t, "tasks", len(e.tasks()), 1)
+		testkit.MustEqual(t, "delivery source", ds[0].Source, inbound.SourceCatchup)
+		testkit.MustEqual(t, "dedup key", ds[0].DeduplicationKey, "message.received:"+msg.MessageID)
+		testkit.MustEqual(t, "tasks", len(e.tasks()), 1)
 		testkit.Eventually(t, wait, "the live connection", func() bool { return e.Inbound.SocketConnected(e.EpID) })
 	})
 }

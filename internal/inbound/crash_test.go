@@ -175,19 +175,19 @@ func verify(t *testing.T, st *store.Store, companyID, agentID, endpointID string
 	if err := st.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_messages WHERE endpoint_id = $1`, endpointID).Scan(&retained); err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "retained messages", retained, total)
+	testkit.MustEqual(t, "retained messages", retained, total)
 	convs, err := st.ListConversations(ctx, st.DB, endpointID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "tasks (conversations)", len(convs), len(ids))
+	testkit.MustEqual(t, "tasks (conversations)", len(convs), len(ids))
 	var wakes, keys int
 	if err := st.DB.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(DISTINCT idempotency_key) FROM heartbeat_runs
 		WHERE agent_id = $1 AND wake_reason = 'email_received'`, agentID).Scan(&wakes, &keys); err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "wakes", wakes, total)
-	mustEqual(t, "distinct wake keys", keys, total)
+	testkit.MustEqual(t, "wakes", wakes, total)
+	testkit.MustEqual(t, "distinct wake keys", keys, total)
 	for _, c := range convs {
 		ms, err := st.ListEmailMessages(ctx, st.DB, c.ID)
 		if err != nil {
@@ -207,7 +207,7 @@ func verify(t *testing.T, st *store.Store, companyID, agentID, endpointID string
 				thread = th
 			}
 		}
-		mustEqual(t, "messages in thread", len(ms), len(thread))
+		testkit.MustEqual(t, "messages in thread", len(ms), len(thread))
 		byID := map[string]domainMsg{}
 		for _, m := range ms {
 			byID[m.ProviderMessageID] = domainMsg{commentAt: at[m.CommentID]}

@@ -62,26 +62,15 @@ func (e *env) waitSocket() {
 
 func (e *env) deliver(req emulator.DeliverRequest) emulator.DeliverResult {
 	e.t.Helper()
-	if req.From == "" {
-		req.From = "Jane Doe <jane@example.com>"
-	}
 	if req.Subject == "" {
 		req.Subject = "Hello"
 	}
-	res, err := e.Em.Deliver(e.Address, req)
-	if err != nil {
-		e.t.Fatalf("deliver: %v", err)
-	}
-	return res
+	return e.Deliver(e.t, e.Address, req)
 }
 
 func (e *env) deliveries() []store.EmailDelivery {
 	e.t.Helper()
-	ds, err := e.Store.ListDeliveries(context.Background(), e.Store.DB, e.EpID)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return ds
+	return e.Deliveries(e.t, e.EpID)
 }
 
 // settled waits until n deliveries exist and none is waiting.
@@ -90,15 +79,7 @@ func (e *env) settled(n int) []store.EmailDelivery {
 	var ds []store.EmailDelivery
 	testkit.Eventually(e.t, wait, fmt.Sprintf("%d settled deliveries", n), func() bool {
 		ds = e.deliveries()
-		if len(ds) != n {
-			return false
-		}
-		for _, d := range ds {
-			if d.State != domain.DeliveryProcessed && d.State != domain.DeliveryFiltered {
-				return false
-			}
-		}
-		return true
+		return len(ds) == n && testkit.Settled(ds)
 	})
 	return ds
 }
@@ -213,11 +194,4 @@ func tamperedPost(t *testing.T, base, publicID, secret string, signed, body []by
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func mustEqual[T comparable](t *testing.T, what string, got, want T) {
-	t.Helper()
-	if got != want {
-		t.Fatalf("%s = %v, want %v", what, got, want)
-	}
 }

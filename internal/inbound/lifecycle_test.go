@@ -45,16 +45,16 @@ func TestContextImportReopenAndCancelled(t *testing.T) {
 		connect()
 		e.waitSocket()
 		reply := e.deliver(emulator.DeliverRequest{Subject: "Re: Old thread", Text: "After activation", InReplyTo: "<old@example.com>"})
-		mustEqual(t, "same thread", reply.ThreadID, old.ThreadID)
+		testkit.MustEqual(t, "same thread", reply.ThreadID, old.ThreadID)
 		e.settled(1)
 		tasks := e.tasks()
-		mustEqual(t, "tasks", len(tasks), 1)
+		testkit.MustEqual(t, "tasks", len(tasks), 1)
 		task := tasks[0]
 		msgs := e.messages(task.ID)
 		if len(msgs) != 2 || msgs[0].ProviderMessageID != old.MessageID || msgs[1].ProviderMessageID != reply.MessageID {
 			t.Fatalf("context import: %+v", msgs)
 		}
-		mustEqual(t, "wakes", len(e.wakes()), 1)
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 1)
 
 		// A late delivery of the pre-activation message: filtered, no wake.
 		ok, err := e.Inbound.AdmitRaw(context.Background(), e.endpoint(), receivedFrame(e.Address, old.MessageID, old.ThreadID), inbound.SourceWebSocket)
@@ -62,25 +62,25 @@ func TestContextImportReopenAndCancelled(t *testing.T) {
 			t.Fatalf("late admission: %v %v", ok, err)
 		}
 		ds := e.settled(2)
-		mustEqual(t, "late delivery state", e.delivery(old.MessageID).State, domain.DeliveryFiltered)
-		mustEqual(t, "wakes after late delivery", len(e.wakes()), 1)
+		testkit.MustEqual(t, "late delivery state", e.delivery(old.MessageID).State, domain.DeliveryFiltered)
+		testkit.MustEqual(t, "wakes after late delivery", len(e.wakes()), 1)
 		_ = ds
 
 		e.setStatus(task.ID, domain.IssueDone)
 		e.deliver(emulator.DeliverRequest{Subject: "Re: Old thread", Text: "One more thing", InReplyTo: reply.MessageID})
 		e.settled(3)
 		got, _ := e.Store.GetIssue(context.Background(), e.Store.DB, task.ID)
-		mustEqual(t, "reopened status", got.Status, domain.IssueTodo)
-		mustEqual(t, "wakes after reopen", len(e.wakes()), 2)
+		testkit.MustEqual(t, "reopened status", got.Status, domain.IssueTodo)
+		testkit.MustEqual(t, "wakes after reopen", len(e.wakes()), 2)
 
 		e.setStatus(task.ID, domain.IssueCancelled)
 		e.deliver(emulator.DeliverRequest{Subject: "Re: Old thread", Text: "Are you there?", InReplyTo: reply.MessageID})
 		e.settled(4)
-		mustEqual(t, "retained on cancelled task", len(e.messages(task.ID)), 4)
-		mustEqual(t, "wakes after cancelled", len(e.wakes()), 2)
+		testkit.MustEqual(t, "retained on cancelled task", len(e.messages(task.ID)), 4)
+		testkit.MustEqual(t, "wakes after cancelled", len(e.wakes()), 2)
 		got, _ = e.Store.GetIssue(context.Background(), e.Store.DB, task.ID)
-		mustEqual(t, "cancelled stays", got.Status, domain.IssueCancelled)
-		mustEqual(t, "tasks", len(e.tasks()), 1)
+		testkit.MustEqual(t, "cancelled stays", got.Status, domain.IssueCancelled)
+		testkit.MustEqual(t, "tasks", len(e.tasks()), 1)
 	})
 }
 
@@ -100,16 +100,16 @@ func TestFilteredAndAutomaticMail(t *testing.T) {
 			Text: "Delivery failed", Headers: map[string]string{"Content-Type": "multipart/report; report-type=delivery-status"}})
 		real := e.deliver(emulator.DeliverRequest{Subject: "Tracking", Text: "Look ![tracker](https://evil.example/p.png) here"})
 		e.settled(3) // the spam event is not a channel event: never admitted
-		mustEqual(t, "auto-reply delivery", e.delivery(auto.MessageID).State, domain.DeliveryFiltered)
+		testkit.MustEqual(t, "auto-reply delivery", e.delivery(auto.MessageID).State, domain.DeliveryFiltered)
 		tasks := e.tasks()
-		mustEqual(t, "tasks", len(tasks), 1)
+		testkit.MustEqual(t, "tasks", len(tasks), 1)
 		task := tasks[0]
 		cs := e.comments(task.ID)
-		mustEqual(t, "comments", len(cs), 1)
+		testkit.MustEqual(t, "comments", len(cs), 1)
 		if !strings.Contains(cs[0].Body, `\!\[tracker\]\(https://evil.example/p.png\)`) || cs[0].AuthorKind != "system" {
 			t.Fatalf("comment not escaped: %q", cs[0].Body)
 		}
-		mustEqual(t, "wakes", len(e.wakes()), 1)
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 1)
 
 		// An out-of-office reply in the existing, completed conversation.
 		e.setStatus(task.ID, domain.IssueDone)
@@ -121,8 +121,8 @@ func TestFilteredAndAutomaticMail(t *testing.T) {
 			t.Fatalf("automatic reply not retained as automatic: %+v", msgs)
 		}
 		got, _ := e.Store.GetIssue(context.Background(), e.Store.DB, task.ID)
-		mustEqual(t, "not reopened", got.Status, domain.IssueDone)
-		mustEqual(t, "no wake for automatic mail", len(e.wakes()), 1)
+		testkit.MustEqual(t, "not reopened", got.Status, domain.IssueDone)
+		testkit.MustEqual(t, "no wake for automatic mail", len(e.wakes()), 1)
 	})
 }
 
@@ -136,20 +136,20 @@ func TestOwnMailNeverWakes(t *testing.T) {
 		e.waitSocket()
 		e.deliver(emulator.DeliverRequest{From: "Me <" + e.Address + ">", Subject: "Note to self", Text: "loop?"})
 		e.settled(1)
-		mustEqual(t, "tasks from own address", len(e.tasks()), 0)
+		testkit.MustEqual(t, "tasks from own address", len(e.tasks()), 0)
 
 		first := e.deliver(emulator.DeliverRequest{Subject: "Customer", Text: "Question"})
 		e.settled(2)
 		e.deliver(emulator.DeliverRequest{From: e.Address, Subject: "Re: Customer", Text: "Our own copy", InReplyTo: first.MessageID})
 		e.settled(3)
-		mustEqual(t, "wakes before the forged header", len(e.wakes()), 1)
+		testkit.MustEqual(t, "wakes before the forged header", len(e.wakes()), 1)
 		e.deliver(emulator.DeliverRequest{Subject: "Re: Customer", Text: "Forged echo", InReplyTo: first.MessageID,
 			Headers: map[string]string{inbound.PublicationHeader: testkit.NewUUID()}})
 		e.settled(4)
 		tasks := e.tasks()
-		mustEqual(t, "tasks", len(tasks), 1)
-		mustEqual(t, "retained", len(e.messages(tasks[0].ID)), 3)
-		mustEqual(t, "wakes", len(e.wakes()), 2)
+		testkit.MustEqual(t, "tasks", len(tasks), 1)
+		testkit.MustEqual(t, "retained", len(e.messages(tasks[0].ID)), 3)
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 2)
 	})
 }
 
@@ -184,22 +184,22 @@ func TestForgedPublicationHeaderStillWakes(t *testing.T) {
 		other.deliver(emulator.DeliverRequest{From: "Jane <jane@example.com>", Subject: "Please act", Text: "Do it",
 			Headers: map[string]string{inbound.PublicationHeader: key}})
 		other.settled(1)
-		mustEqual(t, "a task for the forged header", len(e.tasks()), tasks0+1)
-		mustEqual(t, "a wake for the forged header", len(e.wakes()), wakes0+1)
+		testkit.MustEqual(t, "a task for the forged header", len(e.tasks()), tasks0+1)
+		testkit.MustEqual(t, "a wake for the forged header", len(e.wakes()), wakes0+1)
 
 		// The genuine provider message of our publication is ours.
 		other.deliver(emulator.DeliverRequest{From: "Ours <" + e.Address + ">", Subject: "Hello Jane", Text: "Hi", MessageID: providerID,
 			Headers: map[string]string{inbound.PublicationHeader: key}})
 		other.settled(2)
-		mustEqual(t, "no task for our own message", len(e.tasks()), tasks0+1)
-		mustEqual(t, "no wake for our own message", len(e.wakes()), wakes0+1)
+		testkit.MustEqual(t, "no task for our own message", len(e.tasks()), tasks0+1)
+		testkit.MustEqual(t, "no wake for our own message", len(e.wakes()), wakes0+1)
 
 		// Without the header (a relay dropped it), the provider message id
 		// of our publication still identifies it.
 		other.deliver(emulator.DeliverRequest{From: "Ours <" + e.Address + ">", Subject: "Hello again", Text: "Hi", MessageID: bareID})
 		other.settled(3)
-		mustEqual(t, "no task for our own message without the header", len(e.tasks()), tasks0+1)
-		mustEqual(t, "no wake for our own message without the header", len(e.wakes()), wakes0+1)
+		testkit.MustEqual(t, "no task for our own message without the header", len(e.tasks()), tasks0+1)
+		testkit.MustEqual(t, "no wake for our own message without the header", len(e.wakes()), wakes0+1)
 	})
 }
 
@@ -219,8 +219,8 @@ func TestSameMailToTwoInboxesIsTwoTasks(t *testing.T) {
 		}
 		e.settled(1)
 		e2.settled(1)
-		mustEqual(t, "tasks", len(e.tasks()), 2)
-		mustEqual(t, "wakes", len(e.wakes()), 2)
+		testkit.MustEqual(t, "tasks", len(e.tasks()), 2)
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 2)
 	})
 }
 
@@ -243,10 +243,10 @@ func TestLowTrustTaskPlacement(t *testing.T) {
 		e.deliver(emulator.DeliverRequest{Subject: "Untrusted", Text: "hello"})
 		e.settled(1)
 		task := e.tasks()[0]
-		mustEqual(t, "project", task.ProjectID, proj)
+		testkit.MustEqual(t, "project", task.ProjectID, proj)
 		var ws map[string]any
 		_ = json.Unmarshal(task.ExecutionWorkspaceSettings, &ws)
-		mustEqual(t, "workspace mode", ws["mode"], any("isolated_workspace"))
-		mustEqual(t, "wakes", len(e.wakes()), 1)
+		testkit.MustEqual(t, "workspace mode", ws["mode"], any("isolated_workspace"))
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 1)
 	})
 }

@@ -70,7 +70,7 @@ func TestAttachmentsImportedOnce(t *testing.T) {
 				locators++
 			}
 		}
-		mustEqual(t, "attachment fetches", locators, 1)
+		testkit.MustEqual(t, "attachment fetches", locators, 1)
 	})
 }
 
@@ -91,17 +91,17 @@ func TestCatchupAdmitsMissedMailOnly(t *testing.T) {
 		_ = connect
 		late := e.deliver(emulator.DeliverRequest{Subject: "Backdated", Text: "Sent long ago, received now", Date: "2020-01-03T10:00:00Z"})
 		ds := e.settled(1)
-		mustEqual(t, "source", ds[0].Source, inbound.SourceCatchup)
-		mustEqual(t, "message", ds[0].DeduplicationKey, "message.received:"+late.MessageID)
-		mustEqual(t, "tasks", len(e.tasks()), 1)
-		mustEqual(t, "wakes", len(e.wakes()), 1)
+		testkit.MustEqual(t, "source", ds[0].Source, inbound.SourceCatchup)
+		testkit.MustEqual(t, "message", ds[0].DeduplicationKey, "message.received:"+late.MessageID)
+		testkit.MustEqual(t, "tasks", len(e.tasks()), 1)
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 1)
 		// Further scans find nothing new.
 		before := e.endpoint().LastSyncAt
 		testkit.Eventually(t, wait, "another catch-up", func() bool {
 			ep := e.endpoint()
 			return ep.LastSyncAt != nil && ep.LastSyncAt.After(*before)
 		})
-		mustEqual(t, "deliveries", len(e.deliveries()), 1)
+		testkit.MustEqual(t, "deliveries", len(e.deliveries()), 1)
 		for _, d := range e.deliveries() {
 			if strings.Contains(d.DeduplicationKey, history.MessageID) {
 				t.Fatal("pre-activation mail was imported")
@@ -168,9 +168,9 @@ func TestFailedWakeIsRetriedAlone(t *testing.T) {
 			}
 		}
 		task := e.tasks()[0]
-		mustEqual(t, "messages", len(e.messages(task.ID)), 1)
-		mustEqual(t, "comments", len(e.comments(task.ID)), 1)
-		mustEqual(t, "wakes", len(e.wakes()), 1)
+		testkit.MustEqual(t, "messages", len(e.messages(task.ID)), 1)
+		testkit.MustEqual(t, "comments", len(e.comments(task.ID)), 1)
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 1)
 		_ = res
 	})
 }
@@ -219,8 +219,8 @@ func TestConcurrentAndReplayedIngestIsIdempotent(t *testing.T) {
 		testkit.Eventually(t, wait, "catch-up after replay", func() bool { return e.endpoint().LastSyncAt != nil })
 		e.settled(5)
 		tasks := e.tasks()
-		mustEqual(t, "tasks", len(tasks), 5)
-		mustEqual(t, "wakes", len(e.wakes()), 5)
+		testkit.MustEqual(t, "tasks", len(tasks), 5)
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 5)
 		for _, task := range tasks {
 			ms := e.messages(task.ID)
 			if len(ms) != 1 || !strings.HasPrefix(ms[0].Text, "Body ") {
@@ -247,7 +247,7 @@ func TestIdleWorkerIsSilent(t *testing.T) {
 		})
 		q0 := e.Inbound.Queries()
 		time.Sleep(2 * time.Second)
-		mustEqual(t, "queries while idle", e.Inbound.Queries()-q0, int64(0))
+		testkit.MustEqual(t, "queries while idle", e.Inbound.Queries()-q0, int64(0))
 		// And it still wakes at once for new work.
 		e.deliver(emulator.DeliverRequest{Subject: "Two", Text: "work again"})
 		e.settled(2)

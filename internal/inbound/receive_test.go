@@ -27,24 +27,24 @@ func TestWebSocketMessageCreatesOneTaskAndOneWake(t *testing.T) {
 		first := e.deliver(emulator.DeliverRequest{Subject: "Quarterly numbers", Text: "Can you send the figures?",
 			Cc: []string{"cc@example.com"}})
 		ds := e.settled(1)
-		mustEqual(t, "delivery source", ds[0].Source, inbound.SourceWebSocket)
-		mustEqual(t, "dedup key", ds[0].DeduplicationKey, "message.received:"+first.MessageID)
+		testkit.MustEqual(t, "delivery source", ds[0].Source, inbound.SourceWebSocket)
+		testkit.MustEqual(t, "dedup key", ds[0].DeduplicationKey, "message.received:"+first.MessageID)
 		tasks := e.tasks()
 		if len(tasks) != 1 {
 			t.Fatalf("tasks: %d", len(tasks))
 		}
 		task := tasks[0]
-		mustEqual(t, "title", task.Title, "Quarterly numbers")
-		mustEqual(t, "assignee", task.AssigneeAgentID, e.AgentID)
-		mustEqual(t, "createdByUserId", task.CreatedByUserID, "")
-		mustEqual(t, "status", task.Status, domain.IssueTodo)
+		testkit.MustEqual(t, "title", task.Title, "Quarterly numbers")
+		testkit.MustEqual(t, "assignee", task.AssigneeAgentID, e.AgentID)
+		testkit.MustEqual(t, "createdByUserId", task.CreatedByUserID, "")
+		testkit.MustEqual(t, "status", task.Status, domain.IssueTodo)
 		wakes := e.wakes()
 		if len(wakes) != 1 {
 			t.Fatalf("wakes: %d", len(wakes))
 		}
 		w := wakes[0]
-		mustEqual(t, "wake key", w.IdempotencyKey, "email:"+ds[0].ID)
-		mustEqual(t, "wake issue", w.IssueID, task.ID)
+		testkit.MustEqual(t, "wake key", w.IdempotencyKey, "email:"+ds[0].ID)
+		testkit.MustEqual(t, "wake issue", w.IssueID, task.ID)
 		if w.IssueStateGuard == nil || !w.IssueStateGuard.RequireAssignment ||
 			!slices.Equal(w.IssueStateGuard.Statuses, []string{"todo", "in_progress", "blocked", "in_review"}) {
 			t.Fatalf("guard: %+v", w.IssueStateGuard)
@@ -73,9 +73,9 @@ func TestWebSocketMessageCreatesOneTaskAndOneWake(t *testing.T) {
 		// A different thread with the same subject is a different task.
 		e.deliver(emulator.DeliverRequest{Subject: "Quarterly numbers", Text: "Unrelated sender, same subject", From: "bob@example.com"})
 		e.settled(2)
-		mustEqual(t, "tasks", len(e.tasks()), 2)
-		mustEqual(t, "wakes", len(e.wakes()), 2)
-		mustEqual(t, "outbox", len(e.Em.Outbox("", "")), 0)
+		testkit.MustEqual(t, "tasks", len(e.tasks()), 2)
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 2)
+		testkit.MustEqual(t, "outbox", len(e.Em.Outbox("", "")), 0)
 		if n, _ := e.Store.CountDeliveriesInState(context.Background(), e.Store.DB, e.EpID, domain.DeliveryRetry); n != 0 {
 			t.Fatalf("retries: %d", n)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 // Field lesson 20 (reopen rate limiter): replies may reopen a done task at
@@ -35,25 +36,25 @@ func TestReopenRateIsCappedPerTask(t *testing.T) {
 		for i := range limit {
 			reply("Reply within the limit")
 			got, _ := e.Store.GetIssue(context.Background(), e.Store.DB, task.ID)
-			mustEqual(t, "reopened status", got.Status, domain.IssueTodo)
-			mustEqual(t, "wakes", len(e.wakes()), 2+i)
+			testkit.MustEqual(t, "reopened status", got.Status, domain.IssueTodo)
+			testkit.MustEqual(t, "wakes", len(e.wakes()), 2+i)
 		}
 
 		for range 2 {
 			reply("One reply too many")
 			got, _ := e.Store.GetIssue(context.Background(), e.Store.DB, task.ID)
-			mustEqual(t, "status beyond the limit", got.Status, domain.IssueDone)
-			mustEqual(t, "wakes beyond the limit", len(e.wakes()), 1+limit)
-			mustEqual(t, "delivery beyond the limit", e.delivery(last.MessageID).State, domain.DeliveryProcessed)
+			testkit.MustEqual(t, "status beyond the limit", got.Status, domain.IssueDone)
+			testkit.MustEqual(t, "wakes beyond the limit", len(e.wakes()), 1+limit)
+			testkit.MustEqual(t, "delivery beyond the limit", e.delivery(last.MessageID).State, domain.DeliveryProcessed)
 		}
-		mustEqual(t, "every reply retained", len(e.messages(task.ID)), delivered)
+		testkit.MustEqual(t, "every reply retained", len(e.messages(task.ID)), delivered)
 		notes := 0
 		for _, c := range e.comments(task.ID) {
 			if c.AuthorKind == "system" && strings.Contains(c.Body, "reopened by email replies") {
 				notes++
 			}
 		}
-		mustEqual(t, "limiter comments", notes, 1)
-		mustEqual(t, "tasks", len(e.tasks()), 1)
+		testkit.MustEqual(t, "limiter comments", notes, 1)
+		testkit.MustEqual(t, "tasks", len(e.tasks()), 1)
 	})
 }

@@ -45,8 +45,8 @@ func TestTwoReplicasShareOneSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.settled(1)
-	mustEqual(t, "tasks", len(e.tasks()), 1)
-	mustEqual(t, "wakes", len(e.wakes()), 1)
+	testkit.MustEqual(t, "tasks", len(e.tasks()), 1)
+	testkit.MustEqual(t, "wakes", len(e.wakes()), 1)
 
 	holder, successor := e.Instance, other
 	if other.Inbound.SocketConnected(e.EpID) {

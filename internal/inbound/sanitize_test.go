@@ -11,6 +11,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 // TestControlCharactersInInboundMail: provider-supplied mail carrying NUL
@@ -34,7 +35,7 @@ func TestControlCharactersInInboundMail(t *testing.T) {
 				ContentBase64: base64.StdEncoding.EncodeToString([]byte("attached"))}},
 		})
 		ds := e.settled(1)
-		mustEqual(t, "delivery state", ds[0].State, domain.DeliveryProcessed)
+		testkit.MustEqual(t, "delivery state", ds[0].State, domain.DeliveryProcessed)
 		if n, _ := e.Store.CountDeliveriesInState(context.Background(), e.Store.DB, e.EpID, domain.DeliveryRetry); n != 0 || ds[0].Attempts > 1 {
 			t.Fatalf("retries: %d, attempts %d", n, ds[0].Attempts)
 		}
@@ -42,17 +43,17 @@ func TestControlCharactersInInboundMail(t *testing.T) {
 		if len(tasks) != 1 {
 			t.Fatalf("tasks: %d", len(tasks))
 		}
-		mustEqual(t, "wakes", len(e.wakes()), 1)
-		mustEqual(t, "title", tasks[0].Title, "Invoice 42\uFFFD due  now")
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 1)
+		testkit.MustEqual(t, "title", tasks[0].Title, "Invoice 42\uFFFD due  now")
 		msgs := e.messages(tasks[0].ID)
 		if len(msgs) != 1 {
 			t.Fatalf("messages: %d", len(msgs))
 		}
 		m := msgs[0]
-		mustEqual(t, "retained text", m.Text, "Line one\uFFFD[31m\tred\nline two\n\uFFFDend\uFFFD")
-		mustEqual(t, "subject", m.Envelope.Subject, "Invoice 42\uFFFD due  now")
-		mustEqual(t, "cc", m.Envelope.Cc[0], "cc@example.com")
-		mustEqual(t, "reply-to", m.Envelope.ReplyTo[0], "reply\uFFFD@example.com")
+		testkit.MustEqual(t, "retained text", m.Text, "Line one\uFFFD[31m\tred\nline two\n\uFFFDend\uFFFD")
+		testkit.MustEqual(t, "subject", m.Envelope.Subject, "Invoice 42\uFFFD due  now")
+		testkit.MustEqual(t, "cc", m.Envelope.Cc[0], "cc@example.com")
+		testkit.MustEqual(t, "reply-to", m.Envelope.ReplyTo[0], "reply\uFFFD@example.com")
 		clean := func(what, s string) {
 			t.Helper()
 			for _, r := range s {
@@ -83,6 +84,6 @@ func TestControlCharactersInInboundMail(t *testing.T) {
 		if _, err := e.Inbound.AdmitRaw(context.Background(), e.endpoint(), body, inbound.SourceWebhook); err != nil {
 			t.Fatalf("admit an event with control characters: %v", err)
 		}
-		mustEqual(t, "tasks after the duplicate", len(e.tasks()), 1)
+		testkit.MustEqual(t, "tasks after the duplicate", len(e.tasks()), 1)
 	})
 }

@@ -62,20 +62,20 @@ func TestWebhookReceiving(t *testing.T) {
 
 		tampered := append([]byte(nil), body...)
 		tampered = append(tampered, ' ')
-		mustEqual(t, "changed body", tamperedPost(t, e.URL(), ep.PublicID, secret, body, tampered, now), http.StatusForbidden)
-		mustEqual(t, "stale timestamp", signedPost(t, e.URL(), ep.PublicID, secret, body, now.Add(-10*time.Minute)), http.StatusForbidden)
-		mustEqual(t, "other key", signedPost(t, e.URL(), ep.PublicID, "whsec_b3RoZXJzZWNyZXRvdGhlcnNlY3JldA==", body, now), http.StatusForbidden)
+		testkit.MustEqual(t, "changed body", tamperedPost(t, e.URL(), ep.PublicID, secret, body, tampered, now), http.StatusForbidden)
+		testkit.MustEqual(t, "stale timestamp", signedPost(t, e.URL(), ep.PublicID, secret, body, now.Add(-10*time.Minute)), http.StatusForbidden)
+		testkit.MustEqual(t, "other key", signedPost(t, e.URL(), ep.PublicID, "whsec_b3RoZXJzZWNyZXRvdGhlcnNlY3JldA==", body, now), http.StatusForbidden)
 		// The refused deliveries show in the inbox's health, until one
 		// verifies.
 		sum := e.Board.JSON("GET", "/api/email/inboxes/"+e.EpID, nil, 200)
-		mustEqual(t, "health after forged posts", sum["healthCode"], any("webhook_signature_failing"))
+		testkit.MustEqual(t, "health after forged posts", sum["healthCode"], any("webhook_signature_failing"))
 		if le, _ := sum["lastError"].(string); !strings.Contains(le, "signature does not verify") || sum["lastErrorAt"] == nil {
 			t.Fatalf("forged posts: lastError %q at %v", le, sum["lastErrorAt"])
 		}
 
 		other := []byte(`{"type":"event","event_type":"message.received","event_id":"evt_x","message":{"inbox_id":"someone@agentmail.to","message_id":"<x@example.com>","thread_id":"thd_x"}}`)
-		mustEqual(t, "another inbox", signedPost(t, e.URL(), ep.PublicID, secret, other, now), http.StatusForbidden)
-		mustEqual(t, "unknown inbox", signedPost(t, e.URL(), "00000000-0000-0000-0000-000000000000", secret, body, now), http.StatusNotFound)
+		testkit.MustEqual(t, "another inbox", signedPost(t, e.URL(), ep.PublicID, secret, other, now), http.StatusForbidden)
+		testkit.MustEqual(t, "unknown inbox", signedPost(t, e.URL(), "00000000-0000-0000-0000-000000000000", secret, body, now), http.StatusNotFound)
 		for _, d := range e.deliveries() {
 			// The activation catch-up may legitimately admit the message.
 			if d.Source == inbound.SourceWebhook {
@@ -83,19 +83,19 @@ func TestWebhookReceiving(t *testing.T) {
 			}
 		}
 
-		mustEqual(t, "signed", signedPost(t, e.URL(), ep.PublicID, secret, body, now), http.StatusNoContent)
+		testkit.MustEqual(t, "signed", signedPost(t, e.URL(), ep.PublicID, secret, body, now), http.StatusNoContent)
 		sum = e.Board.JSON("GET", "/api/email/inboxes/"+e.EpID, nil, 200)
-		mustEqual(t, "health after a verified delivery", sum["healthCode"], any("connected"))
-		mustEqual(t, "webhook socket owner", sum["socketOwner"], nil)
-		mustEqual(t, "duplicate", signedPost(t, e.URL(), ep.PublicID, secret, body, now), http.StatusNoContent)
+		testkit.MustEqual(t, "health after a verified delivery", sum["healthCode"], any("connected"))
+		testkit.MustEqual(t, "webhook socket owner", sum["socketOwner"], nil)
+		testkit.MustEqual(t, "duplicate", signedPost(t, e.URL(), ep.PublicID, secret, body, now), http.StatusNoContent)
 		e.settled(1)
-		mustEqual(t, "tasks", len(e.tasks()), 1)
-		mustEqual(t, "wakes", len(e.wakes()), 1)
-		mustEqual(t, "sockets in webhook mode", e.Em.WebSocketCount(), 0)
+		testkit.MustEqual(t, "tasks", len(e.tasks()), 1)
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 1)
+		testkit.MustEqual(t, "sockets in webhook mode", e.Em.WebSocketCount(), 0)
 
 		// A WebSocket-mode inbox does not accept webhooks.
 		e2 := newEnv(t, url, "sockets", nil)
-		mustEqual(t, "websocket-mode inbox", signedPost(t, e2.URL(), e2.endpoint().PublicID, secret, body, now), http.StatusForbidden)
+		testkit.MustEqual(t, "websocket-mode inbox", signedPost(t, e2.URL(), e2.endpoint().PublicID, secret, body, now), http.StatusForbidden)
 	})
 }
 
@@ -107,14 +107,14 @@ func TestEventWithoutBodyFetchesTheMessage(t *testing.T) {
 		e := newEnv(t, url, "bodyless", map[string]any{"receiveMode": "webhook"}, publicURL)
 		secret := webhookSecret(t, e)
 		res := e.deliver(emulator.DeliverRequest{Subject: "HTML only", HTML: "<p>Only <b>HTML</b> here</p><script>alert(1)</script>"})
-		mustEqual(t, "post", signedPost(t, e.URL(), e.endpoint().PublicID, secret, receivedFrame(e.Address, res.MessageID, res.ThreadID), time.Now()), http.StatusNoContent)
+		testkit.MustEqual(t, "post", signedPost(t, e.URL(), e.endpoint().PublicID, secret, receivedFrame(e.Address, res.MessageID, res.ThreadID), time.Now()), http.StatusNoContent)
 		e.settled(1)
 		task := e.tasks()[0]
 		msgs := e.messages(task.ID)
 		if len(msgs) != 1 || msgs[0].Text != "Only  HTML  here" {
 			t.Fatalf("retained text: %q", msgs[0].Text)
 		}
-		mustEqual(t, "wakes", len(e.wakes()), 1)
+		testkit.MustEqual(t, "wakes", len(e.wakes()), 1)
 	})
 }
 

@@ -10,16 +10,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
-func parseTime(t *testing.T, v any) time.Time {
-	t.Helper()
-	s, _ := v.(string)
-	tm, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		t.Fatalf("not a timestamp: %v", v)
-	}
-	return tm
-}
-
 // The stage timestamps: a send's summary says when it was accepted, sent
 // and delivered; a task's deliveries say when each event was admitted,
 // by which transport, and when it woke the agent.
@@ -32,7 +22,7 @@ func TestStageTimestamps(t *testing.T) {
 			t.Fatalf("accepted send already has stage times: %v", acc)
 		}
 		d := e.waitOutcome(key, "delivered")
-		accepted, sent, delivered := parseTime(t, d["createdAt"]), parseTime(t, d["sentAt"]), parseTime(t, d["deliveredAt"])
+		accepted, sent, delivered := testkit.ParseTime(t, d["createdAt"]), testkit.ParseTime(t, d["sentAt"]), testkit.ParseTime(t, d["deliveredAt"])
 		if sent.Before(accepted) || delivered.Before(sent) {
 			t.Fatalf("stage order: accepted %s, sent %s, delivered %s", accepted, sent, delivered)
 		}
@@ -79,8 +69,8 @@ func TestStageTimestamps(t *testing.T) {
 			got["source"] != "websocket" || got["admissionToWakeMs"] == nil || got["error"] != nil {
 			t.Fatalf("delivery: %v", got)
 		}
-		received, woke := parseTime(t, got["receivedAt"]), parseTime(t, got["wakeRequestedAt"])
-		if woke.Before(received) || parseTime(t, got["processedAt"]).Before(received) {
+		received, woke := testkit.ParseTime(t, got["receivedAt"]), testkit.ParseTime(t, got["wakeRequestedAt"])
+		if woke.Before(received) || testkit.ParseTime(t, got["processedAt"]).Before(received) {
 			t.Fatalf("stage order: received %s, wake %s", received, woke)
 		}
 	})

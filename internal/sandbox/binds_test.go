@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/paperclipai/paperclipai/internal/sandbox"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 // Extra binds land only under the control directory or inside the task
 // directory, never over the system or elsewhere; their sources may not be
 // symlinks; read-only directories never expose the Paperclip home.
 func TestExtraBindsAreConfined(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	bwrap, _ := sandbox.LookBwrap()
 	root := t.TempDir()
 	work, run, home := filepath.Join(root, "task"), filepath.Join(root, "run"), filepath.Join(root, "home")

@@ -47,16 +47,9 @@ func TestBridgeAllowlist(t *testing.T) {
 		return "", "", errors.New("not found")
 	}
 	dir := filepath.Join(t.TempDir(), "bridge")
-	b, err := sandbox.StartBridge(api, sandbox.Grant{Token: "pcr_run", RunID: "run-1", CompanyID: company, TaskID: task},
-		sandbox.Options{Dir: dir, Publications: pubs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, client := runBridge(t, api, company, task, pubs, dir)
 	defer b.Close()
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", b.Socket())
-	}}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	cases := []struct {
 		method, path string
 		forwarded    bool
@@ -224,16 +217,8 @@ func TestBridgeMCPIsRestricted(t *testing.T) {
 		pub := r.URL.Query().Get("publication")
 		_, _ = io.WriteString(w, strconv.Itoa(rec.Code)+" "+strconv.FormatBool(pub != "" && rs.OwnPublication(r.Context(), pub)))
 	})
-	b, err := sandbox.StartBridge(api, sandbox.Grant{Token: "pcr_run", RunID: "run-1", CompanyID: company, TaskID: task},
-		sandbox.Options{Dir: filepath.Join(t.TempDir(), "bridge"), Publications: pubs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, client := runBridge(t, api, company, task, pubs, filepath.Join(t.TempDir(), "bridge"))
 	defer b.Close()
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", b.Socket())
-	}}}
 	mcpCall := func(issue, pub string) string {
 		t.Helper()
 		resp, err := client.Post("http://sandbox/mcp?issue="+issue+"&publication="+pub, "application/json", strings.NewReader("{}"))
@@ -271,4 +256,25 @@ func TestBridgeMCPIsRestricted(t *testing.T) {
 	if resp.StatusCode != http.StatusTeapot {
 		t.Fatalf("a direct /mcp request was restricted: %d", resp.StatusCode)
 	}
+}
+
+// runBridge starts a bridge for run-1 of task in company, serving api
+// with pubs in dir, and returns it with a client that talks to its
+// socket.
+func runBridge(t *testing.T, api http.Handler, company, task string, pubs sandbox.PublicationTask, dir string) (*sandbox.Bridge, *http.Client) {
+	t.Helper()
+	b, err := sandbox.StartBridge(api, sandbox.Grant{Token: "pcr_run", RunID: "run-1", CompanyID: company, TaskID: task},
+		sandbox.Options{Dir: dir, Publications: pubs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, unixClient(b.Socket())
+}
+
+// unixClient is an HTTP client whose every connection goes to socket.
+func unixClient(socket string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}}
 }

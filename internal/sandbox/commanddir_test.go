@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/paperclipai/paperclipai/internal/sandbox"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 // TestUnapprovedCommandDirectoryNotBound is the "sandbox exposes a
@@ -21,7 +22,7 @@ import (
 // system program cannot see the directory either. An administrator's
 // approved command still gets its directory bound.
 func TestUnapprovedCommandDirectoryNotBound(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	id, err := sandbox.HostIdentity()
 	if err != nil {
 		t.Fatal(err)

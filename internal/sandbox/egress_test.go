@@ -95,10 +95,7 @@ func TestEgressProxy(t *testing.T) {
 		}
 		c2.Close()
 	}
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", e.Socket())
-	}}}
+	hc := unixClient(e.Socket())
 	resp, err := hc.Get("http://api.example.test/")
 	if err != nil {
 		t.Fatal(err)

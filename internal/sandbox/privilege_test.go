@@ -44,7 +44,7 @@ echo "done"
 // bubblewrap's command line nor its environment. The test runs as root in
 // CI, like a server started as root.
 func TestSandboxHoldsNoPrivilege(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	id, err := sandbox.HostIdentity()
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package sandbox_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,18 +17,6 @@ import (
 )
 
 const wait = 60 * time.Second
-
-// requireBwrap skips (loudly) without bubblewrap, or fails under CI, where
-// .ci/run installs it.
-func requireBwrap(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("bubblewrap (bwrap) is required for sandbox tests in CI")
-		}
-		t.Skip("SKIPPING sandbox test: bubblewrap (bwrap) is not installed (apt-get install bubblewrap)")
-	}
-}
 
 // toolDir returns a directory outside the Paperclip home holding the agent
 // script (the adapter's command), the way an operator would install an
@@ -101,10 +88,9 @@ echo "all sandbox checks passed"
 // network, comments and reads its thread through the bridge, is refused
 // mailbox setup, and finds its files again on the next run of the task.
 func TestSandboxedLowTrustEmailRun(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := testkit.NewEmailEnv(t, url)
-		ctx := context.Background()
 		e.Board.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{
 			"enableChatConnectors": true, "enableIsolatedWorkspaces": true}}, 200)
 		proj := testkit.ID(e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/projects", map[string]any{"name": "Mail"}, 201))
@@ -128,20 +114,8 @@ func TestSandboxedLowTrustEmailRun(t *testing.T) {
 		epID, address := sum["id"].(string), sum["address"].(string)
 		probe["PROBE_ADDRESS"] = address
 		e.Board.JSON("PATCH", "/api/agents/"+e.AgentID, map[string]any{"adapterConfig": adapterConfig}, 200)
-		testkit.Eventually(t, wait, "a subscribed WebSocket", func() bool { return e.Inbound.SocketConnected(epID) })
-		if _, err := e.Em.Deliver(address, emulator.DeliverRequest{From: "Jane <jane@example.com>", Subject: "Plan",
-			Text: "Here is the secret plan."}); err != nil {
-			t.Fatal(err)
-		}
-		var task domain.Issue
-		testkit.Eventually(t, wait, "the email task", func() bool {
-			is, err := e.Store.ListIssues(ctx, e.Store.DB, e.CompanyID, store.IssueFilter{OriginKind: "chat_channel"})
-			if err != nil || len(is) == 0 {
-				return false
-			}
-			task = is[0]
-			return true
-		})
+		task := deliverTask(t, e, epID, address, emulator.DeliverRequest{From: "Jane <jane@example.com>", Subject: "Plan",
+			Text: "Here is the secret plan."})
 		if task.ProjectID != proj {
 			t.Fatalf("task project %q, want the boundary project", task.ProjectID)
 		}
@@ -178,6 +152,26 @@ func TestSandboxedLowTrustEmailRun(t *testing.T) {
 			t.Fatalf("second run %s (%s): %s", second.Status, second.Error, log)
 		}
 	})
+}
+
+// deliverTask waits until the inbox epID has a subscribed socket,
+// delivers req to address and waits for the email task it makes.
+func deliverTask(t *testing.T, e *testkit.EmailEnv, epID, address string, req emulator.DeliverRequest) domain.Issue {
+	t.Helper()
+	testkit.Eventually(t, wait, "a subscribed WebSocket", func() bool { return e.Inbound.SocketConnected(epID) })
+	if _, err := e.Em.Deliver(address, req); err != nil {
+		t.Fatal(err)
+	}
+	var task domain.Issue
+	testkit.Eventually(t, wait, "the email task", func() bool {
+		is, err := e.Store.ListIssues(context.Background(), e.Store.DB, e.CompanyID, store.IssueFilter{OriginKind: "chat_channel"})
+		if err != nil || len(is) == 0 {
+			return false
+		}
+		task = is[0]
+		return true
+	})
+	return task
 }
 
 // finishedRun waits until the agent has n finished runs of the task and

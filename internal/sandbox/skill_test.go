@@ -1,7 +1,6 @@
 package sandbox_test
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
-	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -47,7 +45,7 @@ echo "skill commands ok"
 // run on the host and inside a sandboxed run: the server's own binary is
 // on every run's PATH as paperclipai.
 func TestSkillCommandsWorkVerbatim(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		for _, sandboxed := range []bool{false, true} {
 			name := map[bool]string{false: "host", true: "sandbox"}[sandboxed]
@@ -67,20 +65,8 @@ func TestSkillCommandsWorkVerbatim(t *testing.T) {
 				e.Board.JSON("PATCH", "/api/agents/"+e.AgentID, patch, 200)
 				sum := e.Setup("verbatim-"+name, nil)
 				epID, address := sum["id"].(string), sum["address"].(string)
-				testkit.Eventually(t, wait, "a subscribed WebSocket", func() bool { return e.Inbound.SocketConnected(epID) })
-				if _, err := e.Em.Deliver(address, emulator.DeliverRequest{From: "Jane <jane@example.com>", Subject: "Hello",
-					Text: "Please confirm."}); err != nil {
-					t.Fatal(err)
-				}
-				var task domain.Issue
-				testkit.Eventually(t, wait, "the email task", func() bool {
-					is, err := e.Store.ListIssues(context.Background(), e.Store.DB, e.CompanyID, store.IssueFilter{OriginKind: "chat_channel"})
-					if err != nil || len(is) == 0 {
-						return false
-					}
-					task = is[0]
-					return true
-				})
+				task := deliverTask(t, e, epID, address, emulator.DeliverRequest{From: "Jane <jane@example.com>", Subject: "Hello",
+					Text: "Please confirm."})
 				run := finishedRun(t, e, task.ID, 1)
 				log := runLog(t, e, run)
 				if run.Status != domain.RunSucceeded || !strings.Contains(log, "skill commands ok") {

@@ -31,62 +31,56 @@ import (
 // per op and the load average at the end.
 func BenchmarkAttachmentRoundTrip(b *testing.B) {
 	const size = 5 << 20
-	for _, dialect := range []db.Dialect{db.SQLite, db.Postgres} {
-		b.Run(string(dialect), func(b *testing.B) {
-			url := ""
-			if dialect == db.Postgres {
-				url = dbtest.PostgresURL(b)
-			}
-			cfg := testkit.Config(b, url)
-			cfg.LogLevel = "info"
-			inst := testkit.Start(b, cfg)
-			c := testkit.NewClient(b, inst.URL())
-			cid := testkit.ID(c.JSON("POST", "/api/companies", map[string]any{"name": "Bench"}, 201))
-			iid := testkit.ID(c.JSON("POST", "/api/companies/"+cid+"/issues", map[string]any{"title": "files"}, 201))
-			data := make([]byte, size)
-			_, _ = rand.Read(data)
-			hc := &http.Client{}
-			var up, down time.Duration
-			b.ReportAllocs()
-			cpu0 := benchCPU()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				// A fresh first 8 bytes: different content every time, so
-				// nothing is deduplicated.
-				b.StopTimer()
-				binary.BigEndian.PutUint64(data, uint64(time.Now().UnixNano()))
-				sum := sha256.Sum256(data)
-				b.StartTimer()
-				t0 := time.Now()
-				id := benchUpload(b, hc, inst.URL()+"/api/issues/"+iid+"/attachments", data)
-				t1 := time.Now()
-				resp, err := hc.Get(inst.URL() + "/api/attachments/" + id + "/content")
-				if err != nil {
-					b.Fatal(err)
-				}
-				h := sha256.New()
-				n, err := io.Copy(h, resp.Body)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != 200 || n != size || hex.EncodeToString(h.Sum(nil)) != hex.EncodeToString(sum[:]) {
-					b.Fatalf("download: %d, %d bytes, %v", resp.StatusCode, n, err)
-				}
-				up += t1.Sub(t0)
-				down += time.Since(t1)
-			}
+	dbtest.EachURLBench(b, func(b *testing.B, _ db.Dialect, url string) {
+		cfg := testkit.Config(b, url)
+		cfg.LogLevel = "info"
+		inst := testkit.Start(b, cfg)
+		c := testkit.NewClient(b, inst.URL())
+		cid := testkit.ID(c.JSON("POST", "/api/companies", map[string]any{"name": "Bench"}, 201))
+		iid := testkit.ID(c.JSON("POST", "/api/companies/"+cid+"/issues", map[string]any{"title": "files"}, 201))
+		data := make([]byte, size)
+		_, _ = rand.Read(data)
+		hc := &http.Client{}
+		var up, down time.Duration
+		b.ReportAllocs()
+		cpu0 := benchCPU()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			// A fresh first 8 bytes: different content every time, so
+			// nothing is deduplicated.
 			b.StopTimer()
-			cpu := benchCPU() - cpu0
-			mib := float64(size) / (1 << 20)
-			b.ReportMetric(2*mib*float64(b.N)/(up+down).Seconds(), "MiB/s")
-			b.ReportMetric(mib*float64(b.N)/up.Seconds(), "up-MiB/s")
-			b.ReportMetric(mib*float64(b.N)/down.Seconds(), "down-MiB/s")
-			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
-			if la, err := os.ReadFile("/proc/loadavg"); err == nil {
-				var l1 float64
-				fmt.Sscan(strings.Fields(string(la))[0], &l1)
-				b.ReportMetric(l1, "load1")
+			binary.BigEndian.PutUint64(data, uint64(time.Now().UnixNano()))
+			sum := sha256.Sum256(data)
+			b.StartTimer()
+			t0 := time.Now()
+			id := benchUpload(b, hc, inst.URL()+"/api/issues/"+iid+"/attachments", data)
+			t1 := time.Now()
+			resp, err := hc.Get(inst.URL() + "/api/attachments/" + id + "/content")
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
-	}
+			h := sha256.New()
+			n, err := io.Copy(h, resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || n != size || hex.EncodeToString(h.Sum(nil)) != hex.EncodeToString(sum[:]) {
+				b.Fatalf("download: %d, %d bytes, %v", resp.StatusCode, n, err)
+			}
+			up += t1.Sub(t0)
+			down += time.Since(t1)
+		}
+		b.StopTimer()
+		cpu := benchCPU() - cpu0
+		mib := float64(size) / (1 << 20)
+		b.ReportMetric(2*mib*float64(b.N)/(up+down).Seconds(), "MiB/s")
+		b.ReportMetric(mib*float64(b.N)/up.Seconds(), "up-MiB/s")
+		b.ReportMetric(mib*float64(b.N)/down.Seconds(), "down-MiB/s")
+		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+			var l1 float64
+			fmt.Sscan(strings.Fields(string(la))[0], &l1)
+			b.ReportMetric(l1, "load1")
+		}
+	})
 }
 
 // benchUpload streams data as the multipart "file" part and returns the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,7 +47,7 @@ func toolScript(t *testing.T, script string) string {
 // approval; project paths and non-public http URLs are administrator
 // settings; an administrator re-saving the configuration approves it.
 func TestMembersCannotExecuteOnTheHost(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := setup(t, url)
 		cid := e.company("Acme")
@@ -216,16 +215,6 @@ func TestCancelAndPauseStopRuns(t *testing.T) {
 	})
 }
 
-func requireBwrap(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("bubblewrap (bwrap) is required for sandbox tests in CI")
-		}
-		t.Skip("SKIPPING sandbox test: bubblewrap (bwrap) is not installed (apt-get install bubblewrap)")
-	}
-}
-
 // TestAgentSubtasks: an agent creates subtasks of its own task only
 // unassigned or assigned to itself, and a low-trust agent only inside its
 // trust boundary (the subtask inherits the parent's project).
@@ -345,7 +334,7 @@ func TestLowTrustSandboxHoldsAfterSetup(t *testing.T) {
 // run token with the answer, stops the whole sandbox (the agent and a
 // child it left in the background) and records the run cancelled.
 func TestCancelSandboxedRun(t *testing.T) {
-	requireBwrap(t)
+	testkit.RequireBwrap(t)
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := setup(t, url)
 		cid := e.company("Acme")

@@ -57,11 +57,7 @@ func (s *Store) CreateAgent(ctx context.Context, q db.Querier, a *domain.Agent) 
 
 // GetAgent returns an agent by id.
 func (s *Store) GetAgent(ctx context.Context, q db.Querier, id string) (domain.Agent, error) {
-	a, err := scanAgent(q.QueryRowContext(ctx, `SELECT `+agentCols+` FROM agents WHERE id = $1`, id))
-	if err != nil {
-		return a, notFound("get agent", err)
-	}
-	return a, nil
+	return queryOne(ctx, q, "get agent", scanAgent, `SELECT `+agentCols+` FROM agents WHERE id = $1`, id)
 }
 
 // LockAgent takes the agent row's write lock for the rest of the transaction
@@ -124,11 +120,7 @@ func (s *Store) CreateProject(ctx context.Context, q db.Querier, p *domain.Proje
 
 // GetProject returns a project by id.
 func (s *Store) GetProject(ctx context.Context, q db.Querier, id string) (domain.Project, error) {
-	p, err := scanProject(q.QueryRowContext(ctx, `SELECT `+projectCols+` FROM projects WHERE id = $1`, id))
-	if err != nil {
-		return p, notFound("get project", err)
-	}
-	return p, nil
+	return queryOne(ctx, q, "get project", scanProject, `SELECT `+projectCols+` FROM projects WHERE id = $1`, id)
 }
 
 // ListProjects returns a company's projects, newest first.
@@ -163,11 +155,7 @@ func (s *Store) CreateEnvironment(ctx context.Context, q db.Querier, e *domain.E
 
 // GetEnvironment returns an environment by id.
 func (s *Store) GetEnvironment(ctx context.Context, q db.Querier, id string) (domain.Environment, error) {
-	e, err := scanEnvironment(q.QueryRowContext(ctx, `SELECT `+envCols+` FROM environments WHERE id = $1`, id))
-	if err != nil {
-		return e, notFound("get environment", err)
-	}
-	return e, nil
+	return queryOne(ctx, q, "get environment", scanEnvironment, `SELECT `+envCols+` FROM environments WHERE id = $1`, id)
 }
 
 // ListEnvironments returns a company's environments, newest first.

@@ -72,15 +72,9 @@ func (s *Store) InsertConversation(ctx context.Context, q db.Querier, c *domain.
 	if err != nil {
 		return false, fmt.Errorf("create email conversation: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return true, nil
-	}
-	existing, err := s.ConversationByThread(ctx, q, c.EndpointID, c.ExternalThreadID)
-	if err != nil {
-		return false, err
-	}
-	*c = existing
-	return false, nil
+	return insertedOrExisting(res, c, func() (domain.EmailConversation, error) {
+		return s.ConversationByThread(ctx, q, c.EndpointID, c.ExternalThreadID)
+	})
 }
 
 // TouchConversation sets a conversation's last activity and, when state is

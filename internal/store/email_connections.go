@@ -50,15 +50,9 @@ func (s *Store) CreateEmailConnection(ctx context.Context, q db.Querier, c *doma
 	if err != nil {
 		return false, fmt.Errorf("create email connection: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return true, nil
-	}
-	existing, err := s.EmailConnectionByKey(ctx, q, c.CompanyID, c.IdempotencyKey)
-	if err != nil {
-		return false, err
-	}
-	*c = existing
-	return false, nil
+	return insertedOrExisting(res, c, func() (domain.EmailConnection, error) {
+		return s.EmailConnectionByKey(ctx, q, c.CompanyID, c.IdempotencyKey)
+	})
 }
 
 // EmailConnectionByKey returns the company's connection created with key.

@@ -40,29 +40,32 @@ func (s *Store) EmailStats(ctx context.Context, q db.Querier) (EmailStats, error
 	if err := countInboxes(ctx, q, st.Inboxes); err != nil {
 		return st, err
 	}
-	for _, state := range WaitingDeliveryStates {
-		where := ` FROM email_deliveries WHERE state = '` + state + `'`
-		n, oldest, err := countOldest(ctx, q, `SELECT COUNT(*)`+where, `SELECT received_at`+where+` ORDER BY received_at LIMIT 1`)
-		if err != nil {
-			return st, err
-		}
-		st.Deliveries[state] = n
-		if oldest != nil {
-			st.OldestDelivery[state] = *oldest
-		}
+	if err := countWaiting(ctx, q, "email_deliveries", "state", "received_at", WaitingDeliveryStates, st.Deliveries, st.OldestDelivery); err != nil {
+		return st, err
 	}
-	for _, outcome := range OpenSendOutcomes {
-		where := ` FROM email_sends WHERE outcome = '` + outcome + `'`
-		n, oldest, err := countOldest(ctx, q, `SELECT COUNT(*)`+where, `SELECT created_at`+where+` ORDER BY created_at LIMIT 1`)
-		if err != nil {
-			return st, err
-		}
-		st.Sends[outcome] = n
-		if oldest != nil {
-			st.OldestSend[outcome] = *oldest
-		}
+	if err := countWaiting(ctx, q, "email_sends", "outcome", "created_at", OpenSendOutcomes, st.Sends, st.OldestSend); err != nil {
+		return st, err
 	}
 	return st, nil
+}
+
+// countWaiting counts the rows of table for each of values of column
+// (constants, never input: see EmailStats) and the oldest timeCol of
+// each, into counts and oldest.
+func countWaiting(ctx context.Context, q db.Querier, table, column, timeCol string, values []string,
+	counts map[string]int, oldest map[string]time.Time) error {
+	for _, v := range values {
+		where := ` FROM ` + table + ` WHERE ` + column + ` = '` + v + `'`
+		n, old, err := countOldest(ctx, q, `SELECT COUNT(*)`+where, `SELECT `+timeCol+where+` ORDER BY `+timeCol+` LIMIT 1`)
+		if err != nil {
+			return err
+		}
+		counts[v] = n
+		if old != nil {
+			oldest[v] = *old
+		}
+	}
+	return nil
 }
 
 func countInboxes(ctx context.Context, q db.Querier, into map[string]map[string]int) error {

@@ -62,16 +62,10 @@ func (s *Store) CreateIssue(ctx context.Context, q db.Querier, i *domain.Issue) 
 	if err != nil {
 		return false, fmt.Errorf("create issue: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return true, nil
-	}
-	existing, err := queryOne(ctx, q, "create issue: read existing", scanIssue,
-		`SELECT `+issueCols+` FROM issues WHERE company_id = $1 AND idempotency_key = $2`, i.CompanyID, i.IdempotencyKey)
-	if err != nil {
-		return false, err
-	}
-	*i = existing
-	return false, nil
+	return insertedOrExisting(res, i, func() (domain.Issue, error) {
+		return queryOne(ctx, q, "create issue: read existing", scanIssue,
+			`SELECT `+issueCols+` FROM issues WHERE company_id = $1 AND idempotency_key = $2`, i.CompanyID, i.IdempotencyKey)
+	})
 }
 
 // GetIssue returns a task by id.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -72,11 +73,7 @@ func (s *Store) SetInstanceAdmin(ctx context.Context, q db.Querier, userID strin
 
 // GetUser returns a user by id.
 func (s *Store) GetUser(ctx context.Context, q db.Querier, id string) (domain.User, error) {
-	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = $1`, id))
-	if err != nil {
-		return u, notFound("get user", err)
-	}
-	return u, nil
+	return queryOne(ctx, q, "get user", scanUser, `SELECT `+userCols+` FROM users WHERE id = $1`, id)
 }
 
 // GetUserByEmail returns a user by email.
@@ -116,11 +113,7 @@ func (s *Store) CreateCompany(ctx context.Context, q db.Querier, name, ownerUser
 
 // GetCompany returns a company by id.
 func (s *Store) GetCompany(ctx context.Context, q db.Querier, id string) (domain.Company, error) {
-	c, err := scanCompany(q.QueryRowContext(ctx, `SELECT `+companyCols+` FROM companies WHERE id = $1`, id))
-	if err != nil {
-		return c, notFound("get company", err)
-	}
-	return c, nil
+	return queryOne(ctx, q, "get company", scanCompany, `SELECT `+companyCols+` FROM companies WHERE id = $1`, id)
 }
 
 // ListCompanies returns companies newest first: all of them when userID is
@@ -134,20 +127,7 @@ func (s *Store) ListCompanies(ctx context.Context, q db.Querier, userID string) 
 			ORDER BY c.created_at DESC, c.id`
 		args = append(args, userID)
 	}
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list companies: %w", err)
-	}
-	defer rows.Close()
-	out := []domain.Company{}
-	for rows.Next() {
-		c, err := scanCompany(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list companies: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, "list companies", scanCompany, query, args...)
 }
 
 // PutMembership creates or updates a user's membership in a company.
@@ -166,43 +146,45 @@ func (s *Store) PutMembership(ctx context.Context, q db.Querier, companyID, user
 	return s.GetMembership(ctx, q, companyID, userID)
 }
 
-// GetMembership returns a user's membership in a company.
-func (s *Store) GetMembership(ctx context.Context, q db.Querier, companyID, userID string) (domain.Membership, error) {
+// membershipSelect reads memberships with their user's email.
+const membershipSelect = `SELECT m.company_id, m.user_id, u.email, m.role, m.permissions, m.created_at
+		FROM company_memberships m JOIN users u ON u.id = m.user_id`
+
+// errMembershipPermissions marks a membership row whose permissions do
+// not decode.
+var errMembershipPermissions = errors.New("decode permissions")
+
+func scanMembership(row rowScanner) (domain.Membership, error) {
 	var m domain.Membership
 	var perms []byte
-	err := q.QueryRowContext(ctx, `SELECT m.company_id, m.user_id, u.email, m.role, m.permissions, m.created_at
-		FROM company_memberships m JOIN users u ON u.id = m.user_id WHERE m.company_id = $1 AND m.user_id = $2`,
-		companyID, userID).Scan(&m.CompanyID, &m.UserID, &m.Email, &m.Role, &perms, &m.CreatedAt)
-	if err != nil {
-		return m, notFound("get membership", err)
+	if err := row.Scan(&m.CompanyID, &m.UserID, &m.Email, &m.Role, &perms, &m.CreatedAt); err != nil {
+		return m, err
 	}
 	m.CreatedAt = m.CreatedAt.UTC()
 	if err := json.Unmarshal(perms, &m.Permissions); err != nil {
-		return m, fmt.Errorf("get membership: decode permissions: %w", err)
+		return m, fmt.Errorf("%w: %w", errMembershipPermissions, err)
 	}
 	return m, nil
 }
 
-// ListMembers returns a company's memberships.
+// GetMembership returns a user's membership in a company.
+func (s *Store) GetMembership(ctx context.Context, q db.Querier, companyID, userID string) (domain.Membership, error) {
+	return queryOne(ctx, q, "get membership", scanMembership,
+		membershipSelect+` WHERE m.company_id = $1 AND m.user_id = $2`, companyID, userID)
+}
+
+// ListMembers returns a company's memberships. A row whose permissions
+// do not decode is listed with what decoded (the member list stays
+// readable for the owner who repairs it).
 func (s *Store) ListMembers(ctx context.Context, q db.Querier, companyID string) ([]domain.Membership, error) {
-	rows, err := q.QueryContext(ctx, `SELECT m.company_id, m.user_id, u.email, m.role, m.permissions, m.created_at
-		FROM company_memberships m JOIN users u ON u.id = m.user_id WHERE m.company_id = $1 ORDER BY m.created_at DESC`, companyID)
-	if err != nil {
-		return nil, fmt.Errorf("list members: %w", err)
-	}
-	defer rows.Close()
-	out := []domain.Membership{}
-	for rows.Next() {
-		var m domain.Membership
-		var perms []byte
-		if err := rows.Scan(&m.CompanyID, &m.UserID, &m.Email, &m.Role, &perms, &m.CreatedAt); err != nil {
-			return nil, fmt.Errorf("list members: %w", err)
+	lenient := func(row rowScanner) (domain.Membership, error) {
+		m, err := scanMembership(row)
+		if errors.Is(err, errMembershipPermissions) {
+			err = nil
 		}
-		m.CreatedAt = m.CreatedAt.UTC()
-		_ = json.Unmarshal(perms, &m.Permissions)
-		out = append(out, m)
+		return m, err
 	}
-	return out, rows.Err()
+	return queryAll(ctx, q, "list members", lenient, membershipSelect+` WHERE m.company_id = $1 ORDER BY m.created_at DESC`, companyID)
 }
 
 // ErrLastOwner refuses a change that would leave a company without an

@@ -86,15 +86,9 @@ func (s *Store) InsertRun(ctx context.Context, q db.Querier, r *domain.Run) (cre
 	if err != nil {
 		return false, fmt.Errorf("insert run: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return true, nil
-	}
-	existing, err := s.RunByIdempotencyKey(ctx, q, r.AgentID, r.IdempotencyKey)
-	if err != nil {
-		return false, err
-	}
-	*r = existing
-	return false, nil
+	return insertedOrExisting(res, r, func() (domain.Run, error) {
+		return s.RunByIdempotencyKey(ctx, q, r.AgentID, r.IdempotencyKey)
+	})
 }
 
 // RunByIdempotencyKey returns the agent's run created with key.

@@ -188,6 +188,22 @@ func queryOne[T any](ctx context.Context, q db.Querier, what string, scan func(r
 	return v, nil
 }
 
+// insertedOrExisting ends an idempotent INSERT ... ON CONFLICT DO NOTHING:
+// it reports whether the statement inserted the row and, when another
+// writer's row won the conflict, loads that row into v, so every caller
+// leaves with the stored row either way.
+func insertedOrExisting[T any](res sql.Result, v *T, existing func() (T, error)) (bool, error) {
+	if n, _ := res.RowsAffected(); n == 1 {
+		return true, nil
+	}
+	cur, err := existing()
+	if err != nil {
+		return false, err
+	}
+	*v = cur
+	return false, nil
+}
+
 // existingAmong returns which of values already stand in column of an
 // endpoint's rows of table (both fixed by the caller, never input), in one
 // query per 200 values.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -11,26 +10,7 @@ import (
 
 // ListUserMemberships returns every company membership of one user.
 func (s *Store) ListUserMemberships(ctx context.Context, q db.Querier, userID string) ([]domain.Membership, error) {
-	rows, err := q.QueryContext(ctx, `SELECT m.company_id, m.user_id, u.email, m.role, m.permissions, m.created_at
-		FROM company_memberships m JOIN users u ON u.id = m.user_id WHERE m.user_id = $1 ORDER BY m.created_at`, userID)
-	if err != nil {
-		return nil, fmt.Errorf("list user memberships: %w", err)
-	}
-	defer rows.Close()
-	out := []domain.Membership{}
-	for rows.Next() {
-		var m domain.Membership
-		var perms []byte
-		if err := rows.Scan(&m.CompanyID, &m.UserID, &m.Email, &m.Role, &perms, &m.CreatedAt); err != nil {
-			return nil, fmt.Errorf("list user memberships: %w", err)
-		}
-		m.CreatedAt = m.CreatedAt.UTC()
-		if err := json.Unmarshal(perms, &m.Permissions); err != nil {
-			return nil, fmt.Errorf("list user memberships: decode permissions: %w", err)
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, "list user memberships", scanMembership, membershipSelect+` WHERE m.user_id = $1 ORDER BY m.created_at`, userID)
 }
 
 // CountIssuesByStatus returns how many of a company's tasks are in each

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // EmailEnv is a server wired to a fresh in-process AgentMail emulator, with
@@ -83,4 +85,40 @@ func (e *EmailEnv) Control(t testing.TB, endpointID, action string) map[string]a
 		return st == 200
 	})
 	return out
+}
+
+// Deliver delivers req to address through the emulator, from Jane Doe
+// unless req names a sender, and fails the test when it cannot.
+func (e *EmailEnv) Deliver(t testing.TB, address string, req emulator.DeliverRequest) emulator.DeliverResult {
+	t.Helper()
+	if req.From == "" {
+		req.From = "Jane Doe <jane@example.com>"
+	}
+	res, err := e.Em.Deliver(address, req)
+	if err != nil {
+		t.Fatalf("deliver: %v", err)
+	}
+	return res
+}
+
+// Deliveries returns the admitted events (all states) of the inbox
+// endpointID.
+func (e *EmailEnv) Deliveries(t testing.TB, endpointID string) []store.EmailDelivery {
+	t.Helper()
+	ds, err := e.Store.ListDeliveries(context.Background(), e.Store.DB, endpointID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// Settled reports whether no delivery of ds is waiting (each is
+// processed or filtered).
+func Settled(ds []store.EmailDelivery) bool {
+	for _, d := range ds {
+		if d.State != domain.DeliveryProcessed && d.State != domain.DeliveryFiltered {
+			return false
+		}
+	}
+	return true
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -21,11 +20,7 @@ const (
 	CodexPackage  = "@openai/codex@0.171.0"
 )
 
-var (
-	npmOnce sync.Once
-	npmDir  string
-	npmErr  error
-)
+var realCLIs onceValue
 
 // RealCLIs installs the real CLIs from npm once per machine and version
 // (a temporary directory reused while the versions stay the same) and
@@ -33,14 +28,14 @@ var (
 // elsewhere (no npm, no registry) the check is reported as not run.
 func RealCLIs(t testing.TB) string {
 	t.Helper()
-	npmOnce.Do(func() { npmDir, npmErr = installCLIs() })
-	if npmErr != nil {
+	dir, err := realCLIs.get(installCLIs)
+	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("install the real CLIs for the conformance check: %v", npmErr)
+			t.Fatalf("install the real CLIs for the conformance check: %v", err)
 		}
-		t.Skipf("!!! CONFORMANCE CHECK NOT RUN: cannot install %s and %s from npm: %v", ClaudePackage, CodexPackage, npmErr)
+		t.Skipf("!!! CONFORMANCE CHECK NOT RUN: cannot install %s and %s from npm: %v", ClaudePackage, CodexPackage, err)
 	}
-	return npmDir
+	return dir
 }
 
 func installCLIs() (string, error) {

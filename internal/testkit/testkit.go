@@ -8,13 +8,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -219,35 +216,23 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 	t.Fatalf("timed out after %s waiting for %s", within, what)
 }
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-)
+var binary onceValue
 
 // Binary builds ./cmd/paperclipai once per test process and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
+	path, err := binary.get(func() (string, error) {
 		dir, err := os.MkdirTemp("", "paperclipai-bin-")
 		if err != nil {
-			buildErr = err
-			return
+			return "", err
 		}
-		buildPath = filepath.Join(dir, "paperclipai")
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/paperclipai")
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		path := filepath.Join(dir, "paperclipai")
+		return path, goBuild(path, "./cmd/paperclipai")
 	})
-	if buildErr != nil {
-		t.Fatalf("build binary: %v", buildErr)
+	if err != nil {
+		t.Fatalf("build binary: %v", err)
 	}
-	return buildPath
+	return path
 }
 
 // ID returns m["id"] as a string.
@@ -258,3 +243,23 @@ func ID(m map[string]any) string {
 
 // NewUUID returns a random UUID string.
 func NewUUID() string { return uuid.NewString() }
+
+// MustEqual fails the test when got is not want; what names the value.
+func MustEqual[T comparable](t testing.TB, what string, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// ParseTime reads an API timestamp (RFC 3339) and fails the test when v
+// is not one.
+func ParseTime(t testing.TB, v any) time.Time {
+	t.Helper()
+	s, _ := v.(string)
+	tm, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("not a timestamp: %v", v)
+	}
+	return tm
+}

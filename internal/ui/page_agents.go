@@ -58,21 +58,27 @@ func (u *UI) agentsPage(c *rc) {
 
 // loadAgent reads the path's agent and checks it belongs to the company.
 func (c *rc) loadAgent() (domain.Agent, bool) {
-	aid, ok := c.pathUUID("aid")
+	return loadOwned(c, "aid", "/agents/", func(a *domain.Agent) string { return a.CompanyID })
+}
+
+// loadOwned reads the thing whose id is the path value param from the
+// API at prefix+id and checks that it belongs to the company (companyOf
+// reads its company id); it answers, and returns false, when not.
+func loadOwned[T any](c *rc, param, prefix string, companyOf func(*T) string) (T, bool) {
+	var v T
+	id, ok := c.requirePathID(param)
 	if !ok {
-		c.notFound()
-		return domain.Agent{}, false
+		return v, false
 	}
-	var a domain.Agent
-	if e := c.api("GET", "/agents/"+aid, nil, &a); e != nil {
+	if e := c.api("GET", prefix+id, nil, &v); e != nil {
 		c.fail(e)
-		return a, false
+		return v, false
 	}
-	if a.CompanyID != c.cid {
+	if companyOf(&v) != c.cid {
 		c.notFound()
-		return a, false
+		return v, false
 	}
-	return a, true
+	return v, true
 }
 
 type agentData struct {

@@ -92,9 +92,8 @@ func (u *UI) uploadAttachment(c *rc) {
 // this company's URL. It is always a download (Content-Disposition:
 // attachment) in a sandboxed, script-less document, and never sniffed.
 func (u *UI) downloadAttachment(c *rc) {
-	aid, ok := c.pathUUID("aid")
+	aid, ok := c.requirePathID("aid")
 	if !ok {
-		c.notFound()
 		return
 	}
 	var att domain.Attachment

@@ -45,6 +45,16 @@ func (c *rc) pathUUID(name string) (string, bool) {
 	return v, store.ValidID(v)
 }
 
+// requirePathID is pathUUID that answers "not found" when the path value
+// is not an id.
+func (c *rc) requirePathID(name string) (string, bool) {
+	v, ok := c.pathUUID(name)
+	if !ok {
+		c.notFound()
+	}
+	return v, ok
+}
+
 // agentIndex maps agent ids to agents.
 type agentIndex map[string]domain.Agent
 

@@ -160,9 +160,8 @@ func (u *UI) agentmailPage(c *rc) {
 
 // discardInbox removes an unfinished setup (a draft) from the AgentMail page.
 func (u *UI) discardInbox(c *rc) {
-	eid, ok := c.pathUUID("eid")
+	eid, ok := c.requirePathID("eid")
 	if !ok {
-		c.notFound()
 		return
 	}
 	var ib domain.EmailEndpointSummary

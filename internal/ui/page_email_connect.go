@@ -171,11 +171,19 @@ func (u *UI) connectSubmit(c *rc) {
 	c.redirect(c.agentmailPath("/connections/"+conn.ID+"/connected"), "")
 }
 
+// managedConnection is loadConnection for a manager of AgentMail
+// connections (it answers, and returns false, for anyone else).
+func (c *rc) managedConnection() (domain.EmailConnection, bool) {
+	if !c.requireManager("manage AgentMail connections") {
+		return domain.EmailConnection{}, false
+	}
+	return c.loadConnection()
+}
+
 // loadConnection reads the path's saved credential with its access.
 func (c *rc) loadConnection() (domain.EmailConnection, bool) {
-	id, ok := c.pathUUID("conn")
+	id, ok := c.requirePathID("conn")
 	if !ok {
-		c.notFound()
 		return domain.EmailConnection{}, false
 	}
 	var conn domain.EmailConnection
@@ -288,10 +296,7 @@ type installRow struct {
 }
 
 func (u *UI) permissionsPage(c *rc) {
-	if !c.requireManager("manage AgentMail connections") {
-		return
-	}
-	conn, ok := c.loadConnection()
+	conn, ok := c.managedConnection()
 	if !ok {
 		return
 	}
@@ -352,10 +357,7 @@ func (u *UI) permissionsPage(c *rc) {
 }
 
 func (u *UI) addGrant(c *rc) {
-	if !c.requireManager("manage AgentMail connections") {
-		return
-	}
-	conn, ok := c.loadConnection()
+	conn, ok := c.managedConnection()
 	if !ok {
 		return
 	}
@@ -363,18 +365,11 @@ func (u *UI) addGrant(c *rc) {
 	if c.form("kind") == domain.GrantUser {
 		body["userId"] = c.form("userId")
 	}
-	if e := c.api("POST", "/companies/"+c.cid+"/email/connections/"+conn.ID+"/grants", body, nil); e != nil {
-		c.accessError(conn, e)
-		return
-	}
-	c.redirect(c.agentmailPath("/connections/"+conn.ID), flashAccessSaved)
+	c.changeAccess(conn, "POST", "/grants", body, flashAccessSaved)
 }
 
 func (u *UI) addInstall(c *rc) {
-	if !c.requireManager("manage AgentMail connections") {
-		return
-	}
-	conn, ok := c.loadConnection()
+	conn, ok := c.managedConnection()
 	if !ok {
 		return
 	}
@@ -382,11 +377,18 @@ func (u *UI) addInstall(c *rc) {
 	if c.form("targetType") == "agent" {
 		body["targetId"] = c.form("targetId")
 	}
-	if e := c.api("POST", "/companies/"+c.cid+"/email/connections/"+conn.ID+"/installs", body, nil); e != nil {
+	c.changeAccess(conn, "POST", "/installs", body, flashAccessSaved)
+}
+
+// changeAccess sends an access change of the connection (method on its
+// API path plus suffix) and, when it is saved, goes back to the
+// connection's permissions page with flash.
+func (c *rc) changeAccess(conn domain.EmailConnection, method, suffix string, body any, flash string) {
+	if e := c.api(method, "/companies/"+c.cid+"/email/connections/"+conn.ID+suffix, body, nil); e != nil {
 		c.accessError(conn, e)
 		return
 	}
-	c.redirect(c.agentmailPath("/connections/"+conn.ID), flashAccessSaved)
+	c.redirect(c.agentmailPath("/connections/"+conn.ID), flash)
 }
 
 // accessError shows an API refusal of an access change.
@@ -437,16 +439,12 @@ func inboxAddr(ib domain.EmailEndpointSummary) string {
 }
 
 func (u *UI) removeInstall(c *rc) {
-	if !c.requireManager("manage AgentMail connections") {
-		return
-	}
-	conn, ok := c.loadConnection()
+	conn, ok := c.managedConnection()
 	if !ok {
 		return
 	}
-	iid, ok := c.pathUUID("iid")
+	iid, ok := c.requirePathID("iid")
 	if !ok {
-		c.notFound()
 		return
 	}
 	remaining := []domain.EmailInstall{}
@@ -461,24 +459,16 @@ func (u *UI) removeInstall(c *rc) {
 			return
 		}
 	}
-	if e := c.api("DELETE", "/companies/"+c.cid+"/email/connections/"+conn.ID+"/installs/"+iid, nil, nil); e != nil {
-		c.accessError(conn, e)
-		return
-	}
-	c.redirect(c.agentmailPath("/connections/"+conn.ID), flashInstallRemoved)
+	c.changeAccess(conn, "DELETE", "/installs/"+iid, nil, flashInstallRemoved)
 }
 
 func (u *UI) revokeGrant(c *rc) {
-	if !c.requireManager("manage AgentMail connections") {
-		return
-	}
-	conn, ok := c.loadConnection()
+	conn, ok := c.managedConnection()
 	if !ok {
 		return
 	}
-	gid, ok := c.pathUUID("gid")
+	gid, ok := c.requirePathID("gid")
 	if !ok {
-		c.notFound()
 		return
 	}
 	others := 0
@@ -495,9 +485,5 @@ func (u *UI) revokeGrant(c *rc) {
 			return
 		}
 	}
-	if e := c.api("DELETE", "/companies/"+c.cid+"/email/connections/"+conn.ID+"/grants/"+gid, nil, nil); e != nil {
-		c.accessError(conn, e)
-		return
-	}
-	c.redirect(c.agentmailPath("/connections/"+conn.ID), flashGrantRevoked)
+	c.changeAccess(conn, "DELETE", "/grants/"+gid, nil, flashGrantRevoked)
 }

@@ -54,9 +54,8 @@ func (inboxData) TabLabel(t string) string {
 
 // loadInbox reads the path's inbox of this company.
 func (c *rc) loadInbox() (domain.EmailEndpointSummary, agentIndex, bool) {
-	eid, ok := c.pathUUID("eid")
+	eid, ok := c.requirePathID("eid")
 	if !ok {
-		c.notFound()
 		return domain.EmailEndpointSummary{}, nil, false
 	}
 	var (
@@ -82,9 +81,8 @@ func (c *rc) loadInbox() (domain.EmailEndpointSummary, agentIndex, bool) {
 }
 
 func (u *UI) inboxRoot(c *rc) {
-	eid, ok := c.pathUUID("eid")
+	eid, ok := c.requirePathID("eid")
 	if !ok {
-		c.notFound()
 		return
 	}
 	c.redirect(c.agentmailPath("/inboxes/"+eid+"/settings"), "")

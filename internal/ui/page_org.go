@@ -41,15 +41,10 @@ func (u *UI) createProject(c *rc) {
 	if d.Project.Strategy != "" {
 		body["workspace"] = map[string]string{"strategy": d.Project.Strategy, "path": d.Project.Path}
 	}
-	if e := c.api("POST", "/companies/"+c.cid+"/projects", body, nil); e != nil {
-		if c.refusedUnseen(e, c.caps.Write) {
-			return
-		}
+	c.submit("/companies/"+c.cid+"/projects", body, c.caps.Write, func(e *APIError) {
 		d.ProjectErr = e
 		u.renderProjects(c, e.Status, d)
-		return
-	}
-	c.redirect("/c/"+c.cid+"/projects", flashProjectCreated)
+	}, "/c/"+c.cid+"/projects", flashProjectCreated)
 }
 
 func (u *UI) createEnvironment(c *rc) {
@@ -59,15 +54,10 @@ func (u *UI) createEnvironment(c *rc) {
 	if d.Env.Driver == "sandbox" {
 		body["provider"] = "bubblewrap"
 	}
-	if e := c.api("POST", "/companies/"+c.cid+"/environments", body, nil); e != nil {
-		if c.refusedUnseen(e, c.caps.Write) {
-			return
-		}
+	c.submit("/companies/"+c.cid+"/environments", body, c.caps.Write, func(e *APIError) {
 		d.EnvErr = e
 		u.renderProjects(c, e.Status, d)
-		return
-	}
-	c.redirect("/c/"+c.cid+"/projects", flashEnvCreated)
+	}, "/c/"+c.cid+"/projects", flashEnvCreated)
 }
 
 type activityRow struct {
@@ -163,15 +153,10 @@ func (u *UI) addMember(c *rc) {
 		perms = append(perms, domain.PermManageConnections)
 	}
 	body := map[string]any{"email": d.Member.Email, "role": d.Member.Role, "permissions": perms}
-	if e := c.api("POST", "/companies/"+c.cid+"/members", body, nil); e != nil {
-		if c.refusedUnseen(e, c.caps.Admin) {
-			return
-		}
+	c.submit("/companies/"+c.cid+"/members", body, c.caps.Admin, func(e *APIError) {
 		d.MemberErr = e
 		u.renderMembers(c, e.Status, d)
-		return
-	}
-	c.redirect("/c/"+c.cid+"/members", flashMemberAdded)
+	}, "/c/"+c.cid+"/members", flashMemberAdded)
 }
 
 // createBoardKey shows the new token once, on the response page itself

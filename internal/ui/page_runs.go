@@ -28,9 +28,8 @@ type runData struct {
 }
 
 func (u *UI) runPage(c *rc) {
-	rid, ok := c.pathUUID("rid")
+	rid, ok := c.requirePathID("rid")
 	if !ok {
-		c.notFound()
 		return
 	}
 	d := runData{Base: "/c/" + c.cid + "/runs/" + rid}

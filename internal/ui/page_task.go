@@ -57,21 +57,7 @@ func (d taskData) Author(cm domain.Comment) string {
 
 // loadTask reads the path's task and checks it belongs to the company.
 func (c *rc) loadTask() (domain.Issue, bool) {
-	tid, ok := c.pathUUID("tid")
-	if !ok {
-		c.notFound()
-		return domain.Issue{}, false
-	}
-	var t domain.Issue
-	if e := c.api("GET", "/issues/"+tid, nil, &t); e != nil {
-		c.fail(e)
-		return t, false
-	}
-	if t.CompanyID != c.cid {
-		c.notFound()
-		return t, false
-	}
-	return t, true
+	return loadOwned(c, "tid", "/issues/", func(t *domain.Issue) string { return t.CompanyID })
 }
 
 func (u *UI) taskPage(c *rc) {

@@ -344,9 +344,8 @@ func (u *UI) resolveDelivery(c *rc) {
 	if !ok {
 		return
 	}
-	pid, ok := c.pathUUID("pid")
+	pid, ok := c.requirePathID("pid")
 	if !ok {
-		c.notFound()
 		return
 	}
 	// The send must belong to this task (the API checks the company).

@@ -298,3 +298,30 @@ func (u *UI) plainError(w http.ResponseWriter, r *http.Request, status int, msg 
 	c := &rc{u: u, w: w, r: r}
 	c.errorPage(status, msg)
 }
+
+// partial writes one named template of a page's set (an answer to a
+// script's POST, so not cached).
+func (c *rc) partial(page, name string, v view) {
+	t := c.u.tpl.pages[page].Lookup(name)
+	h := c.w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	v.CSRF = c.CSRF()
+	if err := t.Execute(c.w, v); err != nil {
+		c.u.log.Error("render partial", "name", name, "err", err)
+	}
+}
+
+// submit posts a form's body to the API path. On success it redirects
+// with a flash; a refusal of a form the user could not see answers as a
+// page (refusedUnseen); any other error goes to failed, which re-renders
+// the form with it.
+func (c *rc) submit(path string, body any, formShown bool, failed func(*APIError), to, flash string) {
+	if e := c.api("POST", path, body, nil); e != nil {
+		if !c.refusedUnseen(e, formShown) {
+			failed(e)
+		}
+		return
+	}
+	c.redirect(to, flash)
+}
