@@ -187,7 +187,11 @@ func TestRealCLIsRunAsAgents(t *testing.T) {
 			}
 			e, _ := cliEnv(t, "", tc.adapter, tc.sandboxed)
 			cmd := map[string]string{"claude_local": "claude", "codex_local": "codex"}[tc.adapter]
-			cfg := map[string]any{"timeoutSec": 8}
+			// Why two limits: Claude Code ends on its own (no credentials), so
+			// its limit only bounds a hang and must not race a slow start on
+			// a loaded machine; Codex waits for a provider it cannot reach, so
+			// its run is meant to time out, after its thread has started.
+			cfg := map[string]any{"timeoutSec": map[string]int{"claude_local": 90, "codex_local": 12}[tc.adapter]}
 			e.Board.JSON("PATCH", "/api/instance/settings", map[string]any{"agentCli": map[string]any{tc.adapter: map[string]any{
 				"command": filepath.Join(bin, cmd)}}}, 200)
 			e.Board.JSON("PATCH", "/api/agents/"+e.AgentID, map[string]any{"adapterConfig": cfg}, 200)

@@ -479,9 +479,7 @@ func (r *runner) reconnect(ctx context.Context, mode string) (string, error) {
 			return "", err
 		}
 	} else {
-		var ep endpoint
-		if err := r.api.call(ctx, "POST", "/email/inboxes/"+r.endpointID+"/reconnect",
-			map[string]any{"apiKey": r.o.APIKey, "receiveMode": mode}, &ep); err != nil {
+		if err := r.inboxAction(ctx, "reconnect", "/reconnect", map[string]any{"apiKey": r.o.APIKey, "receiveMode": mode}); err != nil {
 			return "", err
 		}
 		if _, err := r.awaitReceiving(ctx, mode); err != nil {
@@ -578,12 +576,18 @@ func (r *runner) interruptByPause(ctx context.Context, mode string) (string, err
 	return fmt.Sprintf("paused, no task for %s; after resume admitted by %s into task %s", r.o.Quiet, m.Source, m.TaskID), nil
 }
 
-// control runs an inbox control action, retrying while an email operation
-// holds the inbox (409 "retry shortly").
+// control runs an inbox control action (see inboxAction).
 func (r *runner) control(ctx context.Context, action string) error {
-	return r.waitFor(ctx, "the inbox to "+action, func(ctx context.Context) (bool, error) {
+	return r.inboxAction(ctx, action, "/control", map[string]any{"action": action})
+}
+
+// inboxAction posts body to the inbox's route sub (a control action or a
+// reconnect), retrying while another email operation, a catch-up scan say,
+// holds the inbox (409 "retry shortly").
+func (r *runner) inboxAction(ctx context.Context, what, sub string, body map[string]any) error {
+	return r.waitFor(ctx, "the inbox to "+what, func(ctx context.Context) (bool, error) {
 		var ep endpoint
-		err := r.api.call(ctx, "POST", "/email/inboxes/"+r.endpointID+"/control", map[string]any{"action": action}, &ep)
+		err := r.api.call(ctx, "POST", "/email/inboxes/"+r.endpointID+sub, body, &ep)
 		if statusOf(err) == 409 {
 			return false, err
 		}
