@@ -74,49 +74,98 @@ func benchURL(b *testing.B, dialect db.Dialect) string {
 
 func benchPipeline(b *testing.B, dialect db.Dialect) {
 	b.StopTimer()
-	url := benchURL(b, dialect)
-	ee := testkit.NewEmailEnv(b, url, infoLogs)
-	// A paused agent: every wake is recorded (as a refused run) without
-	// starting hundreds of agent processes, so the figure is the pipeline's.
-	ee.Board.JSON("PATCH", "/api/agents/"+ee.AgentID, map[string]any{"status": "paused"}, 200)
-	sum := ee.Setup("bench", nil)
-	epID, address := sum["id"].(string), sum["address"].(string)
-	testkit.Eventually(b, wait, "socket", func() bool { return ee.Inbound.SocketConnected(epID) })
-	ctx := context.Background()
+	bi := newBenchInbox(b, dialect)
 	b.StartTimer()
-	cpu := startCPU(b, pgHandle(ee))
-	start := time.Now()
-	last := make([]string, benchThreads)
-	sent := map[string]time.Time{}
-	for i := range benchEmails {
-		th := i % benchThreads
-		req := emulator.DeliverRequest{From: fmt.Sprintf("c%d@example.com", th), Subject: fmt.Sprintf("Bench %d", th), Text: "benchmark body"}
-		if last[th] != "" {
-			req.InReplyTo = last[th]
-		}
-		at := time.Now()
-		res, err := ee.Em.Deliver(address, req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		last[th] = res.MessageID
-		sent["message.received:"+res.MessageID] = at
-	}
-	testkit.Eventually(b, 5*time.Minute, "pipeline drained", func() bool {
-		var n int
-		_ = ee.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_deliveries WHERE endpoint_id = $1 AND state = 'processed'`, epID).Scan(&n)
-		return n == benchEmails
-	})
-	elapsed := time.Since(start)
+	cpu := startCPU(b, pgHandle(bi.ee))
+	res := bi.burst(b, "bench", benchEmails, benchThreads)
 	cpu.report(b, benchEmails, "email")
 	b.StopTimer()
-	var admit, process, wake []float64
-	rows, err := ee.DB.QueryContext(ctx, `SELECT d.received_at, m.created_at, d.admission_to_wake_ms, d.deduplication_key
-		FROM email_deliveries d JOIN email_messages m ON m.endpoint_id = d.endpoint_id
-		AND d.deduplication_key = 'message.received:' || m.provider_message_id WHERE d.endpoint_id = $1`, epID)
+	b.ReportMetric(res.rate, "emails/s")
+	b.ReportMetric(0, "ns/op")
+	report(b, "admit", res.admit)
+	report(b, "process", res.process)
+	report(b, "wake", res.wake)
+	// The admission stage alone, from the worker's own histogram.
+	if h := histogramQuantiles(bi.ee); h != "" {
+		b.Logf("admission histogram: %s", h)
+	}
+}
+
+// benchInbox is a server with one connected WebSocket inbox whose agent is
+// paused: every wake is recorded (as a refused run) without starting
+// hundreds of agent processes, so the figures are the pipeline's.
+type benchInbox struct {
+	ee             *testkit.EmailEnv
+	epID, address  string
+	sent, expected int
+}
+
+func newBenchInbox(b *testing.B, dialect db.Dialect) *benchInbox {
+	ee := testkit.NewEmailEnv(b, benchURL(b, dialect), infoLogs)
+	ee.Board.JSON("PATCH", "/api/agents/"+ee.AgentID, map[string]any{"status": "paused"}, 200)
+	sum := ee.Setup("bench", nil)
+	bi := &benchInbox{ee: ee, epID: sum["id"].(string), address: sum["address"].(string)}
+	testkit.Eventually(b, wait, "socket", func() bool { return ee.Inbound.SocketCaughtUp(bi.epID) })
+	return bi
+}
+
+// stages are per-email latencies in milliseconds (see BenchmarkInbound).
+type stages struct {
+	rate                 float64
+	admit, process, wake []float64
+}
+
+// burst delivers n emails over threads new threads (named by tag) as fast
+// as the emulator accepts them and waits until every one is processed.
+func (bi *benchInbox) burst(b *testing.B, tag string, n, threads int) stages {
+	start := time.Now()
+	last := make([]string, threads)
+	sent := map[string]time.Time{}
+	for i := range n {
+		th := i % threads
+		at := time.Now()
+		last[th] = bi.deliver(b, tag, th, last[th])
+		sent["message.received:"+last[th]] = at
+	}
+	bi.drain(b, n)
+	res := bi.stages(b, sent)
+	res.rate = float64(n) / time.Since(start).Seconds()
+	return res
+}
+
+// deliver delivers one email of thread th (replying to last, unless empty)
+// and returns its provider message id.
+func (bi *benchInbox) deliver(b *testing.B, tag string, th int, last string) string {
+	req := emulator.DeliverRequest{From: fmt.Sprintf("%s%d@example.com", tag, th), Subject: fmt.Sprintf("%s %d", tag, th), Text: "benchmark body"}
+	req.InReplyTo = last
+	res, err := bi.ee.Em.Deliver(bi.address, req)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return res.MessageID
+}
+
+// drain waits until n more deliveries than before are processed.
+func (bi *benchInbox) drain(b *testing.B, n int) {
+	bi.expected += n
+	testkit.Eventually(b, 5*time.Minute, "pipeline drained", func() bool {
+		var got int
+		_ = bi.ee.DB.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM email_deliveries WHERE endpoint_id = $1 AND state = 'processed'`, bi.epID).Scan(&got)
+		return got >= bi.expected
+	})
+}
+
+// stages reads the latencies of the deliveries in sent (dedup key → time
+// the emulator was asked to deliver).
+func (bi *benchInbox) stages(b *testing.B, sent map[string]time.Time) stages {
+	var res stages
+	rows, err := bi.ee.DB.QueryContext(context.Background(), `SELECT d.received_at, m.created_at, d.admission_to_wake_ms, d.deduplication_key
+		FROM email_deliveries d JOIN email_messages m ON m.endpoint_id = d.endpoint_id
+		AND d.deduplication_key = 'message.received:' || m.provider_message_id WHERE d.endpoint_id = $1`, bi.epID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
 	for rows.Next() {
 		var recv, retained time.Time
 		var a2w int64
@@ -124,22 +173,18 @@ func benchPipeline(b *testing.B, dialect db.Dialect) {
 		if err := rows.Scan(&recv, &retained, &a2w, &key); err != nil {
 			b.Fatal(err)
 		}
-		if t, ok := sent[key]; ok {
-			admit = append(admit, float64(recv.Sub(t).Microseconds())/1000)
+		t, ok := sent[key]
+		if !ok {
+			continue
 		}
-		process = append(process, float64(retained.Sub(recv).Microseconds())/1000)
-		wake = append(wake, float64(a2w))
+		res.admit = append(res.admit, float64(recv.Sub(t).Microseconds())/1000)
+		res.process = append(res.process, float64(retained.Sub(recv).Microseconds())/1000)
+		res.wake = append(res.wake, float64(a2w))
 	}
-	rows.Close()
-	b.ReportMetric(float64(benchEmails)/elapsed.Seconds(), "emails/s")
-	b.ReportMetric(0, "ns/op")
-	report(b, "admit", admit)
-	report(b, "process", process)
-	report(b, "wake", wake)
-	// The admission stage alone, from the worker's own histogram.
-	if h := histogramQuantiles(ee); h != "" {
-		b.Logf("admission histogram: %s", h)
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
 	}
+	return res
 }
 
 // infoLogs runs the benchmark server at log level info, as in production
