@@ -233,6 +233,11 @@ func (w *Worker) activeEndpointTx(ctx context.Context, tx *sql.Tx, endpointID st
 func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, in receiveInput) (r receiveResult, err error) {
 	ep, it, msg := in.ep, in.it, in.msg
 	receipts := w.o.Receipts
+	if f := receiveFault.Load(); f != nil {
+		if err := (*f)(tx, it.d.ID); err != nil {
+			return r, err
+		}
+	}
 	d, ev, err := w.lockDelivery(ctx, tx, it.d.ID)
 	if err != nil {
 		return r, err

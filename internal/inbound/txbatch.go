@@ -27,6 +27,11 @@ import (
 // with only a thread's own deliveries shared).
 const maxTxDeliveries = 16
 
+// receiveFault, when set (tests only, see export_test.go), runs at the
+// start of every receiveBody and fails it with its error, inside the
+// transaction.
+var receiveFault atomic.Pointer[func(tx *sql.Tx, deliveryID string) error]
+
 // threadRun is one provider thread's part of a batch: its lease, its due
 // items in admission order, and what the batch does with them.
 type threadRun struct {
@@ -45,6 +50,10 @@ type threadRun struct {
 	// thread's results stop early at an outcome that needs more work
 	// (a failed wake, a retained delivery with its wake pending).
 	results []receiveResult
+	// txErr is the failure of a shared transaction that held this
+	// thread's one delivery alone: that delivery's own failure, not
+	// received again at once.
+	txErr error
 }
 
 // processRuns receives a batch's threads. On PostgreSQL each thread runs
@@ -186,6 +195,10 @@ func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chun
 		for _, r := range chunk {
 			r.results = nil
 		}
+		if len(chunk) == 1 && len(chunk[0].ins) == 1 {
+			chunk[0].txErr = err
+			return
+		}
 		if ctx.Err() == nil && !errors.Is(err, errLeaseLost) && !errors.Is(err, errInboxStopped) {
 			w.log.Info("shared receiving transaction failed; receiving its deliveries one by one", "endpoint", ep.ID,
 				"deliveries", len(chunk), "err", redact(err))
@@ -198,6 +211,9 @@ func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chun
 // delivery per transaction, stopping at the first failure (recorded as a
 // retry of that delivery). It reports progress.
 func (w *Worker) finishRun(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, r *threadRun) (progress bool) {
+	if r.txErr != nil {
+		return w.failed(ctx, ep, r.ins[0].it, r.txErr)
+	}
 	for i, in := range r.ins {
 		var err error
 		if i < len(r.results) {
