@@ -87,10 +87,8 @@ func openSQLite(path string) (*DB, error) {
 	// text, which sorts correctly because every time we bind is UTC.
 	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate&_time_format=sqlite"
-	sdb, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open sqlite: %w", err)
-	}
+	// Connections keep their prepared statements (stmtcache.go).
+	sdb := sql.OpenDB(newSQLiteConnector(dsn))
 	// One connection: SQLite has one writer, and a single connection turns
 	// SQLITE_BUSY retries into orderly queueing in database/sql. The price is
 	// that code holding a *sql.Tx must never call the pool, or it waits for

@@ -155,6 +155,10 @@ func (s *Server) EmitMessageEvent(messageID, typ string, recipients ...string) e
 // DropWebSockets closes every live WebSocket and returns how many.
 func (s *Server) DropWebSockets() int { return s.hub.dropAll() }
 
+// WebSocketPeers returns the client address (host:port) of every live
+// WebSocket connection, so a test can tell which process holds one.
+func (s *Server) WebSocketPeers() []string { return s.hub.peers() }
+
 // WebSocketCount returns the number of live WebSocket connections.
 func (s *Server) WebSocketCount() int { return s.hub.count() }
 

@@ -26,6 +26,9 @@ func newHub() *hub { return &hub{subs: map[*subscriber]struct{}{}} }
 type subscriber struct {
 	orgID, podID, inboxID string
 	conn                  *websocket.Conn
+	// remote is the client's address (host:port), for tests that find
+	// which process holds a connection.
+	remote string
 
 	mu         sync.Mutex
 	subscribed bool
@@ -52,6 +55,16 @@ func (h *hub) count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.subs)
+}
+
+func (h *hub) peers() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.subs))
+	for s := range h.subs {
+		out = append(out, s.remote)
+	}
+	return out
 }
 
 func (h *hub) publish(ev *event) {
@@ -188,7 +201,8 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, record f
 	}
 	record(http.StatusSwitchingProtocols)
 	conn.SetReadLimit(1 << 20)
-	sub := &subscriber{orgID: k.orgID, podID: k.podID, inboxID: k.inboxID, conn: conn, signal: make(chan struct{}, 1)}
+	sub := &subscriber{orgID: k.orgID, podID: k.podID, inboxID: k.inboxID, conn: conn, remote: r.RemoteAddr,
+		signal: make(chan struct{}, 1)}
 	s.hub.add(sub)
 	defer s.hub.remove(sub)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
@@ -113,24 +112,24 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 		}
 	}()
 
-	var progress, skipped atomic.Bool
-	bounded(w.t.Concurrency, len(order), func(i int) {
+	var runs []*threadRun
+	skipped := false
+	for i, gk := range order {
 		l := leases.Get(keys[i])
 		if l == nil {
 			// Another replica holds the thread: skip it this tick.
-			skipped.Store(true)
-			return
+			skipped = true
+			continue
 		}
-		if w.processGroup(ctx, ep, client, l, groups[order[i]]) {
-			progress.Store(true)
-		}
-	})
+		runs = append(runs, &threadRun{l: l, items: groups[gk]})
+	}
+	progress := w.processRuns(ctx, ep, client, runs)
 	now = time.Now()
-	if progress.Load() && len(batch) == w.t.BatchSize {
+	if progress && len(batch) == w.t.BatchSize {
 		return now
 	}
 	next := w.nextAttempt(ctx, ep, now)
-	if !progress.Load() || skipped.Load() {
+	if !progress || skipped {
 		// Nothing moved (another replica holds the threads, or every
 		// attempt failed before changing state): look again in a second
 		// rather than spinning; the holder's commits signal us sooner.
@@ -188,8 +187,9 @@ func (w *Worker) prefetch(ctx context.Context, ep domain.EmailEndpoint, client *
 }
 
 // processGroup runs one provider thread's deliveries in order under the
-// thread lease l, which the caller holds. It stops at the first failure
-// (recording a retry) so no later message of the thread overtakes it.
+// thread lease l, which the caller holds, one transaction each. It stops
+// at the first failure (recording a retry) so no later message of the
+// thread overtakes it.
 func (w *Worker) processGroup(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, items []*item) (progress bool) {
 	for _, it := range items {
 		if w.stopping.Load() || ctx.Err() != nil {
@@ -200,16 +200,7 @@ func (w *Worker) processGroup(ctx context.Context, ep domain.EmailEndpoint, clie
 			progress = true
 			continue
 		}
-		if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
-			// Someone else owns the thread now, or we are stopping: the
-			// delivery is theirs (or the next tick's) to finish.
-			return progress
-		}
-		if !errors.Is(err, errInboxStopped) {
-			w.log.Warn("process delivery", "endpoint", ep.ID, "delivery", it.d.ID, "err", redact(err))
-		}
-		w.retryDelivery(ctx, it.d.ID, err)
-		return true
+		return w.failed(ctx, ep, it, err) || progress
 	}
 	return progress
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
@@ -23,26 +24,33 @@ import (
 )
 
 // benchEmails is the number of emails (over benchThreads threads) per
-// pipeline run, and of no-op jobs per River run.
+// pipeline run; riverJobs the number of no-op jobs per River run (more,
+// since tuned River drains 600 in a tenth of a second on PostgreSQL).
 const (
 	benchEmails  = 600
 	benchThreads = 60
+	riverJobs    = 5000
 )
 
 // BenchmarkInbound measures the inbound pipeline end to end (emulator
 // delivery → WebSocket → admission → processing → wake) on SQLite and on
 // PostgreSQL, next to River's bare throughput of no-op jobs on a fresh
 // database of the same kind in the same run, the baseline of a generic
-// durable queue. Run it with
+// durable queue. River runs tuned for throughput (FetchCooldown 1 ms,
+// FetchPollInterval 5 ms, 1,000 workers): with its defaults (100 ms
+// cooldown, 100 workers) its fetch loop paces it at about 1,000 jobs/s
+// whatever the machine can do. Run it with
 //
-//	go test ./internal/inbound -run '^$' -bench Inbound -benchtime 1x
+//	go test ./internal/inbound -run '^$' -bench 'Inbound$' -benchtime 1x
 //
-// Each sub-benchmark reports emails/s (or jobs/s) and, for the pipeline,
-// the p50/p99 of each stage in milliseconds: admit (provider receipt →
-// durable admission, which includes the WebSocket push), process
+// Each sub-benchmark reports emails/s (or jobs/s), CPU per email (or job)
+// of this process and of the PostgreSQL server (cpuMeter), and, for the
+// pipeline, the p50/p99 of each stage in milliseconds: admit (provider
+// receipt → durable admission, which includes the WebSocket push), process
 // (admission → mail retained on the task) and wake (admission → wake
 // recorded, the delivery's admissionToWakeMs).
 func BenchmarkInbound(b *testing.B) {
+	logLoad(b)
 	for _, dialect := range []db.Dialect{db.SQLite, db.Postgres} {
 		b.Run(string(dialect)+"/pipeline", func(b *testing.B) {
 			for range b.N {
@@ -66,47 +74,98 @@ func benchURL(b *testing.B, dialect db.Dialect) string {
 
 func benchPipeline(b *testing.B, dialect db.Dialect) {
 	b.StopTimer()
-	url := benchURL(b, dialect)
-	ee := testkit.NewEmailEnv(b, url)
-	// A paused agent: every wake is recorded (as a refused run) without
-	// starting hundreds of agent processes, so the figure is the pipeline's.
+	bi := newBenchInbox(b, dialect)
+	b.StartTimer()
+	cpu := startCPU(b, pgHandle(bi.ee))
+	res := bi.burst(b, "bench", benchEmails, benchThreads)
+	cpu.report(b, benchEmails, "email")
+	b.StopTimer()
+	b.ReportMetric(res.rate, "emails/s")
+	b.ReportMetric(0, "ns/op")
+	report(b, "admit", res.admit)
+	report(b, "process", res.process)
+	report(b, "wake", res.wake)
+	// The admission stage alone, from the worker's own histogram.
+	if h := histogramQuantiles(bi.ee); h != "" {
+		b.Logf("admission histogram: %s", h)
+	}
+}
+
+// benchInbox is a server with one connected WebSocket inbox whose agent is
+// paused: every wake is recorded (as a refused run) without starting
+// hundreds of agent processes, so the figures are the pipeline's.
+type benchInbox struct {
+	ee             *testkit.EmailEnv
+	epID, address  string
+	sent, expected int
+}
+
+func newBenchInbox(b *testing.B, dialect db.Dialect) *benchInbox {
+	ee := testkit.NewEmailEnv(b, benchURL(b, dialect), infoLogs)
 	ee.Board.JSON("PATCH", "/api/agents/"+ee.AgentID, map[string]any{"status": "paused"}, 200)
 	sum := ee.Setup("bench", nil)
-	epID, address := sum["id"].(string), sum["address"].(string)
-	testkit.Eventually(b, wait, "socket", func() bool { return ee.Inbound.SocketConnected(epID) })
-	ctx := context.Background()
-	b.StartTimer()
+	bi := &benchInbox{ee: ee, epID: sum["id"].(string), address: sum["address"].(string)}
+	testkit.Eventually(b, wait, "socket", func() bool { return ee.Inbound.SocketCaughtUp(bi.epID) })
+	return bi
+}
+
+// stages are per-email latencies in milliseconds (see BenchmarkInbound).
+type stages struct {
+	rate                 float64
+	admit, process, wake []float64
+}
+
+// burst delivers n emails over threads new threads (named by tag) as fast
+// as the emulator accepts them and waits until every one is processed.
+func (bi *benchInbox) burst(b *testing.B, tag string, n, threads int) stages {
 	start := time.Now()
-	last := make([]string, benchThreads)
+	last := make([]string, threads)
 	sent := map[string]time.Time{}
-	for i := range benchEmails {
-		th := i % benchThreads
-		req := emulator.DeliverRequest{From: fmt.Sprintf("c%d@example.com", th), Subject: fmt.Sprintf("Bench %d", th), Text: "benchmark body"}
-		if last[th] != "" {
-			req.InReplyTo = last[th]
-		}
+	for i := range n {
+		th := i % threads
 		at := time.Now()
-		res, err := ee.Em.Deliver(address, req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		last[th] = res.MessageID
-		sent["message.received:"+res.MessageID] = at
+		last[th] = bi.deliver(b, tag, th, last[th])
+		sent["message.received:"+last[th]] = at
 	}
-	testkit.Eventually(b, 5*time.Minute, "pipeline drained", func() bool {
-		var n int
-		_ = ee.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM email_deliveries WHERE endpoint_id = $1 AND state = 'processed'`, epID).Scan(&n)
-		return n == benchEmails
-	})
-	elapsed := time.Since(start)
-	b.StopTimer()
-	var admit, process, wake []float64
-	rows, err := ee.DB.QueryContext(ctx, `SELECT d.received_at, m.created_at, d.admission_to_wake_ms, d.deduplication_key
-		FROM email_deliveries d JOIN email_messages m ON m.endpoint_id = d.endpoint_id
-		AND d.deduplication_key = 'message.received:' || m.provider_message_id WHERE d.endpoint_id = $1`, epID)
+	bi.drain(b, n)
+	res := bi.stages(b, sent)
+	res.rate = float64(n) / time.Since(start).Seconds()
+	return res
+}
+
+// deliver delivers one email of thread th (replying to last, unless empty)
+// and returns its provider message id.
+func (bi *benchInbox) deliver(b *testing.B, tag string, th int, last string) string {
+	req := emulator.DeliverRequest{From: fmt.Sprintf("%s%d@example.com", tag, th), Subject: fmt.Sprintf("%s %d", tag, th), Text: "benchmark body"}
+	req.InReplyTo = last
+	res, err := bi.ee.Em.Deliver(bi.address, req)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return res.MessageID
+}
+
+// drain waits until n more deliveries than before are processed.
+func (bi *benchInbox) drain(b *testing.B, n int) {
+	bi.expected += n
+	testkit.Eventually(b, 5*time.Minute, "pipeline drained", func() bool {
+		var got int
+		_ = bi.ee.DB.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM email_deliveries WHERE endpoint_id = $1 AND state = 'processed'`, bi.epID).Scan(&got)
+		return got >= bi.expected
+	})
+}
+
+// stages reads the latencies of the deliveries in sent (dedup key → time
+// the emulator was asked to deliver).
+func (bi *benchInbox) stages(b *testing.B, sent map[string]time.Time) stages {
+	var res stages
+	rows, err := bi.ee.DB.QueryContext(context.Background(), `SELECT d.received_at, m.created_at, d.admission_to_wake_ms, d.deduplication_key
+		FROM email_deliveries d JOIN email_messages m ON m.endpoint_id = d.endpoint_id
+		AND d.deduplication_key = 'message.received:' || m.provider_message_id WHERE d.endpoint_id = $1`, bi.epID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
 	for rows.Next() {
 		var recv, retained time.Time
 		var a2w int64
@@ -114,22 +173,30 @@ func benchPipeline(b *testing.B, dialect db.Dialect) {
 		if err := rows.Scan(&recv, &retained, &a2w, &key); err != nil {
 			b.Fatal(err)
 		}
-		if t, ok := sent[key]; ok {
-			admit = append(admit, float64(recv.Sub(t).Microseconds())/1000)
+		t, ok := sent[key]
+		if !ok {
+			continue
 		}
-		process = append(process, float64(retained.Sub(recv).Microseconds())/1000)
-		wake = append(wake, float64(a2w))
+		res.admit = append(res.admit, float64(recv.Sub(t).Microseconds())/1000)
+		res.process = append(res.process, float64(retained.Sub(recv).Microseconds())/1000)
+		res.wake = append(res.wake, float64(a2w))
 	}
-	rows.Close()
-	b.ReportMetric(float64(benchEmails)/elapsed.Seconds(), "emails/s")
-	b.ReportMetric(0, "ns/op")
-	report(b, "admit", admit)
-	report(b, "process", process)
-	report(b, "wake", wake)
-	// The admission stage alone, from the worker's own histogram.
-	if h := histogramQuantiles(ee); h != "" {
-		b.Logf("admission histogram: %s", h)
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
 	}
+	return res
+}
+
+// infoLogs runs the benchmark server at log level info, as in production
+// (the test default, debug, formats a line per statement-heavy step).
+func infoLogs(c *config.Config) { c.LogLevel = "info" }
+
+// pgHandle is the server's database when it is PostgreSQL, for cpuMeter.
+func pgHandle(ee *testkit.EmailEnv) *sql.DB {
+	if ee.DB.Dialect != db.Postgres {
+		return nil
+	}
+	return ee.DB.DB
 }
 
 func report(b *testing.B, stage string, v []float64) {
@@ -172,7 +239,7 @@ type noopWorker struct{ river.WorkerDefaults[noopArgs] }
 
 func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
 
-// benchRiver burns down benchEmails pre-inserted no-op jobs with River on a
+// benchRiver burns down riverJobs pre-inserted no-op jobs with River on a
 // fresh database of the same kind: the bare throughput of a generic durable
 // queue on this machine.
 func benchRiver(b *testing.B, dialect db.Dialect) {
@@ -204,26 +271,33 @@ func benchRiver(b *testing.B, dialect db.Dialect) {
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, noopWorker{})
-	client, err := river.NewClient(driver, &river.Config{Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}},
+	client, err := river.NewClient(driver, &river.Config{Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1000}},
+		FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond,
 		Workers: workers, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	params := make([]river.InsertManyParams, benchEmails)
+	params := make([]river.InsertManyParams, riverJobs)
 	for i := range params {
 		params[i] = river.InsertManyParams{Args: noopArgs{}}
 	}
 	if _, err := client.InsertMany(ctx, params); err != nil {
 		b.Fatal(err)
 	}
-	events, cancel := client.Subscribe(river.EventKindJobCompleted)
+	// A buffer for every completion: a full one drops events.
+	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: riverJobs})
 	defer cancel()
+	var pg *sql.DB
+	if dialect == db.Postgres {
+		pg = d.DB
+	}
 	b.StartTimer()
+	cpu := startCPU(b, pg)
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	for range benchEmails {
+	for range riverJobs {
 		select {
 		case <-events:
 		case <-time.After(2 * time.Minute):
@@ -231,8 +305,9 @@ func benchRiver(b *testing.B, dialect db.Dialect) {
 		}
 	}
 	elapsed := time.Since(start)
+	cpu.report(b, riverJobs, "job")
 	b.StopTimer()
-	b.ReportMetric(float64(benchEmails)/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(float64(riverJobs)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(0, "ns/op")
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	defer scancel()

@@ -158,8 +158,14 @@ func sendThreads(t *testing.T, em *emulator.Server, address string, n, threads i
 // retained mail on each task.
 func verify(t *testing.T, st *store.Store, companyID, agentID, endpointID string, ids [][]string, total int) {
 	t.Helper()
+	verifyWithin(t, 90*time.Second, st, companyID, agentID, endpointID, ids, total)
+}
+
+// verifyWithin is verify with the deadline for the deliveries to settle.
+func verifyWithin(t *testing.T, within time.Duration, st *store.Store, companyID, agentID, endpointID string, ids [][]string, total int) {
+	t.Helper()
 	ctx := context.Background()
-	testkit.Eventually(t, 90*time.Second, fmt.Sprintf("%d settled deliveries", total), func() bool {
+	testkit.Eventually(t, within, fmt.Sprintf("%d settled deliveries", total), func() bool {
 		ds, err := st.ListDeliveries(ctx, st.DB, endpointID)
 		if err != nil || len(ds) != total {
 			return false
@@ -256,30 +262,45 @@ func TestCrashRecoveryKeepsExactlyOnce(t *testing.T) {
 	})
 }
 
-// Multi-replica test (PostgreSQL): three replicas, one database, one
-// emulator; 1,000 messages across 100 threads with every WebSocket dropped
-// every second and a half and one replica killed; there is never more than
-// one socket for the inbox, and the end state is one task per thread, one
-// wake per message, nothing lost.
+// Multi-replica chaos test (PostgreSQL): three replicas, one database, one
+// emulator; 1,000 messages across 100 threads while every WebSocket is
+// dropped every second and a half, a tenth of message and thread reads
+// fail with 503, and the replica holding the inbox's socket is SIGKILLed
+// (and replaced) again and again. There is never more than one live socket
+// for the inbox, and the end state is one task per thread and every
+// message retained and woken for exactly once, in thread order. The time
+// from the last delivery until everything settled is logged; the only
+// deadline is a generous one.
 func TestThreeReplicasWithDropsAndAKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
+	const messages, threads, kills = 1000, 100, 4
 	url := dbtest.PostgresURL(t)
 	c := newCluster(t, url)
 	procs := []*runProc{c.start("")}
 	companyID, agentID, epID, address := c.seed(procs[0])
 	procs = append(procs, c.start(""), c.start(""))
 	testkit.Eventually(t, wait, "one socket", func() bool { return c.em.WebSocketCount() == 1 })
+	for _, op := range []string{"get_message", "get_thread"} {
+		c.em.AddFault(emulator.Fault{Match: emulator.FaultMatch{Operation: op}, Status: 503, Code: "service_unavailable", Every: 10})
+	}
 
+	// The sampler counts live sockets; it pauses from just before a kill
+	// until every socket left belongs to a live replica, since the dead
+	// replica's connection lingers in the emulator until it notices the
+	// close.
 	var stop, sampling atomic.Bool
+	var mu sync.Mutex
 	sampling.Store(true)
 	var maxSockets atomic.Int64
 	go func() {
 		for sampling.Load() {
+			mu.Lock()
 			if n := int64(c.em.WebSocketCount()); n > maxSockets.Load() {
 				maxSockets.Store(n)
 			}
+			mu.Unlock()
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
@@ -291,16 +312,92 @@ func TestThreeReplicasWithDropsAndAKill(t *testing.T) {
 	}()
 	var ids [][]string
 	done := make(chan struct{})
-	go func() { defer close(done); ids = sendThreads(t, c.em, address, 1000, 100, 4*time.Millisecond, &stop) }()
-	time.Sleep(2 * time.Second)
-	procs[1].kill()
+	go func() {
+		defer close(done)
+		ids = sendThreads(t, c.em, address, messages, threads, 12*time.Millisecond, &stop)
+	}()
+
+	seed := mrand.Uint64()
+	t.Logf("kill schedule seed %d", seed)
+	rng := mrand.New(mrand.NewPCG(seed, 2))
+	pids := func() []int {
+		out := make([]int, len(procs))
+		for i, p := range procs {
+			out[i] = p.cmd.Process.Pid
+		}
+		return out
+	}
+	for k := 0; k < kills; {
+		time.Sleep(time.Duration(1500+rng.IntN(1500)) * time.Millisecond)
+		owners := socketOwners(c.em.WebSocketPeers(), pids())
+		victim := -1
+		for i, p := range procs {
+			for _, pid := range owners {
+				if pid == p.cmd.Process.Pid {
+					victim = i
+				}
+			}
+		}
+		if victim < 0 {
+			continue // between a drop and the reconnect: try again
+		}
+		mu.Lock()
+		procs[victim].kill()
+		procs[victim] = procs[len(procs)-1]
+		procs = procs[:len(procs)-1]
+		live := pids()
+		testkit.Eventually(t, wait, "the killed replica's socket gone", func() bool {
+			peers := c.em.WebSocketPeers()
+			return len(socketOwners(peers, live)) == len(peers)
+		})
+		mu.Unlock()
+		k++
+		t.Logf("kill %d: socket holder SIGKILLed", k)
+		procs = append(procs, c.start(""))
+	}
 	<-done
-	verify(t, c.openDB(""), companyID, agentID, epID, ids, 1000)
+	last := time.Now()
+	st := c.openDB("")
+	verifyWithin(t, 5*time.Minute, st, companyID, agentID, epID, ids, messages)
+	settled := time.Since(last)
+	failed := 0
+	for _, rr := range c.em.Requests("/v0/inboxes/") {
+		if rr.Status == 503 {
+			failed++
+		}
+	}
+	var attempts int
+	if err := st.DB.QueryRowContext(context.Background(), `SELECT COALESCE(MAX(attempts), 0) FROM email_deliveries WHERE endpoint_id = $1`,
+		epID).Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	// Retries back off 1 s, 2 s, 4 s … per failed attempt, so the most
+	// retried delivery mostly sets the settle time.
+	t.Logf("settled %s after the last delivery (%d kills of the socket holder, drops every 1.5 s, %d message and thread reads failed with 503, "+
+		"most retried delivery: %d failed attempts)", settled.Round(time.Millisecond), kills, failed, attempts)
+	if failed == 0 {
+		t.Fatal("no provider read failed: the faults did not apply")
+	}
+	stop.Store(true)
 	sampling.Store(false)
+	ctx := context.Background()
+	var retained, distinct, tasks int
+	if err := st.DB.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(DISTINCT provider_message_id) FROM email_messages WHERE endpoint_id = $1`,
+		epID).Scan(&retained, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "distinct retained messages", distinct, messages)
+	if err := st.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM issues WHERE company_id = $1 AND origin_kind = 'chat_channel'`,
+		companyID).Scan(&tasks); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "email tasks", tasks, threads)
 	if n := maxSockets.Load(); n > 1 {
 		t.Fatalf("%d sockets were open for one inbox at the same time", n)
 	}
-	if strings.Contains(procs[0].logs.String(), "panic") {
-		t.Fatal("a replica panicked")
+	for _, p := range procs {
+		if strings.Contains(p.logs.String(), "panic") {
+			t.Fatal("a replica panicked")
+		}
 	}
 }

@@ -18,3 +18,14 @@ func (w *Worker) SetWake(f WakeFunc) {
 	defer w.mu.Unlock()
 	w.wakeFn = f
 }
+
+// SetReceiveFault makes every receiving transaction call f first with the
+// delivery's id, failing the transaction when f returns an error; nil
+// removes it. It applies to every worker of the test binary.
+func SetReceiveFault(f func(tx *sql.Tx, deliveryID string) error) {
+	if f == nil {
+		receiveFault.Store(nil)
+		return
+	}
+	receiveFault.Store(&f)
+}

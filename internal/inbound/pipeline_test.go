@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -251,5 +252,76 @@ func TestIdleWorkerIsSilent(t *testing.T) {
 		// And it still wakes at once for new work.
 		e.deliver(emulator.DeliverRequest{Subject: "Two", Text: "work again"})
 		e.settled(2)
+	})
+}
+
+// A receiving transaction that fails (not a wake: something that aborts
+// it) costs only its own delivery a retry. On SQLite several deliveries
+// may share the transaction; they are then received again one by one, and
+// every message is still retained and woken for exactly once.
+func TestFailedReceivingTransactionRetriesOnlyItsDelivery(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e := newEnv(t, url, "shared", nil)
+		e.waitSocket()
+		// The third delivery to be received fails in its first two
+		// receiving transactions.
+		var mu sync.Mutex
+		var victim string
+		calls := map[string]int{}
+		byTx := map[*sql.Tx]map[string]bool{}
+		var failedIn []*sql.Tx
+		inbound.SetReceiveFault(func(tx *sql.Tx, id string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls[id]++
+			if byTx[tx] == nil {
+				byTx[tx] = map[string]bool{}
+			}
+			byTx[tx][id] = true
+			if victim == "" && len(calls) == 3 {
+				victim = id
+			}
+			if id == victim && calls[id] <= 2 {
+				failedIn = append(failedIn, tx)
+				return errors.New("injected receiving failure")
+			}
+			return nil
+		})
+		t.Cleanup(func() { inbound.SetReceiveFault(nil) })
+		const n = 6
+		for i := range n {
+			e.deliver(emulator.DeliverRequest{From: fmt.Sprintf("sender%d@example.com", i), Subject: fmt.Sprintf("Thread %d", i)})
+		}
+		ds := e.settled(n)
+		mustEqual(t, "tasks", len(e.tasks()), n)
+		wakes := e.wakes()
+		mustEqual(t, "wakes", len(wakes), n)
+		keys := map[string]bool{}
+		for _, r := range wakes {
+			keys[r.IdempotencyKey] = true
+		}
+		mustEqual(t, "distinct wake keys", len(keys), n)
+		mu.Lock()
+		defer mu.Unlock()
+		// A failure in a transaction shared with other deliveries is not
+		// the delivery's own yet: it is received again alone at once, so
+		// the delivery has at most as many attempts as injected failures,
+		// and at least one (the failure alone).
+		for _, d := range ds {
+			if d.ID == victim {
+				if d.Attempts < 1 || d.Attempts > len(failedIn) {
+					t.Fatalf("the failed delivery: %d attempts after %d failures", d.Attempts, len(failedIn))
+				}
+			} else if d.Attempts != 0 {
+				t.Fatalf("delivery %s: %d attempts, want 0 (only the failed one retries)", d.ID, d.Attempts)
+			}
+		}
+		shared := 0
+		for _, ids := range byTx {
+			if len(ids) > 1 {
+				shared++
+			}
+		}
+		t.Logf("%d transactions received more than one delivery", shared)
 	})
 }

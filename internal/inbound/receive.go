@@ -44,41 +44,59 @@ func (w *Worker) processOne(ctx context.Context, ep domain.EmailEndpoint, client
 // that the delivery is finished (filtered, a receipt, woken, kept as
 // context, or already handled).
 func (w *Worker) receive(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) (done bool, err error) {
+	in, done, err := w.prepareReceive(ctx, ep, client, l, it)
+	if err != nil || done {
+		return done, err
+	}
+	res, err := w.receiveTx(ctx, in)
+	if err != nil {
+		return false, err
+	}
+	return w.received(it, res)
+}
+
+// prepareReceive is receive's provider I/O: the message, the thread and
+// the attachments to retain. A filtered message (or one from before the
+// activation) is finished here, with done.
+func (w *Worker) prepareReceive(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) (in receiveInput, done bool, err error) {
 	msg := it.msg
 	if msg == nil {
 		if msg, err = client.GetMessage(ctx, ep.Address, it.ev.MessageID); err != nil {
-			return false, err
+			return in, false, err
 		}
 	}
 	msg = cleanMessage(msg)
 	if !strings.EqualFold(msg.InboxID, ep.Address) {
-		return false, errInboxMismatch
+		return in, false, errInboxMismatch
 	}
 	received := it.ev.Kind == agentmail.EventMessageReceived
 	if providerFiltered(msg) || ep.ActivationAt == nil || (received && beforeCutoff(receiptTime(msg), *ep.ActivationAt)) {
-		return true, w.finishFiltered(ctx, l, it.d.ID)
+		return in, true, w.finishFiltered(ctx, l, it.d.ID)
 	}
 	threadMsgs, err := w.fetchThread(ctx, client, ep.Address, msg)
 	if err != nil {
-		return false, err
+		return in, false, err
 	}
 	prep, err := w.prepareThread(ctx, client, ep, msg, threadMsgs, received)
 	if err != nil {
-		return false, err
+		return in, false, err
 	}
-	res, err := w.receiveTx(ctx, receiveInput{ep: ep, l: l, it: it, msg: msg, threadMsgs: threadMsgs, prep: prep, received: received})
-	if err != nil {
-		return false, err
-	}
+	return receiveInput{ep: ep, l: l, it: it, msg: msg, threadMsgs: threadMsgs, prep: prep, received: received}, false, nil
+}
+
+// received applies a committed receiving transaction's outcome to it (its
+// event, the metrics, the scheduler's signal) and reports whether the
+// delivery is finished. A failed wake is returned as the error: the mail
+// is retained with the wake pending and the delivery goes to retry, which
+// runs only the wake (retryWake), with identical arguments and no
+// re-import.
+func (w *Worker) received(it *item, res receiveResult) (done bool, err error) {
 	it.ev = res.ev
 	if res.handled {
 		return !it.ev.wakePending(), nil
 	}
 	w.m.Processing.Observe(time.Since(it.d.ReceivedAt).Seconds())
 	if res.wakeErr != nil {
-		// The mail is retained with the wake pending; the delivery goes to
-		// retry, which runs only the wake (retryWake), with identical
-		// arguments and no re-import.
 		return false, res.wakeErr
 	}
 	w.m.Deliveries.WithLabelValues(string(res.state)).Inc()
@@ -171,7 +189,40 @@ type receiveResult struct {
 	wakeErr error
 }
 
-// receiveTx is the receiving transaction: under the thread's fence it
+// receiveTx is the receiving transaction of one delivery: the thread's
+// fence, the inbox's row (activeEndpointTx), then receiveBody.
+func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult, error) {
+	var r receiveResult
+	err := in.it.gate.tx(ctx, w, func(tx *sql.Tx) error {
+		if err := w.fence(ctx, tx, in.l, threadLockKey(in.ep.ID, in.msg.ThreadID)); err != nil {
+			return err
+		}
+		cur, err := w.activeEndpointTx(ctx, tx, in.ep.ID)
+		if err != nil {
+			return err
+		}
+		r, err = w.receiveBody(ctx, tx, cur, in)
+		return err
+	})
+	return r, err
+}
+
+// activeEndpointTx reads the inbox's whole row under the share lock of a
+// status read, so the credential re-check before a wake needs no second
+// read; an inbox that is not active is errInboxStopped.
+func (w *Worker) activeEndpointTx(ctx context.Context, tx *sql.Tx, endpointID string) (domain.EmailEndpoint, error) {
+	cur, err := w.st.EndpointShared(ctx, tx, endpointID)
+	if err != nil {
+		return cur, err
+	}
+	if cur.Status != domain.EndpointActive {
+		return cur, errInboxStopped
+	}
+	return cur, nil
+}
+
+// receiveBody receives one delivery inside a transaction that holds its
+// thread's fence, cur being the inbox's row as of that transaction: it
 // binds our own sent messages to their sends, then follows decide until
 // the message is filtered, handed over as a receipt, kept as context or
 // woken for. A message that wakes the agent is woken right here, before
@@ -179,103 +230,92 @@ type receiveResult struct {
 // the delivery's final state commit together or not at all. If the wake
 // fails, only the wake is rolled back (to a savepoint) and the mail
 // commits with the wake pending, for retryWake.
-func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult, error) {
+func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, in receiveInput) (r receiveResult, err error) {
 	ep, it, msg := in.ep, in.it, in.msg
 	receipts := w.o.Receipts
-	var r receiveResult
-	err := it.gate.tx(ctx, w, func(tx *sql.Tx) error {
-		r = receiveResult{}
-		if err := w.fence(ctx, tx, in.l, threadLockKey(ep.ID, msg.ThreadID)); err != nil {
-			return err
+	if f := receiveFault.Load(); f != nil {
+		if err := (*f)(tx, it.d.ID); err != nil {
+			return r, err
 		}
-		// The whole row, under the share lock of a status read, so the
-		// credential re-check before the wake needs no second read.
-		cur, err := w.st.EndpointShared(ctx, tx, ep.ID)
-		if err != nil {
-			return err
-		}
-		if cur.Status != domain.EndpointActive {
-			return errInboxStopped
-		}
-		d, ev, err := w.lockDelivery(ctx, tx, it.d.ID)
-		if err != nil {
-			return err
-		}
-		if finished(d) || ev.taskRecorded() {
-			r.ev, r.handled = ev, true
-			return nil
-		}
-		if receipts != nil {
-			for _, m := range in.threadMsgs {
-				if hasLabel(m.Labels, "sent") {
-					if err := receipts.BindSent(ctx, tx, ep, m); err != nil {
-						return err
-					}
+	}
+	d, ev, err := w.lockDelivery(ctx, tx, it.d.ID)
+	if err != nil {
+		return r, err
+	}
+	if finished(d) || ev.taskRecorded() {
+		r.ev, r.handled = ev, true
+		return r, nil
+	}
+	if receipts != nil {
+		for _, m := range in.threadMsgs {
+			if hasLabel(m.Labels, "sent") {
+				if err := receipts.BindSent(ctx, tx, ep, m); err != nil {
+					return r, err
 				}
 			}
 		}
-		// The task's status comes with the conversation (one round trip).
-		// It is read without a lock, as the reopen rule needs (see
-		// Store.IssueStatus); the wake's own state guard re-reads it.
-		conv, status, err := w.st.ConversationByThreadWithStatus(ctx, tx, ep.ID, msg.ThreadID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
+	}
+	// The task's status comes with the conversation (one round trip).
+	// It is read without a lock, as the reopen rule needs (see
+	// Store.IssueStatus); the wake's own state guard re-reads it.
+	conv, status, err := w.st.ConversationByThreadWithStatus(ctx, tx, ep.ID, msg.ThreadID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return r, err
+	}
+	known := err == nil
+	mine := own(msg, ep.Address, false)
+	if !mine {
+		if mine, err = w.ourPublication(ctx, tx, ep, msg); err != nil {
+			return r, err
 		}
-		known := err == nil
-		mine := own(msg, ep.Address, false)
-		if !mine {
-			if mine, err = w.ourPublication(ctx, tx, ep, msg); err != nil {
-				return err
+	}
+	f := facts{receipt: !in.received, known: known, automatic: automatic(msg), own: mine, status: status}
+	commentID := ""
+	for {
+		a := decide(f)
+		switch a {
+		case actReceipt:
+			// A receipt of our own send: the send side applies it, and
+			// the message is kept as context when its thread is known.
+			if receipts != nil {
+				if err := receipts.HandleReceipt(ctx, tx, ep, ev.Event, msg); err != nil {
+					return r, err
+				}
 			}
-		}
-		f := facts{receipt: !in.received, known: known, automatic: automatic(msg), own: mine, status: status}
-		commentID := ""
-		for {
-			a := decide(f)
-			switch a {
-			case actReceipt:
-				// A receipt of our own send: the send side applies it, and
-				// the message is kept as context when its thread is known.
-				if receipts != nil {
-					if err := receipts.HandleReceipt(ctx, tx, ep, ev.Event, msg); err != nil {
-						return err
-					}
+			if f.known {
+				if _, err := w.retainAll(ctx, tx, ep, conv, []*agentmail.Message{msg}, in.prep, "", ""); err != nil {
+					return r, err
 				}
-				if f.known {
-					if _, err := w.retainAll(ctx, tx, ep, conv, []*agentmail.Message{msg}, in.prep, "", ""); err != nil {
-						return err
-					}
-					d.ConversationID = conv.ID
-				}
-				r.ev, r.state = ev, domain.DeliveryProcessed
-				return w.finishTx(ctx, tx, &d, domain.DeliveryProcessed)
-			case actDrop:
-				r.ev, r.state = ev, domain.DeliveryFiltered
-				return w.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
-			case actCreate:
-				if conv, err = w.createTask(ctx, tx, ep, msg); err != nil {
-					return err
-				}
-				if f.status, err = w.st.IssueStatus(ctx, tx, conv.IssueID); err != nil {
-					return err
-				}
-				f.known = true
-			case actRetain:
-				if commentID, f.claimed, err = w.retainAndClaim(ctx, tx, ep, conv, in, d.ID); err != nil {
-					return err
-				}
-				f.retained = true
-			case actReopen:
-				if f.status, err = w.reopen(ctx, tx, ep, conv.IssueID); err != nil {
-					return err
-				}
-				f.reopened = true
-			case actKeep, actWake:
-				return w.recordTx(ctx, tx, cur, conv, msg, &d, ev, commentID, a == actWake, &r)
+				d.ConversationID = conv.ID
 			}
+			r.ev, r.state = ev, domain.DeliveryProcessed
+			return r, w.finishTx(ctx, tx, &d, domain.DeliveryProcessed)
+		case actDrop:
+			r.ev, r.state = ev, domain.DeliveryFiltered
+			return r, w.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
+		case actCreate:
+			if conv, err = w.createTask(ctx, tx, ep, msg); err != nil {
+				return r, err
+			}
+			if f.status, err = w.st.IssueStatus(ctx, tx, conv.IssueID); err != nil {
+				return r, err
+			}
+			f.known = true
+		case actRetain:
+			if commentID, f.claimed, err = w.retainAndClaim(ctx, tx, ep, conv, in, d.ID); err != nil {
+				return r, err
+			}
+			f.retained = true
+		case actReopen:
+			if f.status, err = w.reopen(ctx, tx, ep, conv.IssueID); err != nil {
+				return r, err
+			}
+			f.reopened = true
+		case actKeep, actWake:
+			err := w.recordTx(ctx, tx, cur, conv, msg, &d, ev, commentID, a == actWake, &r)
+			return r, err
 		}
-	})
-	return r, err
+	}
 }
 
 // retainAndClaim imports every retainable message of the thread, oldest

@@ -1,0 +1,148 @@
+package inbound_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/testkit"
+)
+
+// BenchmarkInboundSteady delivers a steady 100 emails/s for 30 s (3,000
+// emails over 300 threads) to one WebSocket inbox on each database and
+// reports the latency of each email at a rate the pipeline sustains:
+// admission → wake (the delivery's admissionToWakeMs; target p99 < 50 ms)
+// and provider receipt → wake. Run it with
+//
+//	go test ./internal/inbound -run '^$' -bench InboundSteady -benchtime 1x
+func BenchmarkInboundSteady(b *testing.B) {
+	logLoad(b)
+	const rate, seconds, threads = 100, 30, 300
+	for _, dialect := range []db.Dialect{db.SQLite, db.Postgres} {
+		b.Run(string(dialect), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				bi := newBenchInbox(b, dialect)
+				n := rate * seconds
+				interval := time.Second / rate
+				last := make([]string, threads)
+				sent := map[string]time.Time{}
+				b.StartTimer()
+				cpu := startCPU(b, pgHandle(bi.ee))
+				start := time.Now()
+				for i := range n {
+					// Paced against the start, so a slow delivery does not
+					// lower the rate.
+					time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+					th := i % threads
+					at := time.Now()
+					last[th] = bi.deliver(b, "steady", th, last[th])
+					sent["message.received:"+last[th]] = at
+				}
+				offered := float64(n) / time.Since(start).Seconds()
+				bi.drain(b, n)
+				cpu.report(b, n, "email")
+				b.StopTimer()
+				res := bi.stages(b, sent)
+				total := make([]float64, len(res.wake))
+				for i := range res.wake {
+					total[i] = res.admit[i] + res.wake[i]
+				}
+				b.ReportMetric(offered, "offered-emails/s")
+				b.ReportMetric(0, "ns/op")
+				reportMax(b, "admit", res.admit)
+				reportMax(b, "a2w", res.wake)
+				reportMax(b, "send2wake", total)
+			}
+		})
+	}
+}
+
+// reportMax is report plus the maximum.
+func reportMax(b *testing.B, stage string, v []float64) {
+	if len(v) == 0 {
+		return
+	}
+	report(b, stage, v)
+	b.ReportMetric(slices.Max(v), stage+"-max-ms")
+}
+
+// BenchmarkInboundIdleInboxes measures, in one run on each database, the
+// burst throughput of one inbox (600 emails over 60 threads) alone and
+// again with 1,000 idle WebSocket inboxes connected beside it; the ratio
+// (target ≥ 0.9) shows whether the cost of an email grows with the number
+// of inboxes. Run it with
+//
+//	go test ./internal/inbound -run '^$' -bench InboundIdleInboxes -benchtime 1x
+func BenchmarkInboundIdleInboxes(b *testing.B) {
+	logLoad(b)
+	const idle = 1000
+	for _, dialect := range []db.Dialect{db.SQLite, db.Postgres} {
+		b.Run(string(dialect), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				bi := newBenchInbox(b, dialect)
+				b.StartTimer()
+				cpu := startCPU(b, pgHandle(bi.ee))
+				alone := bi.burst(b, "alone", benchEmails, benchThreads)
+				self, dbCPU := cpu.stop()
+				b.StopTimer()
+				setup := time.Now()
+				addIdleInboxes(b, bi.ee, idle)
+				testkit.Eventually(b, 5*time.Minute, "idle sockets", func() bool { return bi.ee.Em.WebSocketCount() == idle+1 })
+				// Let the new inboxes' first catch-up scans end, so the
+				// second burst meets them idle.
+				time.Sleep(5 * time.Second)
+				b.Logf("%d idle inboxes connected in %s", idle, time.Since(setup).Round(time.Millisecond))
+				b.StartTimer()
+				cpu = startCPU(b, pgHandle(bi.ee))
+				crowded := bi.burst(b, "crowded", benchEmails, benchThreads)
+				self2, dbCPU2 := cpu.stop()
+				b.StopTimer()
+				b.ReportMetric(alone.rate, "alone-emails/s")
+				b.ReportMetric(crowded.rate, "crowded-emails/s")
+				b.ReportMetric(crowded.rate/alone.rate, "ratio")
+				per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / benchEmails }
+				b.ReportMetric(per(self+max(dbCPU, 0)), "alone-cpu-ms/email")
+				b.ReportMetric(per(self2+max(dbCPU2, 0)), "crowded-cpu-ms/email")
+				b.ReportMetric(0, "ns/op")
+			}
+		})
+	}
+}
+
+// addIdleInboxes connects n more WebSocket inboxes for the env's agent,
+// four setups at a time.
+func addIdleInboxes(b *testing.B, ee *testkit.EmailEnv, n int) {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				body := map[string]any{"assignedAgentId": ee.AgentID, "apiKey": ee.OrgKey, "username": fmt.Sprintf("idle%d", i),
+					"idempotencyKey": testkit.NewUUID()}
+				st, raw := ee.Board.Do("POST", "/api/companies/"+ee.CompanyID+"/email/inboxes", body)
+				if st != 201 {
+					var msg json.RawMessage = raw
+					errs <- fmt.Errorf("setup idle inbox %d: %d %s", i, st, msg)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
