@@ -386,12 +386,12 @@ func TestThreeReplicasWithDropsAndAKill(t *testing.T) {
 		epID).Scan(&retained, &distinct); err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "distinct retained messages", distinct, messages)
+	testkit.MustEqual(t, "distinct retained messages", distinct, messages)
 	if err := st.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM issues WHERE company_id = $1 AND origin_kind = 'chat_channel'`,
 		companyID).Scan(&tasks); err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "email tasks", tasks, threads)
+	testkit.MustEqual(t, "email tasks", tasks, threads)
 	if n := maxSockets.Load(); n > 1 {
 		t.Fatalf("%d sockets were open for one inbox at the same time", n)
 	}

@@ -293,14 +293,14 @@ func TestFailedReceivingTransactionRetriesOnlyItsDelivery(t *testing.T) {
 			e.deliver(emulator.DeliverRequest{From: fmt.Sprintf("sender%d@example.com", i), Subject: fmt.Sprintf("Thread %d", i)})
 		}
 		ds := e.settled(n)
-		mustEqual(t, "tasks", len(e.tasks()), n)
+		testkit.MustEqual(t, "tasks", len(e.tasks()), n)
 		wakes := e.wakes()
-		mustEqual(t, "wakes", len(wakes), n)
+		testkit.MustEqual(t, "wakes", len(wakes), n)
 		keys := map[string]bool{}
 		for _, r := range wakes {
 			keys[r.IdempotencyKey] = true
 		}
-		mustEqual(t, "distinct wake keys", len(keys), n)
+		testkit.MustEqual(t, "distinct wake keys", len(keys), n)
 		mu.Lock()
 		defer mu.Unlock()
 		// A failure in a transaction shared with other deliveries is not
