@@ -241,6 +241,9 @@ func (s *Service) deleteInstall(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Access may be gone: inboxes that depended on it stop at once (the
+	// workers cache the active inbox check per credential version).
+	s.changed()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -315,6 +318,9 @@ func (s *Service) revokeGrant(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Access may be gone: inboxes that depended on it stop at once (the
+	// workers cache the active inbox check per credential version).
+	s.changed()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

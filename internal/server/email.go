@@ -41,6 +41,9 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 		Logger: s.Logger.With("component", "inbound"), Metrics: inbound.NewMetrics(s.Metrics.Registry),
 		Holder: holder, ExclusiveDatabase: exclusive, Timing: timing,
 	})
+	// Lifecycle changes made here reach the other replicas' workers at
+	// once (the local ones are signalled through receiveWork).
+	s.Email.Broadcast = s.Inbound.BroadcastChange
 	s.Email.Routes(s.API)
 	s.Outbound.Routes(s.API)
 	s.Inbound.Routes(s.API)
