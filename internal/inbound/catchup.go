@@ -40,6 +40,8 @@ func (w *Worker) catchup(ctx context.Context, st *inboxState, ep domain.EmailEnd
 			}
 			return false
 		}
+		w.workLeases.Add(1) // renewLoop keeps it while the scan runs
+		defer w.workLeases.Add(-1)
 		defer func() { _ = cl.Release(ctx) }()
 		l = cl
 	}

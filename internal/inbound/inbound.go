@@ -84,11 +84,23 @@ type Waker interface {
 // fields take the defaults of DefaultTiming.
 type Timing struct {
 	// SocketLeaseTTL bounds how long a dead replica keeps an inbox's socket
-	// lease; SocketRenew is how often the holder renews it.
+	// lease, and its catch-up and thread leases; SocketRenew is how often
+	// the holder renews all of them, in one statement (renewLoop).
+	//
+	// Why short leases renewed in batch rather than PostgreSQL session
+	// advisory locks: every side effect under a lease is fenced inside its
+	// own transaction (store.Lease.Fence), on whatever pooled connection
+	// that transaction runs; a session lock lives on one dedicated
+	// connection and cannot be proved from another, and it would need a
+	// second mechanism on SQLite. A 3 s lease renewed every 750 ms costs
+	// one statement per period for all of a replica's leases, survives
+	// three missed renewals, and lets another replica take a dead one's
+	// sockets and threads within about 4 s.
 	SocketLeaseTTL time.Duration
 	SocketRenew    time.Duration
 	// ThreadLeaseTTL bounds how long a dead replica blocks one provider
-	// thread; the holder renews it at every fence.
+	// thread; the holder renews it at every fence and with its socket
+	// leases.
 	ThreadLeaseTTL time.Duration
 	// CatchupInterval is the period of the maintenance catch-up scan of an
 	// inbox whose transport is not known to be healthy.
@@ -127,9 +139,9 @@ type Timing struct {
 
 // DefaultTiming is the production timing (docs/email-pipeline.md, "Timing").
 var DefaultTiming = Timing{
-	SocketLeaseTTL:         90 * time.Second,
-	SocketRenew:            20 * time.Second,
-	ThreadLeaseTTL:         90 * time.Second,
+	SocketLeaseTTL:         3 * time.Second,
+	SocketRenew:            750 * time.Millisecond,
+	ThreadLeaseTTL:         3 * time.Second,
 	CatchupInterval:        60 * time.Second,
 	CatchupHealthyInterval: 10 * time.Minute,
 	CatchupOverlap:         5 * time.Minute,
@@ -233,6 +245,12 @@ type Worker struct {
 	wakeSig    notify.Signal
 	nextRescan time.Time
 	flushing   bool
+	// strayTokens are socket lease tokens the last batch renewal renewed
+	// that no running socket had (see closeSocketsLost).
+	strayTokens map[string]bool
+	// workLeases counts the catch-up and thread lease sets this process
+	// holds now, so renewLoop renews while any is held.
+	workLeases atomic.Int64
 
 	ctx      context.Context
 	cancel   context.CancelFunc

@@ -9,7 +9,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/httpx"
-	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // rescanInterval is the period of the safety rescan of every active inbox
@@ -446,11 +445,14 @@ func (w *Worker) flushCatchups(ctx context.Context) bool {
 	return true
 }
 
-// renewLoop renews every socket lease of this process in one statement
-// per SocketRenew, closes each socket whose lease was lost, and looks (in
-// one more statement) for WebSocket inboxes whose socket nobody holds, to
-// take them over: a replica that died leaves its leases to expire, and
-// this is how the others notice without each inbox polling.
+// renewLoop renews every receiving lease of this process (sockets,
+// catch-up scans, thread leases) in one statement per SocketRenew, closes
+// each socket whose lease was lost and, on a shared database, learns in
+// the same statement which sockets other processes hold, to take over
+// the rest: a replica that died leaves its leases to lapse within
+// SocketLeaseTTL, and this is how the others notice without polling each
+// lease. The statement runs only while this process holds a lease or
+// knows an inbox whose socket it does not run.
 func (w *Worker) renewLoop(ctx context.Context) {
 	defer w.wg.Done()
 	t := time.NewTicker(w.t.SocketRenew)
@@ -465,33 +467,54 @@ func (w *Worker) renewLoop(ctx context.Context) {
 		if w.stopping.Load() {
 			return
 		}
-		if w.runningSockets() > 0 {
-			held, err := w.st.RenewHolderLeases(ctx, w.q, w.o.Holder, store.LeaseKeySocket, w.t.SocketLeaseTTL)
-			if ctx.Err() != nil {
-				return
-			}
-			switch {
-			case err == nil:
-				lastOK = time.Now()
-				w.closeSocketsLost(held)
-			case time.Since(lastOK)+w.t.SocketRenew >= w.t.SocketLeaseTTL:
+		candidates := w.orphanCandidates()
+		running := w.runningSockets()
+		if running == 0 && w.workLeases.Load() == 0 && len(candidates) == 0 {
+			lastOK = time.Now()
+			continue
+		}
+		renewed, live, err := w.st.RenewHolderLeases(ctx, w.q, w.o.Holder, w.t.SocketLeaseTTL, len(candidates) > 0)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if time.Since(lastOK)+w.t.SocketRenew >= w.t.SocketLeaseTTL {
 				// The leases lapse before the next try: another replica may
 				// take the sockets then, and two must never overlap.
 				w.log.Warn("renew socket leases", "err", err)
 				w.closeAllSockets()
-			default:
+			} else {
 				w.log.Warn("renew socket leases; retrying", "err", err)
 			}
+			continue
 		}
-		w.takeOverOrphans(ctx)
+		lastOK = time.Now()
+		for _, token := range w.closeSocketsLost(renewed) {
+			// Renewed but not run here (its release failed): give it back.
+			if err := w.st.ReleaseSocketToken(ctx, w.q, token); err != nil {
+				w.log.Warn("release a stray socket lease", "err", err)
+			}
+		}
+		if live != nil {
+			for _, id := range candidates {
+				if !live[id] {
+					w.wakeFor(id, wakeSocket)
+				}
+			}
+		}
 	}
 }
 
-// takeOverOrphans wakes every active WebSocket inbox of which no process
-// holds the socket lease and this process holds no socket: one statement.
-func (w *Worker) takeOverOrphans(ctx context.Context) {
+// orphanCandidates lists the active WebSocket inboxes of which this
+// process runs no socket, on a shared database (on an exclusive one no
+// other process can hold a socket).
+func (w *Worker) orphanCandidates() []string {
+	if w.o.ExclusiveDatabase {
+		return nil
+	}
 	w.mu.Lock()
-	var candidates []string
+	defer w.mu.Unlock()
+	var out []string
 	for id, st := range w.inboxes {
 		if st.ep.ReceiveMode != domain.ReceiveWebSocket || st.refused != nil {
 			continue
@@ -499,22 +522,7 @@ func (w *Worker) takeOverOrphans(ctx context.Context) {
 		if s := w.sockets[id]; s != nil && s.running {
 			continue
 		}
-		candidates = append(candidates, id)
+		out = append(out, id)
 	}
-	w.mu.Unlock()
-	if len(candidates) == 0 {
-		return
-	}
-	live, err := w.st.LiveLeaseEndpoints(ctx, w.q, store.LeaseKeySocket)
-	if err != nil {
-		if ctx.Err() == nil {
-			w.log.Warn("look for orphaned sockets", "err", err)
-		}
-		return
-	}
-	for _, id := range candidates {
-		if !live[id] {
-			w.wakeFor(id, wakeSocket)
-		}
-	}
+	return out
 }

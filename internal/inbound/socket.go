@@ -143,17 +143,43 @@ func (w *Worker) runningSockets() int {
 }
 
 // closeSocketsLost closes every running socket whose lease token is not in
-// held (the tokens a batch renewal renewed): another process may own the
-// inbox now, and two sockets must never overlap.
-func (w *Worker) closeSocketsLost(held map[string]bool) {
+// renewed (the socket tokens a batch renewal renewed): another process may
+// own the inbox now, and two sockets must never overlap. It returns the
+// renewed tokens no running socket of this process had at this renewal
+// and the one before.
+func (w *Worker) closeSocketsLost(renewed map[string]bool) (stray []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	mine := map[string]bool{}
 	for id, s := range w.sockets {
-		if s.running && s.lease != nil && !held[s.lease.Token] && s.cancel != nil {
+		if s.lease == nil {
+			continue
+		}
+		if s.running {
+			mine[s.lease.Token] = true
+		}
+		if s.running && !renewed[s.lease.Token] && s.cancel != nil {
 			w.log.Warn("socket lease lost; closing the socket", "endpoint", id)
 			s.cancel()
 		}
 	}
+	// Why two renewals in a row: a socket lease just taken is not yet
+	// recorded as running (maintainSocket records it right after the
+	// claim), so a token counts as stray only when it was not ours at the
+	// previous renewal either.
+	next := map[string]bool{}
+	for token := range renewed {
+		if mine[token] {
+			continue
+		}
+		if w.strayTokens[token] {
+			stray = append(stray, token)
+		} else {
+			next[token] = true
+		}
+	}
+	w.strayTokens = next
+	return stray
 }
 
 // runSocket dials, subscribes, admits every frame and, when the stream

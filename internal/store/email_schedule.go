@@ -107,25 +107,67 @@ func (s *Store) FinishCatchups(ctx context.Context, q db.Querier, endpointIDs []
 	return nil
 }
 
-// RenewHolderLeases extends, in one statement, every unexpired lease of
-// key held by holder (one process) to now+ttl and returns the tokens it
-// renewed: a token the caller holds that is missing was lost (expired, or
-// taken over) and its work must stop.
-func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder, key string, ttl time.Duration) (map[string]bool, error) {
+// RenewHolderLeases extends, in one statement, every unexpired receiving
+// lease held by holder (one process: its sockets, its catch-up scans and
+// the thread leases of its receiving and sending) to at least now+ttl, and returns
+// the socket lease tokens it renewed: a socket token the caller holds that is missing was lost
+// (expired, or taken over) and its work must stop. Setup and control
+// leases (LeaseKeyWork) keep their own TTL. With live, on PostgreSQL, the
+// same statement also returns the endpoints whose socket lease another
+// process holds unexpired (a data-modifying CTE: the second SELECT sees
+// the rows as they were before the update, which for other holders' rows
+// is what it needs), so a replica renews and looks for orphaned sockets in
+// one round trip; live is nil otherwise.
+func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder string, ttl time.Duration, live bool) (renewed, others map[string]bool, err error) {
 	now := s.Now()
-	tokens, err := queryAll(ctx, q, "renew leases", func(r rowScanner) (string, error) {
-		var t string
-		return t, r.Scan(&t)
-	}, `UPDATE email_leases SET expires_at = $3, updated_at = $4
-		WHERE holder = $1 AND lease_key = $2 AND expires_at > $4 RETURNING token`, holder, key, now.Add(ttl), now)
+	// Why the CASE: a lease with a longer TTL of its own (a send's thread
+	// lease) is never shortened, only short ones are extended.
+	update := `UPDATE email_leases SET expires_at = CASE WHEN expires_at < $2 THEN $2 ELSE expires_at END, updated_at = $3
+		WHERE holder = $1 AND lease_key <> '` + LeaseKeyWork + `' AND expires_at > $3 RETURNING lease_key, token`
+	pg := s.DB.Dialect == db.Postgres
+	query := update
+	if pg {
+		query = `WITH renewed AS (` + update + `) SELECT lease_key, token FROM renewed`
+		if live {
+			query += ` UNION ALL SELECT 'live', endpoint_id FROM email_leases
+				WHERE lease_key = '` + LeaseKeySocket + `' AND expires_at > $3 AND holder <> $1`
+		}
+	}
+	type row struct{ kind, v string }
+	rows, err := queryAll(ctx, q, "renew leases", func(r rowScanner) (row, error) {
+		var x row
+		return x, r.Scan(&x.kind, &x.v)
+	}, query, holder, now.Add(ttl), now)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	held := make(map[string]bool, len(tokens))
-	for _, t := range tokens {
-		held[t] = true
+	renewed = map[string]bool{}
+	if live && pg {
+		others = map[string]bool{}
 	}
-	return held, nil
+	for _, x := range rows {
+		switch x.kind {
+		case "live":
+			if others != nil {
+				others[x.v] = true
+			}
+		case LeaseKeySocket:
+			renewed[x.v] = true
+		default:
+			// Thread and catch-up leases: renewed, nothing to report.
+		}
+	}
+	return renewed, others, nil
+}
+
+// ReleaseSocketToken deletes the socket lease row of token, wherever it
+// is: a process that finds its batch renewal renewing a socket lease it no
+// longer runs (its release failed) gives it back so another can take it.
+func (s *Store) ReleaseSocketToken(ctx context.Context, q db.Querier, token string) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM email_leases WHERE lease_key = $1 AND token = $2`, LeaseKeySocket, token); err != nil {
+		return fmt.Errorf("release socket lease: %w", err)
+	}
+	return nil
 }
 
 // LiveLeaseEndpoints returns the endpoints whose key lease is held and
