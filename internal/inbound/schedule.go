@@ -473,7 +473,7 @@ func (w *Worker) renewLoop(ctx context.Context) {
 			lastOK = time.Now()
 			continue
 		}
-		renewed, live, err := w.st.RenewHolderLeases(ctx, w.q, w.o.Holder, w.t.SocketLeaseTTL, len(candidates) > 0)
+		r, err := w.st.RenewHolderLeases(ctx, w.q, w.o.Holder, w.t.SocketLeaseTTL, len(candidates) > 0)
 		if ctx.Err() != nil {
 			return
 		}
@@ -489,18 +489,71 @@ func (w *Worker) renewLoop(ctx context.Context) {
 			continue
 		}
 		lastOK = time.Now()
-		for _, token := range w.closeSocketsLost(renewed) {
+		for _, token := range w.closeSocketsLost(r.Sockets) {
 			// Renewed but not run here (its release failed): give it back.
 			if err := w.st.ReleaseSocketToken(ctx, w.q, token); err != nil {
 				w.log.Warn("release a stray socket lease", "err", err)
 			}
 		}
-		if live != nil {
+		w.replicas.Store(int64(r.Replicas))
+		w.shedSockets()
+		if r.Live != nil {
+			w.mu.Lock()
+			w.elsewhere = r.Live
+			w.mu.Unlock()
 			for _, id := range candidates {
-				if !live[id] {
+				if !r.Live[id] {
 					w.wakeFor(id, wakeSocket)
 				}
 			}
+		}
+	}
+}
+
+// socketShare is the most sockets this process may run: the active
+// WebSocket inboxes divided among the live replicas (rounded up) plus a
+// slack of one and 2 %, so sockets spread over the replicas, and move to a
+// replica that (re)started. Zero means no limit (a single replica). The
+// caller holds w.mu.
+func (w *Worker) socketShareLocked() int {
+	n := int(w.replicas.Load())
+	if n <= 1 {
+		return 0
+	}
+	total := 0
+	for _, st := range w.inboxes {
+		if st.ep.ReceiveMode == domain.ReceiveWebSocket && st.refused == nil {
+			total++
+		}
+	}
+	return (total+n-1)/n + 1 + total/50
+}
+
+// shedSockets closes the sockets this process runs beyond its share (a
+// replica joined, or came back after a restart); the replicas under their
+// share take them over at their next renewal. The inbox's subscription
+// catch-up on the new holder admits what arrived in between.
+func (w *Worker) shedSockets() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	share := w.socketShareLocked()
+	if share == 0 {
+		return
+	}
+	running := 0
+	for _, s := range w.sockets {
+		if s.running {
+			running++
+		}
+	}
+	for id, s := range w.sockets {
+		if running <= share {
+			return
+		}
+		if s.running && s.cancel != nil {
+			w.log.Info("handing a socket to a replica under its share", "endpoint", id)
+			s.cancel()
+			running--
 		}
 	}
 }

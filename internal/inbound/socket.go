@@ -81,6 +81,20 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 		w.mu.Unlock()
 		return at
 	}
+	if share := w.socketShareLocked(); share > 0 {
+		running := 0
+		for _, o := range w.sockets {
+			if o.running {
+				running++
+			}
+		}
+		if running >= share {
+			// At its share: leave the inbox to a replica under its own
+			// (renewLoop wakes this one again while nobody takes it).
+			w.mu.Unlock()
+			return time.Time{}
+		}
+	}
 	w.mu.Unlock()
 	if w.stopping.Load() {
 		return time.Time{}
@@ -114,13 +128,17 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 	return time.Time{}
 }
 
-// socketHeldElsewhere reports whether another process held the inbox's
-// socket lease when this one last tried it, and that lease has not lapsed.
+// socketHeldElsewhere reports whether another process holds the inbox's
+// socket lease: as this process saw when it last tried the lease (until
+// that lease would lapse), or as the last batch renewal listed.
 func (w *Worker) socketHeldElsewhere(endpointID string, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.sockets[endpointID]
-	return s != nil && !s.running && now.Before(s.elsewhereUntil)
+	if s != nil && s.running {
+		return false
+	}
+	return s != nil && now.Before(s.elsewhereUntil) || w.elsewhere[endpointID]
 }
 
 // socketConnectedLocked is SocketConnected with w.mu held.

@@ -107,18 +107,30 @@ func (s *Store) FinishCatchups(ctx context.Context, q db.Querier, endpointIDs []
 	return nil
 }
 
+// LeaseRenewal is what one batch renewal learned.
+type LeaseRenewal struct {
+	// Sockets are the socket lease tokens it renewed.
+	Sockets map[string]bool
+	// Live are the endpoints whose socket lease another process holds
+	// unexpired (nil unless asked for, and on SQLite).
+	Live map[string]bool
+	// Replicas counts the processes with a live membership row, this one
+	// included (1 on SQLite).
+	Replicas int
+}
+
 // RenewHolderLeases extends, in one statement, every unexpired receiving
 // lease held by holder (one process: its sockets, its catch-up scans and
-// the thread leases of its receiving and sending) to at least now+ttl, and returns
-// the socket lease tokens it renewed: a socket token the caller holds that is missing was lost
-// (expired, or taken over) and its work must stop. Setup and control
-// leases (LeaseKeyWork) keep their own TTL. With live, on PostgreSQL, the
-// same statement also returns the endpoints whose socket lease another
-// process holds unexpired (a data-modifying CTE: the second SELECT sees
-// the rows as they were before the update, which for other holders' rows
-// is what it needs), so a replica renews and looks for orphaned sockets in
-// one round trip; live is nil otherwise.
-func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder string, ttl time.Duration, live bool) (renewed, others map[string]bool, err error) {
+// the thread leases of its receiving and sending) to at least now+ttl.
+// Setup and control leases (LeaseKeyWork) keep their own TTL. On
+// PostgreSQL the same statement (data-modifying CTEs) also upserts the
+// process's membership row in email_replicas, deletes rows dead for an
+// hour, counts the live replicas and, with live, returns the endpoints
+// whose socket lease another process holds. The SELECTs see the rows as
+// they were before the statement's own changes, which for other holders'
+// rows is what they need (this process's own row and leases are counted
+// in Go).
+func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder string, ttl time.Duration, live bool) (LeaseRenewal, error) {
 	now := s.Now()
 	// Why the CASE: a lease with a longer TTL of its own (a send's thread
 	// lease) is never shortened, only short ones are extended.
@@ -126,8 +138,17 @@ func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder stri
 		WHERE holder = $1 AND lease_key <> '` + LeaseKeyWork + `' AND expires_at > $3 RETURNING lease_key, token`
 	pg := s.DB.Dialect == db.Postgres
 	query := update
+	args := []any{holder, now.Add(ttl), now}
 	if pg {
-		query = `WITH renewed AS (` + update + `) SELECT lease_key, token FROM renewed`
+		query = `WITH renewed AS (` + update + `),
+			member AS (INSERT INTO email_replicas (holder, expires_at) VALUES ($1, $2)
+				ON CONFLICT (holder) DO UPDATE SET expires_at = excluded.expires_at RETURNING holder),
+			gone AS (DELETE FROM email_replicas WHERE expires_at < $4 RETURNING holder)
+			SELECT lease_key, token FROM renewed
+			UNION ALL SELECT 'replicas', COUNT(*)::text FROM email_replicas WHERE expires_at > $3 AND holder <> $1
+			UNION ALL SELECT 'member', holder FROM member
+			UNION ALL SELECT 'gone', holder FROM gone`
+		args = append(args, now.Add(-time.Hour))
 		if live {
 			query += ` UNION ALL SELECT 'live', endpoint_id FROM email_leases
 				WHERE lease_key = '` + LeaseKeySocket + `' AND expires_at > $3 AND holder <> $1`
@@ -137,27 +158,31 @@ func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder stri
 	rows, err := queryAll(ctx, q, "renew leases", func(r rowScanner) (row, error) {
 		var x row
 		return x, r.Scan(&x.kind, &x.v)
-	}, query, holder, now.Add(ttl), now)
+	}, query, args...)
 	if err != nil {
-		return nil, nil, err
+		return LeaseRenewal{}, err
 	}
-	renewed = map[string]bool{}
+	out := LeaseRenewal{Sockets: map[string]bool{}, Replicas: 1}
 	if live && pg {
-		others = map[string]bool{}
+		out.Live = map[string]bool{}
 	}
 	for _, x := range rows {
 		switch x.kind {
 		case "live":
-			if others != nil {
-				others[x.v] = true
+			if out.Live != nil {
+				out.Live[x.v] = true
 			}
+		case "replicas":
+			var n int
+			_, _ = fmt.Sscan(x.v, &n)
+			out.Replicas = n + 1
 		case LeaseKeySocket:
-			renewed[x.v] = true
+			out.Sockets[x.v] = true
 		default:
-			// Thread and catch-up leases: renewed, nothing to report.
+			// Thread and catch-up leases, membership: nothing to report.
 		}
 	}
-	return renewed, others, nil
+	return out, nil
 }
 
 // ReleaseSocketToken deletes the socket lease row of token, wherever it
