@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -29,6 +30,11 @@ import (
 // (default 65s, past the first periodic catch-up of every inbox) and
 // PAPERCLIP_BENCH_IDLE_WINDOW (default 60s) change the inbox count, the
 // wait before measuring and the measured window.
+//
+// The postgres/process sub-benchmark runs the server as its own
+// `paperclipai run` process instead, so its RSS is the server's alone
+// (the emulator stays in the test process); it reports committed database
+// transactions, REST calls and the server's RSS.
 func BenchmarkIdleInboxes(b *testing.B) {
 	for _, dialect := range []db.Dialect{db.SQLite, db.Postgres} {
 		b.Run(string(dialect), func(b *testing.B) {
@@ -37,6 +43,64 @@ func BenchmarkIdleInboxes(b *testing.B) {
 			}
 		})
 	}
+	b.Run("postgres/process", func(b *testing.B) {
+		for range b.N {
+			benchIdleProcess(b)
+		}
+	})
+}
+
+func benchIdleProcess(b *testing.B) {
+	b.StopTimer()
+	n := envInt("PAPERCLIP_BENCH_INBOXES", 1000)
+	warmup := envDuration("PAPERCLIP_BENCH_IDLE_WARMUP", 65*time.Second)
+	window := envDuration("PAPERCLIP_BENCH_IDLE_WINDOW", 60*time.Second)
+	c := newCluster(b, dbtest.PostgresURL(b))
+	// Production timing, except what the caller's environment sets.
+	c.env = []string{"PAPERCLIP_EMAIL_LEASE_TTL=" + os.Getenv("PAPERCLIP_EMAIL_LEASE_TTL"),
+		"PAPERCLIP_EMAIL_RECONNECT_MIN=", "PAPERCLIP_EMAIL_CATCHUP_INTERVAL=" + os.Getenv("PAPERCLIP_EMAIL_CATCHUP_INTERVAL")}
+	p := c.start("")
+	cl := testkit.NewClient(b, p.url)
+	cl.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": true}}, 200)
+	companyID := testkit.ID(cl.JSON("POST", "/api/companies", map[string]any{"name": "Idle Co"}, 201))
+	agentID := testkit.ID(cl.JSON("POST", "/api/companies/"+companyID+"/agents", map[string]any{"name": "Mail Agent",
+		"adapterType": "process", "adapterConfig": map[string]any{"command": "/bin/true"}}, 201))
+	_, key := c.em.CreateOrganization("Idle Mail")
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cl.JSON("POST", "/api/companies/"+companyID+"/email/inboxes", map[string]any{"assignedAgentId": agentID,
+				"apiKey": key, "username": fmt.Sprintf("idle%04d", i), "idempotencyKey": testkit.NewUUID()}, 201)
+		}()
+	}
+	wg.Wait()
+	testkit.Eventually(b, 5*time.Minute, "every inbox subscribed", func() bool { return c.em.WebSocketCount() == n })
+	time.Sleep(warmup)
+	st := c.openDB("")
+	ctx := context.Background()
+	xacts := func() int64 {
+		var x int64
+		_, _ = st.DB.ExecContext(ctx, `SELECT pg_stat_clear_snapshot()`)
+		_ = st.DB.QueryRowContext(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&x)
+		return x
+	}
+	r0, x0 := c.em.RequestCount(), xacts()
+	b.StartTimer()
+	start := time.Now()
+	time.Sleep(window)
+	elapsed := time.Since(start).Seconds()
+	b.StopTimer()
+	r1, x1 := c.em.RequestCount(), xacts()
+	b.ReportMetric(float64(x1-x0-2)/elapsed, "pg-xacts/s")
+	b.ReportMetric(float64(r1-r0)/elapsed, "rest/s")
+	b.ReportMetric(float64(rssOf(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)))/1024, "server-rss-MB")
+	b.ReportMetric(float64(n), "inboxes")
+	b.ReportMetric(0, "ns/op")
 }
 
 func envInt(name string, def int) int {
@@ -120,8 +184,11 @@ func benchIdle(b *testing.B, dialect db.Dialect) {
 }
 
 // rssKB returns this process's resident set size from /proc (0 elsewhere).
-func rssKB() int64 {
-	f, err := os.Open("/proc/self/status")
+func rssKB() int64 { return rssOf("/proc/self/status") }
+
+// rssOf returns the resident set size in a /proc status file, in kB.
+func rssOf(status string) int64 {
+	f, err := os.Open(status)
 	if err != nil {
 		return 0
 	}
