@@ -13,22 +13,24 @@ import (
 // under the inbox's catch-up lease so replicas do not scan together, or,
 // for a WebSocket inbox whose socket this process runs, under that socket's
 // lease (only the socket holder scans such an inbox, so the scan needs no
-// lease of its own). It
+// lease of its own; a socket not yet subscribed may fail any moment, so
+// its inbox is scanned under the catch-up lease). It
 // starts from the receipt-time checkpoint minus the overlap (never before
 // the activation cutoff), reads every page of message metadata (AgentMail
 // orders by the sender's Date header, so new mail can appear on any page)
 // and admits each eligible message it has not admitted yet. It never
 // imports mailbox history: anything received before activation is skipped.
-// It reports whether a scan ran to completion (or had nothing to do): false
-// when another replica holds the lease or the scan failed. The scan's
-// record (checkpoint, last_sync_at) is written in a batch shortly after.
-func (w *Worker) catchup(ctx context.Context, st *inboxState, ep domain.EmailEndpoint, key string) bool {
+// It reports whether a scan ran to completion (or had nothing to do), and
+// when not, whether that is because another replica holds the catch-up
+// lease (busy) rather than a failure. The scan's record (checkpoint,
+// last_sync_at) is written at its end (finishCatchup).
+func (w *Worker) catchup(ctx context.Context, st *inboxState, ep domain.EmailEndpoint, key string) (completed, busy bool) {
 	if ep.ActivationAt == nil {
-		return true
+		return true, false
 	}
 	var l *store.Lease
 	w.mu.Lock()
-	if s := w.sockets[ep.ID]; ep.ReceiveMode == domain.ReceiveWebSocket && s != nil && s.running {
+	if s := w.sockets[ep.ID]; ep.ReceiveMode == domain.ReceiveWebSocket && s != nil && s.running && s.connected {
 		l = s.lease
 	}
 	w.mu.Unlock()
@@ -38,7 +40,7 @@ func (w *Worker) catchup(ctx context.Context, st *inboxState, ep domain.EmailEnd
 			if err != nil && ctx.Err() == nil {
 				w.log.Warn("acquire catch-up lease", "endpoint", ep.ID, "err", err)
 			}
-			return false
+			return false, err == nil
 		}
 		w.workLeases.Add(1) // renewLoop keeps it while the scan runs
 		defer w.workLeases.Add(-1)
@@ -60,10 +62,10 @@ func (w *Worker) catchup(ctx context.Context, st *inboxState, ep domain.EmailEnd
 			w.log.Warn("catch-up scan", "endpoint", ep.ID, "err", redact(err))
 			w.setHealth(ctx, ep.ID, genericFailure, redact(err))
 		}
-		return false
+		return false, false
 	}
 	if w.stopping.Load() || ctx.Err() != nil {
-		return false
+		return false, false
 	}
 	w.finishCatchup(ctx, st, ep.ID, scanStarted)
 	w.log.Debug("catch-up scan finished", "endpoint", ep.ID, "admitted", admitted)
@@ -72,16 +74,16 @@ func (w *Worker) catchup(ctx context.Context, st *inboxState, ep domain.EmailEnd
 	known := st.health == healthConnected
 	w.mu.Unlock()
 	if !healthy || known {
-		return true
+		return true, false
 	}
 	retrying, err := w.st.CountDeliveriesInState(ctx, w.q, ep.ID, domain.DeliveryRetry)
 	if err != nil {
-		return true
+		return true, false
 	}
 	if retrying == 0 {
 		w.setHealth(ctx, ep.ID, healthConnected, "")
 	}
-	return true
+	return true, false
 }
 
 // scan reads every page after the cutoff and admits what no transport

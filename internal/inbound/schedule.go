@@ -310,7 +310,7 @@ func (w *Worker) maybeCatchup(ctx context.Context, st *inboxState, ep domain.Ema
 		w.mu.Unlock()
 		return
 	}
-	completed := w.catchup(ctx, st, ep, key)
+	completed, busy := w.catchup(ctx, st, ep, key)
 	if requested {
 		// Another replica's scan (which may predate the request) holds the
 		// lease, or the scan failed: the request stands and is retried
@@ -326,7 +326,10 @@ func (w *Worker) maybeCatchup(ctx context.Context, st *inboxState, ep domain.Ema
 		interval = w.t.CatchupHealthyInterval
 	}
 	st.catchupAt = w.nextScan(ep.ID, end, interval)
-	if requested && !completed {
+	if !completed && (requested || !busy) {
+		// A failed scan (or a requested one another replica's scan may
+		// have predated) is retried shortly; a periodic scan another
+		// replica is running now counts as done.
 		st.catchupAt = end.Add(w.t.ReconnectMin)
 	}
 }

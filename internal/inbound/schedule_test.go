@@ -80,3 +80,14 @@ func quiet(e *env) {
 		return e.Inbound.Queries() == q
 	})
 }
+
+// The activation catch-up runs even when the live connection never
+// subscribes (the provider refuses the WebSocket handshake).
+func TestActivationScanWithoutASocket(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e := newEnv(t, url, "", nil)
+		e.Em.AddFault(emulator.Fault{Match: emulator.FaultMatch{Operation: "websocket"}, Status: 503, Code: "service_unavailable"})
+		e.connect("nosocket", nil)
+		testkit.Eventually(t, wait, "the activation catch-up", func() bool { return e.endpoint().LastSyncAt != nil })
+	})
+}
