@@ -39,10 +39,29 @@ func Savepoint(ctx context.Context, tx *sql.Tx, name string, fn func() error) (f
 // nobody wakes for work that was rolled back. On SQLite, with a single
 // process, it does nothing: the in-process signal after commit suffices.
 func (d *DB) NotifyTx(ctx context.Context, tx *sql.Tx, channel string) error {
+	return d.NotifyPayloadTx(ctx, tx, channel, "")
+}
+
+// NotifyPayloadTx is NotifyTx with a payload, which names what changed so
+// that a listener visits only that (ListenPayload).
+func (d *DB) NotifyPayloadTx(ctx context.Context, tx *sql.Tx, channel, payload string) error {
 	if d.Dialect != Postgres {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, '')`, channel); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		return fmt.Errorf("notify %s: %w", channel, err)
+	}
+	return nil
+}
+
+// Notify sends a notification with payload on channel at once, outside any
+// transaction (for news that is already committed). On SQLite it does
+// nothing.
+func (d *DB) Notify(ctx context.Context, channel, payload string) error {
+	if d.Dialect != Postgres {
+		return nil
+	}
+	if _, err := d.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
 		return fmt.Errorf("notify %s: %w", channel, err)
 	}
 	return nil
@@ -57,11 +76,17 @@ var ErrNoListen = errors.New("database does not support LISTEN")
 // the pool afterwards: it is left in LISTEN state, or broken by a cancelled
 // wait. On SQLite it returns ErrNoListen.
 func (d *DB) Listen(ctx context.Context, channel string, notify func()) error {
+	return d.listen(ctx, channel, func(string) { notify() }, nil)
+}
+
+// ListenPayload is Listen that hands each notification's payload to
+// notify.
+func (d *DB) ListenPayload(ctx context.Context, channel string, notify func(payload string)) error {
 	return d.listen(ctx, channel, notify, nil)
 }
 
-// listen is Listen with a hook called once LISTEN is in effect.
-func (d *DB) listen(ctx context.Context, channel string, notify, listening func()) error {
+// listen is ListenPayload with a hook called once LISTEN is in effect.
+func (d *DB) listen(ctx context.Context, channel string, notify func(payload string), listening func()) error {
 	if d.Dialect != Postgres || d.Pool == nil {
 		return ErrNoListen
 	}
@@ -81,13 +106,14 @@ func (d *DB) listen(ctx context.Context, channel string, notify, listening func(
 		listening()
 	}
 	for {
-		if _, err := pc.WaitForNotification(ctx); err != nil {
+		n, err := pc.WaitForNotification(ctx)
+		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}
 			return fmt.Errorf("wait for notification: %w", err)
 		}
-		notify()
+		notify(n.Payload)
 	}
 }
 
@@ -113,7 +139,7 @@ func (d *DB) Follow(ctx context.Context, channel string, notify func(), onError 
 	}
 	backoff := followRetryMin
 	for ctx.Err() == nil {
-		err := d.listen(ctx, channel, notify, func() {
+		err := d.listen(ctx, channel, func(string) { notify() }, func() {
 			backoff = followRetryMin
 			notify()
 		})

@@ -250,6 +250,9 @@ func (s *Service) removeAccess(w http.ResponseWriter, r *http.Request, param, ac
 	if err != nil {
 		return err
 	}
+	// Access may be gone: inboxes that depended on it stop at once (the
+	// workers cache the active inbox check per credential version).
+	s.changed()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -52,6 +52,11 @@ type Options struct {
 	// reconnect, pause, resume, disconnect): the receiving and sending
 	// workers' work signals, which then look at the inbox again.
 	Changed []notify.Signal
+	// Broadcast, when set, tells the other replicas after the same changes
+	// (the inbound worker's BroadcastChange: a notification that makes
+	// every replica rescan its inboxes at once instead of at its next
+	// safety rescan).
+	Broadcast func(ctx context.Context)
 	// Disconnected, when set, runs inside the transaction that archives an
 	// inbox, after the archive; the send side settles the inbox's
 	// unfinished sends there, so none is left queued on a disconnected
@@ -82,6 +87,11 @@ func New(o Options) *Service {
 func (s *Service) changed() {
 	for _, c := range s.Changed {
 		c.Notify()
+	}
+	if s.Broadcast != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Broadcast(ctx)
 	}
 }
 

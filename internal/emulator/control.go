@@ -51,10 +51,16 @@ func (s *Server) recordRequest(r *http.Request, rawPath string, body []byte, ide
 		b, _ := json.Marshal(string(body))
 		rr.Body = b
 	}
+	s.requestCount.Add(1)
 	s.mu.Lock()
 	s.state.requests = appendBounded(s.state.requests, rr)
 	s.mu.Unlock()
 }
+
+// RequestCount returns the number of provider API requests served since
+// start (the recorded list is bounded; this count is not). Benchmarks use
+// it for the provider request rate.
+func (s *Server) RequestCount() int64 { return s.requestCount.Load() }
 
 // Requests returns the recorded provider requests whose escaped or decoded
 // path starts with pathPrefix ("" for all), oldest first.

@@ -83,6 +83,8 @@ type Server struct {
 	// maxLimit). It is atomic because list parameters are parsed before
 	// the state lock is taken.
 	pageMax atomic.Int64
+	// requestCount counts every recorded API request (RequestCount).
+	requestCount atomic.Int64
 
 	webhooks *http.Client
 

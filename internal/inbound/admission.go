@@ -141,7 +141,7 @@ func (w *Worker) AdmitEvents(ctx context.Context, ep domain.EmailEndpoint, evs [
 		w.m.Admission.WithLabelValues(source).Observe(per)
 	}
 	if inserted > 0 {
-		w.Notify()
+		w.wakeFor(ep.ID, wakeDeliveries)
 	}
 	if dup := len(evs) - inserted; dup > 0 {
 		w.m.Deliveries.WithLabelValues("duplicate").Add(float64(dup))
@@ -204,24 +204,19 @@ func AdmitTx(ctx context.Context, tx *sql.Tx, st *store.Store, ep domain.EmailEn
 	if err := st.TouchEndpointEvent(ctx, tx, ep.ID); err != nil {
 		return 0, err
 	}
-	return inserted, st.DB.NotifyTx(ctx, tx, notifyChannel)
+	// The payload names the inbox, so other replicas visit only it.
+	return inserted, st.DB.NotifyPayloadTx(ctx, tx, notifyChannel, ep.ID)
 }
 
-// notifyTx queues the cross-replica work signal, delivered only if tx
-// commits (db.NotifyTx); on SQLite the in-process signal after commit
-// suffices.
-func (w *Worker) notifyTx(ctx context.Context, tx *sql.Tx) error {
-	return w.db.NotifyTx(ctx, tx, notifyChannel)
-}
-
-// listen relays PostgreSQL notifications on notifyChannel to Notify. After
-// a lost connection it signals once (a notification may have been missed)
-// and listens again.
+// listen relays PostgreSQL notifications on notifyChannel: one naming an
+// inbox wakes that inbox, any other rescans (Notify). After a lost
+// connection it rescans once (a notification may have been missed) and
+// listens again.
 func (w *Worker) listen(ctx context.Context) {
 	defer w.wg.Done()
 	backoff := 500 * time.Millisecond
 	for ctx.Err() == nil {
-		err := w.db.Listen(ctx, notifyChannel, w.Notify)
+		err := w.db.ListenPayload(ctx, notifyChannel, w.notified)
 		if ctx.Err() != nil {
 			return
 		}
@@ -233,5 +228,24 @@ func (w *Worker) listen(ctx context.Context) {
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// notified handles one work notification from another process.
+func (w *Worker) notified(payload string) {
+	if payload == "" {
+		w.Notify()
+		return
+	}
+	w.wakeInbox(payload)
+}
+
+// BroadcastChange tells every replica's worker (this one's included) to
+// rescan its inboxes now: the email service calls it after an inbox
+// starts or stops or its credential's access changes. A failure is only
+// logged; every worker rescans within a minute anyway.
+func (w *Worker) BroadcastChange(ctx context.Context) {
+	if err := w.db.Notify(ctx, notifyChannel, ""); err != nil {
+		w.log.Warn("announce an inbox change", "err", err)
 	}
 }

@@ -106,6 +106,8 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 		}
 		return now.Add(time.Second)
 	}
+	w.workLeases.Add(1) // renewLoop keeps them while the batch runs
+	defer w.workLeases.Add(-1)
 	defer func() {
 		if err := leases.Release(ctx); err != nil {
 			w.log.Warn("release thread leases", "endpoint", ep.ID, "err", err)

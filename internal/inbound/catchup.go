@@ -10,26 +10,43 @@ import (
 )
 
 // catchup scans the inbox for mail the transports missed (docs/email-pipeline.md, "Catch-up"),
-// under the inbox's catch-up lease so replicas do not scan together. It
+// under the inbox's catch-up lease so replicas do not scan together, or,
+// for a WebSocket inbox whose socket this process runs, under that socket's
+// lease (only the socket holder scans such an inbox, so the scan needs no
+// lease of its own; a socket not yet subscribed may fail any moment, so
+// its inbox is scanned under the catch-up lease). It
 // starts from the receipt-time checkpoint minus the overlap (never before
 // the activation cutoff), reads every page of message metadata (AgentMail
 // orders by the sender's Date header, so new mail can appear on any page)
 // and admits each eligible message it has not admitted yet. It never
 // imports mailbox history: anything received before activation is skipped.
-// It reports whether a scan ran to completion (or had nothing to do): false
-// when another replica holds the lease or the scan failed.
-func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key string) bool {
+// It reports whether a scan ran to completion (or had nothing to do), and
+// when not, whether that is because another replica holds the catch-up
+// lease (busy) rather than a failure. The scan's record (checkpoint,
+// last_sync_at) is written at its end (finishCatchup).
+func (w *Worker) catchup(ctx context.Context, st *inboxState, ep domain.EmailEndpoint, key string) (completed, busy bool) {
 	if ep.ActivationAt == nil {
-		return true
+		return true, false
 	}
-	l, _, err := w.st.TryLease(ctx, w.q, ep.CompanyID, ep.ID, store.LeaseKeyCatchup, w.o.Holder, w.t.SocketLeaseTTL)
-	if err != nil || l == nil {
-		if err != nil && ctx.Err() == nil {
-			w.log.Warn("acquire catch-up lease", "endpoint", ep.ID, "err", err)
+	var l *store.Lease
+	w.mu.Lock()
+	if s := w.sockets[ep.ID]; ep.ReceiveMode == domain.ReceiveWebSocket && s != nil && s.running && s.connected {
+		l = s.lease
+	}
+	w.mu.Unlock()
+	if l == nil {
+		cl, _, err := w.st.TryLease(ctx, w.q, ep.CompanyID, ep.ID, store.LeaseKeyCatchup, w.o.Holder, w.t.SocketLeaseTTL)
+		if err != nil || cl == nil {
+			if err != nil && ctx.Err() == nil {
+				w.log.Warn("acquire catch-up lease", "endpoint", ep.ID, "err", err)
+			}
+			return false, err == nil
 		}
-		return false
+		w.workLeases.Add(1) // renewLoop keeps it while the scan runs
+		defer w.workLeases.Add(-1)
+		defer func() { _ = cl.Release(ctx) }()
+		l = cl
 	}
-	defer func() { _ = l.Release(ctx) }()
 	activation := *ep.ActivationAt
 	after := activation
 	if ep.SyncCheckpoint != nil {
@@ -43,27 +60,30 @@ func (w *Worker) catchup(ctx context.Context, ep domain.EmailEndpoint, key strin
 	if err != nil {
 		if ctx.Err() == nil && !w.stopping.Load() {
 			w.log.Warn("catch-up scan", "endpoint", ep.ID, "err", redact(err))
-			_ = w.st.SetEndpointHealth(ctx, w.q, ep.ID, genericFailure, redact(err))
+			w.setHealth(ctx, ep.ID, genericFailure, redact(err))
 		}
-		return false
+		return false, false
 	}
 	if w.stopping.Load() || ctx.Err() != nil {
-		return false
+		return false, false
 	}
-	if err := w.st.FinishCatchup(ctx, w.q, ep.ID, scanStarted); err != nil {
-		w.log.Warn("record catch-up", "endpoint", ep.ID, "err", err)
-		return false
-	}
+	w.finishCatchup(ctx, st, ep.ID, scanStarted)
 	w.log.Debug("catch-up scan finished", "endpoint", ep.ID, "admitted", admitted)
+	w.mu.Lock()
+	healthy := ep.ReceiveMode == domain.ReceiveWebhook || w.socketConnectedLocked(ep.ID)
+	known := st.health == healthConnected
+	w.mu.Unlock()
+	if !healthy || known {
+		return true, false
+	}
 	retrying, err := w.st.CountDeliveriesInState(ctx, w.q, ep.ID, domain.DeliveryRetry)
 	if err != nil {
-		return true
+		return true, false
 	}
-	healthy := ep.ReceiveMode == domain.ReceiveWebhook || w.SocketConnected(ep.ID)
-	if retrying == 0 && healthy {
-		_ = w.st.SetEndpointHealth(ctx, w.q, ep.ID, healthConnected, "")
+	if retrying == 0 {
+		w.setHealth(ctx, ep.ID, healthConnected, "")
 	}
-	return true
+	return true, false
 }
 
 // scan reads every page after the cutoff and admits what no transport
@@ -130,7 +150,7 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 		}
 		// Keep the scan's lease alive on long mailboxes; a lost lease means
 		// another replica scans now, so stop without recording progress.
-		held, err := l.Renew(ctx)
+		held, err := w.keepScanLease(ctx, ep.ID, l)
 		if err != nil {
 			return admitted, err
 		}
@@ -176,4 +196,18 @@ func catchupKinds(labels []string) []string {
 		}
 	}
 	return kinds
+}
+
+// keepScanLease renews a catch-up lease after each page. A scan under this
+// process's running socket lease needs no statement: renewLoop keeps that
+// lease, and closing the socket (a lost lease) stops the scan.
+func (w *Worker) keepScanLease(ctx context.Context, endpointID string, l *store.Lease) (bool, error) {
+	if l.Key == store.LeaseKeySocket {
+		w.mu.Lock()
+		s := w.sockets[endpointID]
+		held := s != nil && s.running && s.lease == l
+		w.mu.Unlock()
+		return held, nil
+	}
+	return l.Renew(ctx)
 }

@@ -30,11 +30,13 @@ import (
 // cluster is a set of `paperclipai run` processes sharing one database,
 // one vault key and one emulator.
 type cluster struct {
-	t         *testing.T
+	t         testing.TB
 	em        *emulator.Server
 	dbURL     string
 	masterKey string
 	homes     []string
+	// env is appended to every replica's environment (later entries win).
+	env []string
 }
 
 type runProc struct {
@@ -44,13 +46,13 @@ type runProc struct {
 	logs *testkit.SyncBuffer
 }
 
-func newCluster(t *testing.T, dbURL string) *cluster {
+func newCluster(t testing.TB, dbURL string) *cluster {
 	k := make([]byte, 32)
 	_, _ = rand.Read(k)
 	return &cluster{t: t, em: testkit.StartEmulator(t), dbURL: dbURL, masterKey: base64.StdEncoding.EncodeToString(k)}
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +75,7 @@ func (c *cluster) start(home string) *runProc {
 		"PAPERCLIP_AGENTMAIL_API_URL="+c.em.APIURL(), "PAPERCLIP_AGENTMAIL_WS_URL="+c.em.WebSocketURL(),
 		"PAPERCLIP_RUN_LEASE_TTL=3s", "PAPERCLIP_SHUTDOWN_GRACE=5s",
 		"PAPERCLIP_EMAIL_LEASE_TTL=3s", "PAPERCLIP_EMAIL_RECONNECT_MIN=200ms", "PAPERCLIP_EMAIL_CATCHUP_INTERVAL=2s")
+	cmd.Env = append(cmd.Env, c.env...)
 	p := &runProc{cmd: cmd, url: "http://" + addr, done: make(chan struct{}), logs: &testkit.SyncBuffer{}}
 	cmd.Stdout, cmd.Stderr = io.Discard, p.logs
 	if err := cmd.Start(); err != nil {

@@ -24,10 +24,17 @@
 //
 // # Scheduling
 //
-// The worker never polls while idle. It sleeps until the earliest of its
-// deadlines (a retry becoming due, the next lease renewal, the next
-// catch-up) or until a commit signals new work: in-process through Notify,
-// and across replicas through PostgreSQL LISTEN/NOTIFY.
+// The worker never polls while idle and never visits an inbox that has
+// nothing due (schedule.go). It keeps an in-memory schedule of every
+// active inbox, fed by two indexed statements across all inboxes (the
+// active inboxes with their credential version, and the inboxes with
+// waiting deliveries) that run at start, on a general signal (a lifecycle
+// change) and every 60 s as a safety net. A wake names the inbox that
+// changed: an admission wakes only its inbox, in-process and across
+// replicas (the PostgreSQL notification's payload is the inbox id). The
+// active inbox check is cached per credential version. Socket leases are
+// renewed in one statement per renewal period, and completed catch-up
+// scans are recorded in one statement per second.
 package inbound
 
 import (
@@ -77,14 +84,33 @@ type Waker interface {
 // fields take the defaults of DefaultTiming.
 type Timing struct {
 	// SocketLeaseTTL bounds how long a dead replica keeps an inbox's socket
-	// lease; SocketRenew is how often the holder renews it.
+	// lease, and its catch-up and thread leases; SocketRenew is how often
+	// the holder renews all of them, in one statement (renewLoop).
+	//
+	// Why short leases renewed in batch rather than PostgreSQL session
+	// advisory locks: every side effect under a lease is fenced inside its
+	// own transaction (store.Lease.Fence), on whatever pooled connection
+	// that transaction runs; a session lock lives on one dedicated
+	// connection and cannot be proved from another, and it would need a
+	// second mechanism on SQLite. A 3 s lease renewed every 750 ms costs
+	// one statement per period for all of a replica's leases, survives
+	// three missed renewals, and lets another replica take a dead one's
+	// sockets and threads within about 4 s.
 	SocketLeaseTTL time.Duration
 	SocketRenew    time.Duration
 	// ThreadLeaseTTL bounds how long a dead replica blocks one provider
-	// thread; the holder renews it at every fence.
+	// thread; the holder renews it at every fence and with its socket
+	// leases.
 	ThreadLeaseTTL time.Duration
-	// CatchupInterval is the period of the maintenance catch-up scan.
+	// CatchupInterval is the period of the maintenance catch-up scan of an
+	// inbox whose transport is not known to be healthy.
 	CatchupInterval time.Duration
+	// CatchupHealthyInterval is the period of that scan while the
+	// transport is healthy (this process's socket subscribed, or a signed
+	// webhook verified within the interval). Unset, it is 10 ×
+	// CatchupInterval (10 minutes by default), so a test's short
+	// CatchupInterval shortens it too.
+	CatchupHealthyInterval time.Duration
 	// CatchupOverlap is subtracted from the receipt-time checkpoint.
 	CatchupOverlap time.Duration
 	// SubscribeTimeout bounds the wait for the subscription acknowledgement.
@@ -113,19 +139,20 @@ type Timing struct {
 
 // DefaultTiming is the production timing (docs/email-pipeline.md, "Timing").
 var DefaultTiming = Timing{
-	SocketLeaseTTL:   90 * time.Second,
-	SocketRenew:      20 * time.Second,
-	ThreadLeaseTTL:   90 * time.Second,
-	CatchupInterval:  60 * time.Second,
-	CatchupOverlap:   5 * time.Minute,
-	SubscribeTimeout: 30 * time.Second,
-	ReconnectMin:     2 * time.Second,
-	ReconnectMax:     60 * time.Second,
-	BatchSize:        100,
-	Concurrency:      8,
-	TxConcurrency:    4,
-	ReopenLimit:      5,
-	ReopenWindow:     time.Hour,
+	SocketLeaseTTL:         3 * time.Second,
+	SocketRenew:            750 * time.Millisecond,
+	ThreadLeaseTTL:         3 * time.Second,
+	CatchupInterval:        60 * time.Second,
+	CatchupHealthyInterval: 10 * time.Minute,
+	CatchupOverlap:         5 * time.Minute,
+	SubscribeTimeout:       30 * time.Second,
+	ReconnectMin:           2 * time.Second,
+	ReconnectMax:           60 * time.Second,
+	BatchSize:              100,
+	Concurrency:            8,
+	TxConcurrency:          4,
+	ReopenLimit:            5,
+	ReopenWindow:           time.Hour,
 }
 
 func (t Timing) withDefaults() Timing {
@@ -139,6 +166,7 @@ func (t Timing) withDefaults() Timing {
 	set(&t.SocketRenew, d.SocketRenew)
 	set(&t.ThreadLeaseTTL, d.ThreadLeaseTTL)
 	set(&t.CatchupInterval, d.CatchupInterval)
+	set(&t.CatchupHealthyInterval, 10*t.CatchupInterval)
 	set(&t.CatchupOverlap, d.CatchupOverlap)
 	set(&t.SubscribeTimeout, d.SubscribeTimeout)
 	set(&t.ReconnectMin, d.ReconnectMin)
@@ -208,6 +236,27 @@ type Worker struct {
 
 	mu      sync.Mutex
 	sockets map[string]*socketState
+	// inboxes is the schedule of every active inbox (schedule.go); named
+	// collects the inboxes woken by name since the last round (wakeFor),
+	// finished the catch-up records waiting for their batched write.
+	inboxes    map[string]*inboxState
+	named      map[string]int
+	finished   map[string]time.Time
+	wakeSig    notify.Signal
+	nextRescan time.Time
+	flushing   bool
+	// strayTokens are socket lease tokens the last batch renewal renewed
+	// that no running socket had (see closeSocketsLost).
+	strayTokens map[string]bool
+	// workLeases counts the catch-up and thread lease sets this process
+	// holds now, so renewLoop renews while any is held.
+	workLeases atomic.Int64
+	// elsewhere are the inboxes whose socket another process held at the
+	// last batch renewal.
+	elsewhere map[string]bool
+	// replicas is the number of live replicas the last batch renewal
+	// counted (socketShareLocked).
+	replicas atomic.Int64
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -228,7 +277,8 @@ func New(o Options) *Worker {
 		o.Work = notify.New()
 	}
 	w := &Worker{o: o, st: o.Store, db: o.Store.DB, log: o.Logger, m: o.Metrics, t: o.Timing.withDefaults(),
-		sockets: map[string]*socketState{}}
+		sockets: map[string]*socketState{}, inboxes: map[string]*inboxState{}, named: map[string]int{},
+		finished: map[string]time.Time{}, wakeSig: notify.New()}
 	if o.Wake != nil {
 		w.wakeFn = o.Wake.WakeupTx
 	}
@@ -248,8 +298,9 @@ func (w *Worker) wakeRequest() func(ctx context.Context, tx *sql.Tx, agentID str
 // begun). It exists so tests can prove that an idle worker is silent.
 func (w *Worker) Queries() int64 { return w.q.n.Load() }
 
-// Notify wakes the worker to look for work now. It never blocks; several
-// signals before the worker runs collapse into one tick.
+// Notify wakes the worker to rescan every active inbox now (two
+// statements) and do what is due. It never blocks; several signals before
+// the worker runs collapse into one round.
 func (w *Worker) Notify() { w.o.Work.Notify() }
 
 // Start begins receiving and processing and returns at once; ctx bounds
@@ -268,8 +319,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.wg.Add(1)
 		go w.listen(w.ctx)
 	}
-	w.wg.Add(1)
+	w.wg.Add(2)
 	go w.loop(w.ctx)
+	go w.renewLoop(w.ctx)
 	return nil
 }
 
@@ -285,70 +337,18 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	w.cancel()
 	w.closeAllSockets()
 	done := make(chan struct{})
-	go func() { w.wg.Wait(); close(done) }()
+	go func() {
+		w.wg.Wait()
+		// Scan records still queued after a failed write.
+		w.flushCatchups(ctx)
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("inbound: shutdown: %w", ctx.Err())
 	}
-}
-
-// loop is the single-flight scheduler: one tick at a time, then sleep until
-// the tick's deadline or a signal.
-func (w *Worker) loop(ctx context.Context) {
-	defer w.wg.Done()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.o.Work:
-		case <-timer.C:
-		}
-		next := w.tick(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(max(time.Until(next), 0))
-	}
-}
-
-// tick handles every active inbox once, concurrently, and returns when the
-// worker next needs to run.
-func (w *Worker) tick(ctx context.Context) time.Time {
-	now := time.Now()
-	eps, err := w.st.ListEndpointsByStatus(ctx, w.q, domain.EndpointActive)
-	if err != nil {
-		if ctx.Err() == nil {
-			w.log.Error("list active inboxes", "err", err)
-		}
-		return now.Add(time.Second)
-	}
-	active := map[string]bool{}
-	for _, ep := range eps {
-		if ep.ReceiveMode == domain.ReceiveWebSocket {
-			active[ep.ID] = true
-		}
-	}
-	w.closeSocketsExcept(active)
-
-	var mu sync.Mutex
-	next := now.Add(time.Hour)
-	bounded(8, len(eps), func(i int) {
-		n := w.tickEndpoint(ctx, eps[i])
-		mu.Lock()
-		next = earliest(next, n)
-		mu.Unlock()
-	})
-	return next
 }
 
 // bounded runs fn(0) … fn(n-1) with at most limit running at once and
@@ -366,43 +366,6 @@ func bounded(limit, n int, fn func(i int)) {
 		}()
 	}
 	wg.Wait()
-}
-
-// tickEndpoint runs socket maintenance, delivery processing and catch-up
-// for one inbox and returns its next deadline.
-func (w *Worker) tickEndpoint(ctx context.Context, ep domain.EmailEndpoint) time.Time {
-	now := time.Now()
-	next := now.Add(time.Hour)
-	ep, key, err := w.o.Email.ActiveEndpoint(ctx, w.q, ep.ID)
-	if err != nil {
-		// Not active, credential gone or access revoked: stop receiving;
-		// deliveries wait until the inbox is active again (the email
-		// service signals the worker then).
-		w.closeSocket(ep.ID)
-		return next
-	}
-	if ep.ReceiveMode == domain.ReceiveWebSocket {
-		next = earliest(next, w.maintainSocket(ctx, ep, key))
-	}
-	next = earliest(next, w.processDeliveries(ctx, ep, key))
-	interval := w.t.CatchupInterval
-	requested := w.takeCatchupRequest(ep.ID)
-	if requested || ep.LastSyncAt == nil || !now.Before(ep.LastSyncAt.Add(interval)) {
-		completed := w.catchup(ctx, ep, key)
-		if requested {
-			// Another replica's scan (which may predate the request) holds
-			// the lease, or the scan failed: the request stands and is
-			// retried shortly rather than at the next periodic scan.
-			w.endCatchupRequest(ep.ID, completed)
-			if !completed {
-				next = earliest(next, time.Now().Add(w.t.ReconnectMin))
-			}
-		}
-		next = earliest(next, time.Now().Add(interval))
-	} else {
-		next = earliest(next, ep.LastSyncAt.Add(interval))
-	}
-	return next
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -231,9 +231,11 @@ func TestConcurrentAndReplayedIngestIsIdempotent(t *testing.T) {
 	})
 }
 
-// An idle worker issues no database queries (here
-// for 2 s, well inside the 20 s lease renewal and the 60 s catch-up).
+// An idle worker issues no database queries between its deadlines (here
+// for 2 s, with a 90 s lease so its batch renewal, every 22.5 s, and the
+// 60 s safety rescan and catch-up fall outside the window).
 func TestIdleWorkerIsSilent(t *testing.T) {
+	t.Setenv("PAPERCLIP_EMAIL_LEASE_TTL", "90s")
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := newEnv(t, url, "quiet", nil)
 		e.waitSocket()

@@ -40,14 +40,18 @@ type socketState struct {
 	// scan runs.
 	catchupDue     bool
 	catchupRunning bool
+	// elsewhereUntil is when the socket lease another process holds
+	// lapses, as last seen; until then that process scans the inbox.
+	elsewhereUntil time.Time
 }
 
 // maintainSocket keeps exactly one live socket per inbox across replicas
 // (docs/email-pipeline.md, "Live connection"): when this process holds no socket for the inbox, it
-// acquires the free socket lease and starts a connection (whose own
-// goroutine renews the lease), and it returns when the socket next needs
-// attention. A replica that finds the lease held sleeps
-// until that lease would expire, instead of polling.
+// acquires the free socket lease and starts a connection (renewLoop renews
+// all of this process's socket leases at once), and it returns when the
+// socket next needs attention (zero: only a signal). A replica that finds
+// the lease held does not poll it: renewLoop notices, in one statement for
+// all inboxes, when a lease lapses.
 func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, key string) time.Time {
 	now := time.Now()
 	w.mu.Lock()
@@ -63,9 +67,9 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 			// with the new configuration.
 			s.cancel()
 		}
-		// The socket goroutine renews its own lease; nothing else to do.
+		// renewLoop renews its lease; nothing else to do.
 		w.mu.Unlock()
-		return now.Add(time.Hour)
+		return time.Time{}
 	}
 	if ep.UpdatedAt.After(s.config) {
 		// Forget any reconnect backoff: the credentials may have just been
@@ -77,9 +81,23 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 		w.mu.Unlock()
 		return at
 	}
+	if share := w.socketShareLocked(); share > 0 {
+		running := 0
+		for _, o := range w.sockets {
+			if o.running {
+				running++
+			}
+		}
+		if running >= share {
+			// At its share: leave the inbox to a replica under its own
+			// (renewLoop wakes this one again while nobody takes it).
+			w.mu.Unlock()
+			return time.Time{}
+		}
+	}
 	w.mu.Unlock()
 	if w.stopping.Load() {
-		return now.Add(time.Hour)
+		return time.Time{}
 	}
 	l, until, err := w.st.TryLease(ctx, w.q, ep.CompanyID, ep.ID, store.LeaseKeySocket, w.o.Holder, w.t.SocketLeaseTTL)
 	if err != nil {
@@ -92,47 +110,94 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 		if !until.After(now) {
 			return now.Add(time.Second)
 		}
-		// Wake just after the holder's lease would lapse; a graceful
-		// release by the holder is signalled and wakes us earlier.
-		return until.Add(50 * time.Millisecond)
+		// The holder renews it; renewLoop notices when it lapses, and a
+		// graceful release by the holder is signalled (its payload names
+		// the inbox) and wakes us at once.
+		w.mu.Lock()
+		s.elsewhereUntil = until
+		w.mu.Unlock()
+		return time.Time{}
 	}
 	sctx, cancel := context.WithCancel(w.ctx)
 	w.mu.Lock()
 	s.lease, s.running, s.connected, s.cancel, s.config = l, true, false, cancel, ep.UpdatedAt
+	s.elsewhereUntil = time.Time{}
 	w.mu.Unlock()
-	w.wg.Add(2)
-	go w.renewSocketLease(sctx, cancel, ep, l)
+	w.wg.Add(1)
 	go w.runSocket(sctx, ep, key, l)
-	return now.Add(time.Hour)
+	return time.Time{}
 }
 
-// renewSocketLease keeps the socket lease while the socket lives, on its own
-// timer so that a long tick (a big catch-up, a burst of mail) can never let
-// the lease lapse under a live socket. When a renewal fails the socket is
-// closed at once: another replica may own the inbox now, and two sockets
-// must never overlap.
-func (w *Worker) renewSocketLease(ctx context.Context, cancel context.CancelFunc, ep domain.EmailEndpoint, l *store.Lease) {
-	defer w.wg.Done()
-	t := time.NewTicker(w.t.SocketRenew)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		ok, err := l.Renew(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil || !ok {
-			if err != nil {
-				w.log.Warn("renew socket lease", "endpoint", ep.ID, "err", err)
-			}
-			cancel()
-			return
+// socketHeldElsewhere reports whether another process holds the inbox's
+// socket lease: as this process saw when it last tried the lease (until
+// that lease would lapse), or as the last batch renewal listed.
+func (w *Worker) socketHeldElsewhere(endpointID string, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.sockets[endpointID]
+	if s != nil && s.running {
+		return false
+	}
+	return s != nil && now.Before(s.elsewhereUntil) || w.elsewhere[endpointID]
+}
+
+// socketConnectedLocked is SocketConnected with w.mu held.
+func (w *Worker) socketConnectedLocked(endpointID string) bool {
+	s := w.sockets[endpointID]
+	return s != nil && s.running && s.connected
+}
+
+// runningSockets counts this process's running sockets.
+func (w *Worker) runningSockets() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, s := range w.sockets {
+		if s.running {
+			n++
 		}
 	}
+	return n
+}
+
+// closeSocketsLost closes every running socket whose lease token is not in
+// renewed (the socket tokens a batch renewal renewed): another process may
+// own the inbox now, and two sockets must never overlap. It returns the
+// renewed tokens no running socket of this process had at this renewal
+// and the one before.
+func (w *Worker) closeSocketsLost(renewed map[string]bool) (stray []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	mine := map[string]bool{}
+	for id, s := range w.sockets {
+		if s.lease == nil {
+			continue
+		}
+		if s.running {
+			mine[s.lease.Token] = true
+		}
+		if s.running && !renewed[s.lease.Token] && s.cancel != nil {
+			w.log.Warn("socket lease lost; closing the socket", "endpoint", id)
+			s.cancel()
+		}
+	}
+	// Why two renewals in a row: a socket lease just taken is not yet
+	// recorded as running (maintainSocket records it right after the
+	// claim), so a token counts as stray only when it was not ours at the
+	// previous renewal either.
+	next := map[string]bool{}
+	for token := range renewed {
+		if mine[token] {
+			continue
+		}
+		if w.strayTokens[token] {
+			stray = append(stray, token)
+		} else {
+			next[token] = true
+		}
+	}
+	w.strayTokens = next
+	return stray
 }
 
 // runSocket dials, subscribes, admits every frame and, when the stream
@@ -160,8 +225,15 @@ func (w *Worker) socketSubscribed(ep domain.EmailEndpoint, l *store.Lease) {
 	}
 	w.mu.Unlock()
 	w.log.Info("live connection subscribed", "endpoint", ep.ID)
+	w.mu.Lock()
+	if st := w.inboxes[ep.ID]; st != nil {
+		// Unknown until the scan below writes it: another process may have
+		// written a socket failure since this one last looked.
+		st.health = ""
+	}
+	w.mu.Unlock()
 	w.requestCatchup(ep.ID)
-	w.Notify()
+	w.wakeFor(ep.ID, wakeSocket)
 }
 
 // requestCatchup marks the inbox for a catch-up scan at the next tick.
@@ -276,10 +348,14 @@ func (w *Worker) readSocket(ctx context.Context, ep domain.EmailEndpoint, stream
 			if errors.Is(err, email.ErrInboxNotActive) {
 				return err
 			}
-			// The events are lost to this socket, but the catch-up scan
-			// will admit the messages; say so on the inbox.
+			// The events are lost to this socket, but a catch-up scan
+			// will admit the messages: ask for one now (it is retried
+			// until it completes; the healthy socket's periodic scan may
+			// be minutes away), and say so on the inbox.
 			w.log.Warn("admit WebSocket events", "endpoint", ep.ID, "err", err)
-			_ = w.st.SetEndpointHealth(ctx, w.q, ep.ID, healthAdmitFailed, healthAdmitFailed)
+			w.requestCatchup(ep.ID)
+			w.wakeFor(ep.ID, wakeSocket)
+			w.setHealth(ctx, ep.ID, healthAdmitFailed, healthAdmitFailed)
 		}
 	}
 }
@@ -312,9 +388,9 @@ func (w *Worker) socketEnded(ep domain.EmailEndpoint, l *store.Lease, err error)
 		s.reconnectAt = time.Now().Add(s.backoff)
 	}
 	w.mu.Unlock()
-	// Another replica may be waiting for this lease: tell it now rather
-	// than letting it wait for the lease to expire.
-	_ = w.tx(rctx, func(tx *sql.Tx) error { return w.notifyTx(rctx, tx) })
+	// Another replica may be waiting for this lease: tell it now (naming
+	// the inbox) rather than letting it wait for the lease to expire.
+	_ = w.tx(rctx, func(tx *sql.Tx) error { return w.db.NotifyPayloadTx(rctx, tx, notifyChannel, ep.ID) })
 	if stopping {
 		return
 	}
@@ -326,9 +402,9 @@ func (w *Worker) socketEnded(ep domain.EmailEndpoint, l *store.Lease, err error)
 		w.log.Info("live connection ended", "endpoint", ep.ID, "err", agentmail.Describe(err))
 	}
 	if !errors.Is(err, email.ErrInboxNotActive) && !errors.Is(err, context.Canceled) {
-		_ = w.st.SetEndpointHealth(rctx, w.q, ep.ID, msg, msg)
+		w.setHealth(rctx, ep.ID, msg, msg)
 	}
-	w.Notify()
+	w.wakeFor(ep.ID, wakeSocket)
 }
 
 // SocketConnected reports whether this process holds a subscribed socket

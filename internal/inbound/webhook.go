@@ -81,6 +81,7 @@ func (w *Worker) ServeWebhook(rw http.ResponseWriter, r *http.Request) error {
 	if _, _, err := w.o.Email.ActiveEndpoint(ctx, w.q, ep.ID); err != nil {
 		return err
 	}
+	w.webhookVerified(ep.ID)
 	if _, err := w.AdmitRaw(ctx, ep, body, SourceWebhook); err != nil {
 		return err
 	}

@@ -41,6 +41,9 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 		Logger: s.Logger.With("component", "inbound"), Metrics: inbound.NewMetrics(s.Metrics.Registry),
 		Holder: holder, ExclusiveDatabase: exclusive, Timing: timing,
 	})
+	// Lifecycle changes made here reach the other replicas' workers at
+	// once (the local ones are signalled through receiveWork).
+	s.Email.Broadcast = s.Inbound.BroadcastChange
 	s.Email.Routes(s.API)
 	s.Outbound.Routes(s.API)
 	s.Inbound.Routes(s.API)
@@ -49,13 +52,13 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 }
 
 // inboundTiming applies the configuration's email timing overrides. A
-// lease TTL override also scales the socket lease renewal to the default
-// ratio (20 s of 90 s).
+// lease TTL override also scales the lease renewal to the default ratio
+// (750 ms of 3 s).
 func inboundTiming(cfg config.Config) inbound.Timing {
 	var t inbound.Timing
 	if ttl := cfg.EmailLeaseTTL; ttl > 0 {
 		t.SocketLeaseTTL, t.ThreadLeaseTTL = ttl, ttl
-		t.SocketRenew = max(ttl*2/9, 100*time.Millisecond)
+		t.SocketRenew = max(ttl/4, 100*time.Millisecond)
 	}
 	t.CatchupInterval, t.ReconnectMin = cfg.EmailCatchupInterval, cfg.EmailReconnectMin
 	return t

@@ -1,0 +1,143 @@
+package inbound
+
+import (
+	"context"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
+
+// renewLoop renews every receiving lease of this process (sockets,
+// catch-up scans, thread leases) in one statement per SocketRenew, closes
+// each socket whose lease was lost and, on a shared database, learns in
+// the same statement which sockets other processes hold, to take over
+// the rest: a replica that died leaves its leases to lapse within
+// SocketLeaseTTL, and this is how the others notice without polling each
+// lease. The statement runs only while this process holds a lease or
+// knows an inbox whose socket it does not run.
+func (w *Worker) renewLoop(ctx context.Context) {
+	defer w.wg.Done()
+	t := time.NewTicker(w.t.SocketRenew)
+	defer t.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if w.stopping.Load() {
+			return
+		}
+		candidates := w.orphanCandidates()
+		running := w.runningSockets()
+		if running == 0 && w.workLeases.Load() == 0 && len(candidates) == 0 {
+			lastOK = time.Now()
+			continue
+		}
+		r, err := w.st.RenewHolderLeases(ctx, w.q, w.o.Holder, w.t.SocketLeaseTTL, len(candidates) > 0)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if time.Since(lastOK)+w.t.SocketRenew >= w.t.SocketLeaseTTL {
+				// The leases lapse before the next try: another replica may
+				// take the sockets then, and two must never overlap.
+				w.log.Warn("renew socket leases", "err", err)
+				w.closeAllSockets()
+			} else {
+				w.log.Warn("renew socket leases; retrying", "err", err)
+			}
+			continue
+		}
+		lastOK = time.Now()
+		for _, token := range w.closeSocketsLost(r.Sockets) {
+			// Renewed but not run here (its release failed): give it back.
+			if err := w.st.ReleaseSocketToken(ctx, w.q, token); err != nil {
+				w.log.Warn("release a stray socket lease", "err", err)
+			}
+		}
+		w.replicas.Store(int64(r.Replicas))
+		w.shedSockets()
+		if r.Live != nil {
+			w.mu.Lock()
+			w.elsewhere = r.Live
+			w.mu.Unlock()
+			for _, id := range candidates {
+				if !r.Live[id] {
+					w.wakeFor(id, wakeSocket)
+				}
+			}
+		}
+	}
+}
+
+// socketShare is the most sockets this process may run: the active
+// WebSocket inboxes divided among the live replicas (rounded up) plus a
+// slack of one and 2 %, so sockets spread over the replicas, and move to a
+// replica that (re)started. Zero means no limit (a single replica). The
+// caller holds w.mu.
+func (w *Worker) socketShareLocked() int {
+	n := int(w.replicas.Load())
+	if n <= 1 {
+		return 0
+	}
+	total := 0
+	for _, st := range w.inboxes {
+		if st.ep.ReceiveMode == domain.ReceiveWebSocket && st.refused == nil {
+			total++
+		}
+	}
+	return (total+n-1)/n + 1 + total/50
+}
+
+// shedSockets closes the sockets this process runs beyond its share (a
+// replica joined, or came back after a restart); the replicas under their
+// share take them over at their next renewal. The inbox's subscription
+// catch-up on the new holder admits what arrived in between.
+func (w *Worker) shedSockets() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	share := w.socketShareLocked()
+	if share == 0 {
+		return
+	}
+	running := 0
+	for _, s := range w.sockets {
+		if s.running {
+			running++
+		}
+	}
+	for id, s := range w.sockets {
+		if running <= share {
+			return
+		}
+		if s.running && s.cancel != nil {
+			w.log.Info("handing a socket to a replica under its share", "endpoint", id)
+			s.cancel()
+			running--
+		}
+	}
+}
+
+// orphanCandidates lists the active WebSocket inboxes of which this
+// process runs no socket, on a shared database (on an exclusive one no
+// other process can hold a socket).
+func (w *Worker) orphanCandidates() []string {
+	if w.o.ExclusiveDatabase {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for id, st := range w.inboxes {
+		if st.ep.ReceiveMode != domain.ReceiveWebSocket || st.refused != nil {
+			continue
+		}
+		if s := w.sockets[id]; s != nil && s.running {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
+}

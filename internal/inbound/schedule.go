@@ -1,0 +1,449 @@
+package inbound
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
+	"github.com/paperclipai/paperclipai/internal/httpx"
+)
+
+// rescanInterval is the period of the safety rescan of every active inbox
+// (two indexed statements), which finds what no signal announced: an
+// inbox set up or changed on another replica whose notification was lost.
+const rescanInterval = 60 * time.Second
+
+// inboxState is this process's schedule of one active inbox: the cached
+// active inbox check and the deadlines of its three kinds of work. Fields
+// are guarded by Worker.mu.
+type inboxState struct {
+	ep domain.EmailEndpoint
+	// version is the credential version (store.ActiveInbox) and row update
+	// time the cached check was made for; checked says the check ran.
+	version string
+	checked bool
+	key     string
+	refused error
+	// deliveryAt is when the inbox's deliveries next need processing (zero:
+	// none waits); socketAt when its socket next needs attention (zero:
+	// only a signal); catchupAt when the periodic catch-up scan is due.
+	deliveryAt time.Time
+	socketAt   time.Time
+	catchupAt  time.Time
+	// health is the health message last read or written by this process,
+	// so a healthy scan does not rewrite an unchanged "Connected".
+	health string
+	// webhookAt is when a signed webhook delivery last verified here.
+	webhookAt time.Time
+	// finishing is set while a finished scan waits for its batched record
+	// (flushCatchups), so the stale last_sync_at of a rescan is not taken
+	// for a forced catch-up.
+	finishing bool
+}
+
+// due reports the inbox's earliest deadline (zero: none).
+func (st *inboxState) due() time.Time {
+	return soonest(soonest(st.deliveryAt, st.socketAt), st.catchupAt)
+}
+
+// soonest returns the earlier of two deadlines, zero meaning none.
+func soonest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero():
+		return a
+	case b.Before(a):
+		return b
+	}
+	return a
+}
+
+// What a named wake asks a visit to look at.
+const (
+	wakeSocket     = 1 << iota // the socket (it ended, or may be orphaned)
+	wakeDeliveries             // the deliveries (something was admitted)
+)
+
+// wakeInbox asks the worker to visit one inbox now (its deliveries and
+// socket) without looking at any other. It never blocks.
+func (w *Worker) wakeInbox(endpointID string) { w.wakeFor(endpointID, wakeSocket|wakeDeliveries) }
+
+// wakeFor is wakeInbox for only the given kinds of work.
+func (w *Worker) wakeFor(endpointID string, kinds int) {
+	w.mu.Lock()
+	w.named[endpointID] |= kinds
+	w.mu.Unlock()
+	w.wakeSig.Notify()
+}
+
+// loop is the single-flight scheduler: it sleeps until the earliest
+// deadline of any inbox, a named wake (an admission, a socket that ended)
+// or a general signal (a lifecycle change, which rescans every inbox), and
+// then visits only the inboxes that are due or named.
+func (w *Worker) loop(ctx context.Context) {
+	defer w.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	rescan := true
+	for {
+		next := w.round(ctx, rescan)
+		if ctx.Err() != nil {
+			return
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(max(time.Until(next), 0))
+		rescan = false
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.o.Work:
+			rescan = true
+		case <-w.wakeSig:
+		case <-timer.C:
+		}
+	}
+}
+
+// round runs one scheduling pass and returns when the next is due.
+func (w *Worker) round(ctx context.Context, rescan bool) time.Time {
+	now := time.Now()
+	w.mu.Lock()
+	for id := range w.named {
+		if w.inboxes[id] == nil {
+			// Named by another replica before this one knew the inbox
+			// (set up there a moment ago): rescan to learn it.
+			rescan = true
+		}
+	}
+	w.mu.Unlock()
+	if rescan || !now.Before(w.nextRescan) {
+		if err := w.rescan(ctx); err != nil {
+			if ctx.Err() == nil {
+				w.log.Error("list active inboxes", "err", err)
+			}
+			return now.Add(time.Second)
+		}
+		w.nextRescan = now.Add(rescanInterval)
+	}
+	w.mu.Lock()
+	named := w.named
+	w.named = map[string]int{}
+	var visit []*inboxState
+	var kinds []int
+	for id, st := range w.inboxes {
+		d := st.due()
+		if named[id] != 0 || (!d.IsZero() && !d.After(now)) {
+			visit = append(visit, st)
+			kinds = append(kinds, named[id])
+		}
+	}
+	w.mu.Unlock()
+	bounded(8, len(visit), func(i int) { w.visit(ctx, visit[i], kinds[i]) })
+	next := w.nextRescan
+	w.mu.Lock()
+	for _, st := range w.inboxes {
+		next = soonest(next, st.due())
+	}
+	w.mu.Unlock()
+	return next
+}
+
+// rescan reads every active inbox with its credential version and the
+// inboxes with waiting deliveries (two statements), forgets inboxes that
+// stopped (closing their sockets), drops the cached check of every inbox
+// whose version changed and marks what is due.
+func (w *Worker) rescan(ctx context.Context) error {
+	rows, err := w.st.ActiveInboxes(ctx, w.q, email.TargetEndpoint, email.PathAPIKey)
+	if err != nil {
+		return err
+	}
+	waiting, err := w.st.EndpointsWithWaitingDeliveries(ctx, w.q)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	active := map[string]bool{}
+	w.mu.Lock()
+	for _, r := range rows {
+		active[r.ID] = true
+		st := w.inboxes[r.ID]
+		if st == nil {
+			st = &inboxState{health: r.HealthMessage}
+			w.inboxes[r.ID] = st
+			// Activation (no scan yet): now; otherwise at the inbox's
+			// slot after the last scan. A WebSocket inbox also scans once
+			// its socket subscribes.
+			st.catchupAt = now
+			if r.LastSyncAt != nil {
+				st.catchupAt = w.nextScan(r.ID, *r.LastSyncAt, w.t.CatchupInterval)
+			}
+		}
+		version := r.CredentialVersion + "|" + r.UpdatedAt.String()
+		if version != st.version {
+			st.version, st.checked = version, false
+			st.socketAt = now
+		}
+		if r.LastSyncAt == nil && !st.finishing {
+			// Resumed, or a catch-up was forced (store.ForceCatchup).
+			st.catchupAt = now
+		}
+		st.ep = r.EmailEndpoint
+		st.health = r.HealthMessage
+		if r.ReceiveMode != domain.ReceiveWebSocket {
+			st.socketAt = time.Time{}
+		}
+	}
+	for _, id := range waiting {
+		if st := w.inboxes[id]; st != nil {
+			st.deliveryAt = now
+		}
+	}
+	for id := range w.inboxes {
+		if !active[id] {
+			delete(w.inboxes, id)
+		}
+	}
+	keep := map[string]bool{}
+	for _, r := range rows {
+		if r.ReceiveMode == domain.ReceiveWebSocket {
+			keep[r.ID] = true
+		}
+	}
+	w.mu.Unlock()
+	w.closeSocketsExcept(keep)
+	return nil
+}
+
+// check returns the inbox's runtime key from the cached active inbox
+// check, running the check when the inbox's version changed since. A
+// refusal is cached until the version changes; a failure to check (a
+// database error) is not.
+func (w *Worker) check(ctx context.Context, st *inboxState) (domain.EmailEndpoint, string, error) {
+	w.mu.Lock()
+	ep, checked, key, refused := st.ep, st.checked, st.key, st.refused
+	w.mu.Unlock()
+	if checked {
+		return ep, key, refused
+	}
+	key, err := w.o.Email.CheckActive(ctx, w.q, ep)
+	var he *httpx.Error
+	if err != nil && !errors.As(err, &he) {
+		return ep, "", err
+	}
+	w.mu.Lock()
+	st.checked, st.key, st.refused = true, key, err
+	w.mu.Unlock()
+	return ep, key, err
+}
+
+// visit does the due work of one inbox: socket upkeep, one batch of
+// deliveries, the catch-up scan, plus whatever a named wake asked for.
+func (w *Worker) visit(ctx context.Context, st *inboxState, named int) {
+	now := time.Now()
+	ep, key, err := w.check(ctx, st)
+	if err != nil {
+		var he *httpx.Error
+		if errors.As(err, &he) {
+			// Not active, credential gone or access revoked: stop
+			// receiving; deliveries wait until the inbox's version changes
+			// (the email service signals the worker then).
+			w.closeSocket(ep.ID)
+			w.mu.Lock()
+			st.deliveryAt, st.socketAt, st.catchupAt = time.Time{}, time.Time{}, time.Time{}
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Lock()
+		st.socketAt = now.Add(time.Second)
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Lock()
+	socketDue := ep.ReceiveMode == domain.ReceiveWebSocket && (named&wakeSocket != 0 || (!st.socketAt.IsZero() && !st.socketAt.After(now)))
+	deliveriesDue := named&wakeDeliveries != 0 || (!st.deliveryAt.IsZero() && !st.deliveryAt.After(now))
+	w.mu.Unlock()
+	if socketDue {
+		at := w.maintainSocket(ctx, ep, key)
+		w.mu.Lock()
+		st.socketAt = at
+		w.mu.Unlock()
+	}
+	if deliveriesDue {
+		at := w.processDeliveries(ctx, ep, key)
+		// processDeliveries answers an hour ahead when nothing waits.
+		if at.Sub(time.Now()) > 50*time.Minute {
+			at = time.Time{}
+		}
+		w.mu.Lock()
+		st.deliveryAt = at
+		w.mu.Unlock()
+	}
+	w.maybeCatchup(ctx, st, ep, key, now)
+}
+
+// maybeCatchup runs the inbox's catch-up scan when one was requested (a
+// socket subscribed) or its periodic slot came, and schedules the next:
+// every CatchupHealthyInterval while the transport is healthy (this
+// process's socket is subscribed, or a signed webhook verified within that
+// interval), otherwise every CatchupInterval. A WebSocket inbox whose
+// socket another replica holds is scanned by that replica.
+func (w *Worker) maybeCatchup(ctx context.Context, st *inboxState, ep domain.EmailEndpoint, key string, now time.Time) {
+	requested := w.takeCatchupRequest(ep.ID)
+	w.mu.Lock()
+	due := !st.catchupAt.IsZero() && !st.catchupAt.After(now)
+	w.mu.Unlock()
+	if !requested && !due {
+		return
+	}
+	if !requested && ep.ReceiveMode == domain.ReceiveWebSocket && w.socketHeldElsewhere(ep.ID, now) {
+		w.mu.Lock()
+		st.catchupAt = w.nextScan(ep.ID, now, w.t.CatchupInterval)
+		w.mu.Unlock()
+		return
+	}
+	completed, busy := w.catchup(ctx, st, ep, key)
+	if requested {
+		// Another replica's scan (which may predate the request) holds the
+		// lease, or the scan failed: the request stands and is retried
+		// shortly rather than at the next periodic scan.
+		w.endCatchupRequest(ep.ID, completed)
+	}
+	end := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	interval := w.t.CatchupInterval
+	if ep.ReceiveMode == domain.ReceiveWebSocket && w.socketConnectedLocked(ep.ID) ||
+		ep.ReceiveMode == domain.ReceiveWebhook && !st.webhookAt.IsZero() && end.Sub(st.webhookAt) < w.t.CatchupHealthyInterval {
+		interval = w.t.CatchupHealthyInterval
+	}
+	st.catchupAt = w.nextScan(ep.ID, end, interval)
+	if !completed && (requested || !busy) {
+		// A failed scan (or a requested one another replica's scan may
+		// have predated) is retried shortly; a periodic scan another
+		// replica is running now counts as done.
+		st.catchupAt = end.Add(w.t.ReconnectMin)
+	}
+}
+
+// nextScan returns the inbox's next periodic scan slot at least half an
+// interval after last. Each inbox has a fixed phase in the interval (a
+// hash of its id), so a thousand inboxes connected at the same moment
+// scan evenly spread over the interval instead of in a burst every
+// interval.
+func (w *Worker) nextScan(endpointID string, last time.Time, interval time.Duration) time.Time {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(endpointID))
+	phase := time.Duration(h.Sum64() % uint64(interval))
+	after := last.Add(interval / 2)
+	t := after.Truncate(interval).Add(phase)
+	for !t.After(after) {
+		t = t.Add(interval)
+	}
+	return t
+}
+
+// webhookVerified records that a signed webhook delivery of the inbox
+// verified (its transport is healthy).
+func (w *Worker) webhookVerified(endpointID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st := w.inboxes[endpointID]; st != nil {
+		st.webhookAt = time.Now()
+	}
+}
+
+// setHealth writes the inbox's health message and remembers it.
+func (w *Worker) setHealth(ctx context.Context, endpointID, health, lastError string) {
+	if err := w.st.SetEndpointHealth(ctx, w.q, endpointID, health, lastError); err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st := w.inboxes[endpointID]; st != nil {
+		st.health = health
+	}
+}
+
+// finishCatchup records a completed scan, group-commit style: when no
+// record is being written it writes this one at once (so a lone scan's
+// record is visible when the scan ends); scans that end while a write is
+// in flight queue their records, and the writer then writes all of them in
+// one more statement. Idle inboxes scan spread over time, so each
+// record is one statement; a burst (a thousand sockets subscribing at
+// once) costs a few.
+func (w *Worker) finishCatchup(ctx context.Context, st *inboxState, endpointID string, started time.Time) {
+	w.mu.Lock()
+	c := st.ep.SyncCheckpoint
+	if c == nil || started.After(*c) {
+		st.ep.SyncCheckpoint = &started
+	}
+	st.finishing = true
+	if old, ok := w.finished[endpointID]; !ok || started.Before(old) {
+		w.finished[endpointID] = started
+	}
+	if w.flushing {
+		w.mu.Unlock()
+		return
+	}
+	w.flushing = true
+	w.mu.Unlock()
+	for w.flushCatchups(ctx) {
+	}
+	w.mu.Lock()
+	w.flushing = false
+	w.mu.Unlock()
+}
+
+// flushCatchups writes the queued scan records in one statement, with the
+// earliest scan start as their checkpoint, and reports whether it wrote
+// any. After a failure they stay queued for the next scan's write (or the
+// one at shutdown).
+func (w *Worker) flushCatchups(ctx context.Context) bool {
+	w.mu.Lock()
+	if len(w.finished) == 0 {
+		w.mu.Unlock()
+		return false
+	}
+	batch := w.finished
+	w.finished = map[string]time.Time{}
+	w.mu.Unlock()
+	ids := make([]string, 0, len(batch))
+	var first time.Time
+	for id, t := range batch {
+		ids = append(ids, id)
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := w.st.FinishCatchups(fctx, w.q, ids, first)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.log.Warn("record catch-ups", "err", err)
+		for id, t := range batch {
+			if old, ok := w.finished[id]; !ok || t.Before(old) {
+				w.finished[id] = t
+			}
+		}
+		return false
+	}
+	for _, id := range ids {
+		if st := w.inboxes[id]; st != nil {
+			if _, again := w.finished[id]; !again {
+				st.finishing = false
+			}
+		}
+	}
+	return true
+}
