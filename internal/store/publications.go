@@ -103,13 +103,14 @@ func (s *Store) PublicationByProviderMessage(ctx context.Context, q db.Querier, 
 
 // CompanyPublicationByProviderMessage returns a publication of any of the
 // company's inboxes that produced a provider message (the newest, should
-// several share the id). The endpoint subquery, rather than a filter on
-// the publication's company_id, lets both databases probe the
-// (endpoint_id, provider_message_id) index once per inbox instead of
-// scanning the company's outbox.
+// several share the id). Why this shape: the provider_message_id index
+// finds the message's few sends first and the endpoint check keeps them to
+// the company, so the cost does not grow with the company's inboxes (probing
+// the (endpoint_id, provider_message_id) index once per inbox made every
+// received email slower with each inbox added).
 func (s *Store) CompanyPublicationByProviderMessage(ctx context.Context, q db.Querier, companyID, messageID string) (EmailPublication, error) {
 	return queryOne(ctx, q, "get email delivery", scanPublication, `SELECT `+pubCols+pubFrom+`
-		WHERE p.endpoint_id IN (SELECT e.id FROM email_endpoints e WHERE e.company_id = $1) AND p.provider_message_id = $2
+		WHERE p.provider_message_id = $2 AND EXISTS (SELECT 1 FROM email_endpoints e WHERE e.id = p.endpoint_id AND e.company_id = $1)
 		ORDER BY p.created_at DESC, p.id DESC LIMIT 1`, companyID, messageID)
 }
 
