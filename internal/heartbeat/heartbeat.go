@@ -170,7 +170,8 @@ func (s *Service) Wakeup(ctx context.Context, agentID string, req WakeRequest) (
 // WakeupTx is Wakeup inside the caller's transaction (the caller must call
 // Notify after commit).
 func (s *Service) WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req WakeRequest) (domain.Run, bool, error) {
-	if req.IdempotencyKey != "" {
+	if req.AllowRunCoalescing && req.IdempotencyKey != "" {
+		// The keyed run wins over coalescing into another queued run.
 		existing, err := s.st.RunByIdempotencyKey(ctx, tx, agentID, req.IdempotencyKey)
 		if err == nil {
 			return existing, false, nil
@@ -179,12 +180,7 @@ func (s *Service) WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req 
 			return domain.Run{}, false, err
 		}
 	}
-	// Lock the agent so status/budget checks and coalescing see a stable
-	// agent across replicas.
-	if err := s.st.LockAgent(ctx, tx, agentID); err != nil {
-		return domain.Run{}, false, err
-	}
-	agent, err := s.st.GetAgent(ctx, tx, agentID)
+	agent, err := s.lockForWake(ctx, tx, agentID, req.AllowRunCoalescing)
 	if err != nil {
 		return domain.Run{}, false, err
 	}
@@ -232,6 +228,22 @@ func (s *Service) WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req 
 		}
 	}
 	return run, created, nil
+}
+
+// lockForWake reads the agent for a wake under the lock the wake needs. A
+// coalescing wake decides from the agent's other queued runs, so it takes
+// the agent's write lock (two wakes must not both see "none queued"). Any
+// other wake needs only a stable status and budget: a shared lock
+// (store.AgentShared). A repeated idempotency key is then found by
+// InsertRun's conflict, which returns the earlier run.
+func (s *Service) lockForWake(ctx context.Context, tx *sql.Tx, agentID string, coalescing bool) (domain.Agent, error) {
+	if !coalescing {
+		return s.st.AgentShared(ctx, tx, agentID)
+	}
+	if err := s.st.LockAgent(ctx, tx, agentID); err != nil {
+		return domain.Agent{}, err
+	}
+	return s.st.GetAgent(ctx, tx, agentID)
 }
 
 func actorKind(k string) string {

@@ -2,10 +2,12 @@ package heartbeat_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,6 +152,74 @@ func TestTimeoutAndAdapters(t *testing.T) {
 		r, _, _ = e.svc.Wakeup(ctx, h.ID, heartbeat.WakeRequest{Reason: "hook"})
 		if got := e.wait(t, r.ID); got.Status != domain.RunSucceeded || body["runId"] != r.ID || body["wakeReason"] != "hook" || body["apiKey"] == "" {
 			t.Fatalf("http adapter: %+v %v", got, body)
+		}
+	})
+}
+
+// Wakes that do not coalesce share the agent's row lock: on PostgreSQL a
+// second wake of the agent goes on while a first is uncommitted, but a
+// change of the agent (a pause) waits for it, so a wake never commits a
+// queued run for an agent paused after the wake read it. A repeated
+// idempotency key returns the earlier run on both databases.
+func TestWakesShareTheAgentLock(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d *db.DB) {
+		e := newEnv(t, d)
+		ctx := context.Background()
+		a := e.agent(t, "process", map[string]any{"command": "/bin/true"})
+		setStatus := func(q db.Querier, status string) error {
+			a.Status = status
+			return e.st.UpdateAgent(ctx, q, &a)
+		}
+		if err := setStatus(d, domain.AgentPaused); err != nil {
+			t.Fatal(err)
+		}
+		first, created, err := e.svc.Wakeup(ctx, a.ID, heartbeat.WakeRequest{Reason: "x", IdempotencyKey: "k1"})
+		if err != nil || !created {
+			t.Fatalf("first wake: %v %v", created, err)
+		}
+		again, created, err := e.svc.Wakeup(ctx, a.ID, heartbeat.WakeRequest{Reason: "x", IdempotencyKey: "k1"})
+		if err != nil || created || again.ID != first.ID {
+			t.Fatalf("repeated key: %+v %v %v (first %s)", again, created, err, first.ID)
+		}
+		if d.Dialect != db.Postgres {
+			return // SQLite: one writer at a time, nothing to share
+		}
+		tx1, err := d.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx1.Rollback()
+		if _, _, err := e.svc.WakeupTx(ctx, tx1, a.ID, heartbeat.WakeRequest{Reason: "x", IdempotencyKey: "k2"}); err != nil {
+			t.Fatal(err)
+		}
+		// Why lock_timeout: tx1 holds its locks until it ends, so any
+		// conflict with it fails at once instead of waiting.
+		inTx := func(f func(tx *sql.Tx) error) error {
+			tx, err := d.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if _, err := tx.ExecContext(ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
+				t.Fatal(err)
+			}
+			if err := f(tx); err != nil {
+				return err
+			}
+			return tx.Commit()
+		}
+		if err := inTx(func(tx *sql.Tx) error {
+			_, _, err := e.svc.WakeupTx(ctx, tx, a.ID, heartbeat.WakeRequest{Reason: "x", IdempotencyKey: "k3"})
+			return err
+		}); err != nil {
+			t.Fatalf("a second wake waited for the first: %v", err)
+		}
+		err = inTx(func(tx *sql.Tx) error { return setStatus(tx, domain.AgentActive) })
+		if err == nil || !strings.Contains(err.Error(), "lock timeout") {
+			t.Fatalf("a change of the agent did not wait for the open wake: %v", err)
+		}
+		if err := tx1.Commit(); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -125,10 +125,10 @@ type Timing struct {
 	Concurrency int
 	// TxConcurrency is the number of processing transactions (retention
 	// and wake) run at once per inbox, at most Concurrency. It is lower
-	// than Concurrency because every wake of the inbox's agent takes the
-	// agent's row lock: beyond a few, concurrent transactions only wait
-	// on it and compete for the CPU with the holder, while provider I/O
-	// still benefits from Concurrency.
+	// than Concurrency because beyond a few, concurrent transactions of
+	// one inbox only compete for the CPU and the database (the agent's
+	// row is only share-locked by a wake, see store.AgentShared), while
+	// provider I/O still benefits from Concurrency.
 	TxConcurrency int
 	// ReopenLimit is how many times inbound replies may reopen one done
 	// task within ReopenWindow (docs/email-pipeline.md, "The reopen limiter"); later replies

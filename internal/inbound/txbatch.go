@@ -19,12 +19,12 @@ import (
 // inbox row, and a SQLite commit writes every page it dirtied to the WAL;
 // SQLite runs one writer at a time anyway, so sharing a transaction loses
 // no concurrency (measured: about 30 % more emails/s). PostgreSQL keeps
-// one transaction per delivery: every wake of the inbox's agent locks the
-// agent's row until commit, so a shared transaction holds that lock
+// one transaction per delivery: a shared transaction holds its locks
 // through the retention work of all its deliveries while the inbox's
 // other transactions wait instead of using the second core (measured:
 // about a third fewer emails/s with 16 per transaction, and still fewer
-// with only a thread's own deliveries shared).
+// with only a thread's own deliveries shared, both when every wake took
+// the agent's row lock and after it became a shared lock).
 const maxTxDeliveries = 16
 
 // receiveFault, when set (tests only, see export_test.go), runs at the

@@ -68,6 +68,21 @@ func (s *Store) LockAgent(ctx context.Context, tx *sql.Tx, id string) error {
 	return execOne(ctx, tx, "lock agent", "lock agent", `UPDATE agents SET updated_at = updated_at WHERE id = $1`, id)
 }
 
+// AgentShared returns an agent holding a shared row lock on PostgreSQL
+// (FOR SHARE) until the transaction ends; SQLite's single writer already
+// serializes. Why shared: a wake that does not coalesce only needs the
+// agent's status and budget to stay as read until it commits, so a pause,
+// a spend update or the scheduler's LockAgent waits for it, while other
+// wakes of the same agent (one per email) go on side by side instead of
+// queueing on the row.
+func (s *Store) AgentShared(ctx context.Context, tx *sql.Tx, id string) (domain.Agent, error) {
+	suffix := ""
+	if s.DB.Dialect == db.Postgres {
+		suffix = " FOR SHARE"
+	}
+	return queryOne(ctx, tx, "get agent", scanAgent, `SELECT `+agentCols+` FROM agents WHERE id = $1`+suffix, id)
+}
+
 // UpdateAgent writes every mutable field of a.
 func (s *Store) UpdateAgent(ctx context.Context, q db.Querier, a *domain.Agent) error {
 	a.UpdatedAt = s.Now()
