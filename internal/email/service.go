@@ -191,14 +191,7 @@ func (s *Service) boundSecret(ctx context.Context, q db.Querier, targetType, tar
 
 // resolveBound returns the value of the secret bound at a target's path.
 func (s *Service) resolveBound(ctx context.Context, q db.Querier, targetType, targetID, path string) (string, error) {
-	id, err := s.boundSecret(ctx, q, targetType, targetID, path)
-	if err != nil {
-		return "", err
-	}
-	if id == "" {
-		return "", fmt.Errorf("%s: %w", path, errNoSecret)
-	}
-	v, err := s.Vault.Resolve(ctx, q, id, 0)
+	v, err := s.Vault.ResolveAt(ctx, q, targetType, targetID, path)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", fmt.Errorf("%s: %w", path, errNoSecret)
 	}

@@ -80,6 +80,22 @@ func (s *Store) SealedSecretVersion(ctx context.Context, q db.Querier, secretID 
 	return sealed, v, nil
 }
 
+// BoundSealedSecret returns the secret bound at a target's config path
+// with the sealed bytes of its latest active version, in one round trip
+// (the binding, the secret's status and the version together). It is
+// ErrNotFound when nothing is bound there or the secret is not active.
+func (s *Store) BoundSealedSecret(ctx context.Context, q db.Querier, targetType, targetID, path string) (secretID, sealed string, version int, err error) {
+	err = q.QueryRowContext(ctx, `SELECT b.secret_id, sv.sealed, sv.version FROM company_secret_bindings b
+		JOIN company_secrets s ON s.id = b.secret_id AND s.status = 'active'
+		JOIN company_secret_versions sv ON sv.secret_id = s.id AND sv.version = s.latest_version
+		WHERE b.target_type = $1 AND b.target_id = $2 AND b.config_path = $3`,
+		targetType, targetID, path).Scan(&secretID, &sealed, &version)
+	if err != nil {
+		return "", "", 0, notFound("read bound secret", err)
+	}
+	return secretID, sealed, version, nil
+}
+
 // DeleteSecret marks a secret deleted and destroys its sealed versions.
 func (s *Store) DeleteSecret(ctx context.Context, q db.Querier, id string) error {
 	now := s.Now()

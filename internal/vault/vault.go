@@ -255,6 +255,22 @@ func (v *Vault) Resolve(ctx context.Context, q db.Querier, secretID string, vers
 	return out, nil
 }
 
+// ResolveAt opens the latest version of the secret bound at a target's
+// config path (store.BoundSealedSecret: one round trip); store.ErrNotFound
+// when nothing active is bound there.
+func (v *Vault) ResolveAt(ctx context.Context, q db.Querier, targetType, targetID, path string) ([]byte, error) {
+	id, sealed, ver, err := v.store.BoundSealedSecret(ctx, q, targetType, targetID, path)
+	if err != nil {
+		return nil, err
+	}
+	out, err := v.Open(sealed, aad(id, ver))
+	if err != nil {
+		return nil, err
+	}
+	v.observe(out)
+	return out, nil
+}
+
 // DeleteIfUnreferenced deletes the secret when no binding references it any
 // more, and reports whether it did.
 func (v *Vault) DeleteIfUnreferenced(ctx context.Context, q db.Querier, secretID string) (bool, error) {
