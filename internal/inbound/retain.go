@@ -137,31 +137,51 @@ func (w *Worker) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint
 	}
 	c := domain.Comment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, AuthorKind: "system",
 		Body: "**" + verb + " " + escapeMarkdown(m.From) + "**\n\n" + body}
+	em := retainedMessage(ep, conv, m, direction, text, full)
+	link := &store.EmailMessageLink{CompanyID: ep.CompanyID, EndpointID: ep.ID, ConversationID: conv.ID,
+		DeliveryID: deliveryID, ProviderMessageID: m.MessageID, Direction: direction}
+	if p == nil || (len(p.stored) == 0 && len(p.omitted) == 0) {
+		// Most mail: comment, message and link together (one round trip
+		// on PostgreSQL).
+		_, linked, err = w.st.RetainEmail(ctx, tx, &c, &em, link)
+		return c.ID, linked, err
+	}
 	if err := w.st.CreateComment(ctx, tx, &c); err != nil {
 		return "", false, err
 	}
 	attIDs := []string{}
-	if p != nil {
-		for _, a := range p.stored {
-			att := domain.Attachment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, Filename: a.filename,
-				ContentType: a.contentType, SizeBytes: a.size, SHA256: a.sha}
-			if err := w.st.CreateAttachment(ctx, tx, &att); err != nil {
-				return "", false, err
-			}
-			attIDs = append(attIDs, att.ID)
+	for _, a := range p.stored {
+		att := domain.Attachment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, Filename: a.filename,
+			ContentType: a.contentType, SizeBytes: a.size, SHA256: a.sha}
+		if err := w.st.CreateAttachment(ctx, tx, &att); err != nil {
+			return "", false, err
 		}
-		if len(p.omitted) > 0 {
-			names := make([]string, len(p.omitted))
-			for i, n := range p.omitted {
-				names[i] = escapeMarkdown(n)
-			}
-			oc := domain.Comment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, AuthorKind: "system",
-				Body: "Email attachments unavailable: " + strings.Join(names, ", ") + "."}
-			if err := w.st.CreateComment(ctx, tx, &oc); err != nil {
-				return "", false, err
-			}
+		attIDs = append(attIDs, att.ID)
+	}
+	if len(p.omitted) > 0 {
+		names := make([]string, len(p.omitted))
+		for i, n := range p.omitted {
+			names[i] = escapeMarkdown(n)
+		}
+		oc := domain.Comment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, AuthorKind: "system",
+			Body: "Email attachments unavailable: " + strings.Join(names, ", ") + "."}
+		if err := w.st.CreateComment(ctx, tx, &oc); err != nil {
+			return "", false, err
 		}
 	}
+	em.AttachmentIDs, em.CommentID = attIDs, c.ID
+	if _, err := w.st.InsertEmailMessage(ctx, tx, &em); err != nil {
+		return "", false, err
+	}
+	link.CommentID = c.ID
+	linked, err = w.st.InsertMessageLink(ctx, tx, link)
+	return c.ID, linked, err
+}
+
+// retainedMessage is the email_messages row of m (envelope with Bcc,
+// extracted and full text, direction, automatic flag), without its
+// attachments and comment.
+func retainedMessage(ep domain.EmailEndpoint, conv domain.EmailConversation, m *agentmail.Message, direction, text, full string) domain.EmailMessage {
 	var headers json.RawMessage
 	if len(m.Headers) > 0 {
 		headers, _ = json.Marshal(m.Headers)
@@ -170,15 +190,9 @@ func (w *Worker) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint
 	if to == nil {
 		to = []string{}
 	}
-	em := domain.EmailMessage{CompanyID: ep.CompanyID, EndpointID: ep.ID, ConversationID: conv.ID,
+	return domain.EmailMessage{CompanyID: ep.CompanyID, EndpointID: ep.ID, ConversationID: conv.ID,
 		ProviderMessageID: m.MessageID, ProviderThreadID: m.ThreadID,
 		Envelope: domain.EmailEnvelope{From: m.From, To: to, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo, Subject: m.SubjectOrDefault()},
 		Headers:  headers, Text: text, FullText: full, Direction: direction, Automatic: automatic(m),
-		AttachmentIDs: attIDs, CommentID: c.ID, Timestamp: m.Timestamp}
-	if _, err := w.st.InsertEmailMessage(ctx, tx, &em); err != nil {
-		return "", false, err
-	}
-	linked, err = w.st.InsertMessageLink(ctx, tx, &store.EmailMessageLink{CompanyID: ep.CompanyID, EndpointID: ep.ID,
-		ConversationID: conv.ID, DeliveryID: deliveryID, CommentID: c.ID, ProviderMessageID: m.MessageID, Direction: direction})
-	return c.ID, linked, err
+		AttachmentIDs: []string{}, Timestamp: m.Timestamp}
 }

@@ -24,9 +24,7 @@ func scanComment(row rowScanner) (domain.Comment, error) {
 func (s *Store) CreateComment(ctx context.Context, q db.Querier, c *domain.Comment) error {
 	c.ID = NewID()
 	c.CreatedAt = s.Now()
-	_, err := q.ExecContext(ctx, `INSERT INTO issue_comments (`+commentCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
-		c.ID, c.CompanyID, c.IssueID, c.Body, c.AuthorKind, nullString(c.AuthorAgentID), nullString(c.AuthorUserID),
-		nullString(c.RunID), c.CreatedAt)
+	_, err := q.ExecContext(ctx, insertCommentSQL, commentArgs(c)...)
 	if err != nil {
 		return fmt.Errorf("create comment: %w", err)
 	}

@@ -44,14 +44,7 @@ func scanEmailMessage(row rowScanner) (domain.EmailMessage, error) {
 func (s *Store) InsertEmailMessage(ctx context.Context, q db.Querier, m *domain.EmailMessage) (inserted bool, err error) {
 	m.ID = NewID()
 	m.CreatedAt = s.Now()
-	if m.AttachmentIDs == nil {
-		m.AttachmentIDs = []string{}
-	}
-	res, err := q.ExecContext(ctx, `INSERT INTO email_messages (`+emailMessageCols+`)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16) ON CONFLICT (endpoint_id, provider_message_id) DO NOTHING`,
-		m.ID, m.CompanyID, m.EndpointID, m.ConversationID, m.ProviderMessageID, m.ProviderThreadID, mustJSON(m.Envelope),
-		nullJSON(m.Headers), m.Text, m.FullText, m.Direction, m.Automatic, mustJSON(m.AttachmentIDs), nullString(m.CommentID),
-		m.Timestamp.UTC(), m.CreatedAt)
+	res, err := q.ExecContext(ctx, insertEmailMessageSQL, emailMessageArgs(m)...)
 	if err != nil {
 		return false, fmt.Errorf("retain email message: %w", err)
 	}
@@ -97,11 +90,7 @@ type EmailMessageLink struct {
 // already claimed by that delivery (see ClaimMessageLink).
 func (s *Store) InsertMessageLink(ctx context.Context, q db.Querier, l *EmailMessageLink) (inserted bool, err error) {
 	l.ID = NewID()
-	res, err := q.ExecContext(ctx, `INSERT INTO email_message_links (id, company_id, endpoint_id, conversation_id, delivery_id,
-		publication_id, comment_id, provider_message_id, direction, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)
-		ON CONFLICT (endpoint_id, conversation_id, provider_message_id) DO NOTHING`,
-		l.ID, l.CompanyID, l.EndpointID, l.ConversationID, nullString(l.DeliveryID), nullString(l.PublicationID),
-		nullString(l.CommentID), l.ProviderMessageID, l.Direction, s.Now())
+	res, err := q.ExecContext(ctx, insertMessageLinkSQL, messageLinkArgs(l, s.Now())...)
 	if err != nil {
 		return false, fmt.Errorf("link email message: %w", err)
 	}
