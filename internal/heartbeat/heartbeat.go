@@ -45,6 +45,11 @@ type WakeRequest struct {
 	AllowRunCoalescing bool
 	RequestedByKind    string
 	RequestedByID      string
+	// AlsoAudit, when set, builds the caller's own audit entry of this
+	// wake from the run it recorded (or found, for a repeated key or a
+	// coalesced wake). WakeupTx writes it with the wake's entry in one
+	// statement, a round trip fewer for callers that audit every wake.
+	AlsoAudit func(run domain.Run) (*domain.Activity, error)
 }
 
 // Observer receives scheduling events (metrics); any field may be nil.
@@ -170,38 +175,62 @@ func (s *Service) Wakeup(ctx context.Context, agentID string, req WakeRequest) (
 // WakeupTx is Wakeup inside the caller's transaction (the caller must call
 // Notify after commit).
 func (s *Service) WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req WakeRequest) (domain.Run, bool, error) {
+	run, created, own, err := s.wakeup(ctx, tx, agentID, req)
+	if err != nil {
+		return domain.Run{}, false, err
+	}
+	entries := make([]*domain.Activity, 0, 2)
+	if own != nil {
+		entries = append(entries, own)
+	}
+	if req.AlsoAudit != nil {
+		a, err := req.AlsoAudit(run)
+		if err != nil {
+			return domain.Run{}, false, err
+		}
+		entries = append(entries, a)
+	}
+	if err := s.st.InsertActivities(ctx, tx, entries...); err != nil {
+		return domain.Run{}, false, err
+	}
+	return run, created, nil
+}
+
+// wakeup records the wake and returns its run, whether it created it, and
+// the audit entry of a created run (written by WakeupTx).
+func (s *Service) wakeup(ctx context.Context, tx *sql.Tx, agentID string, req WakeRequest) (domain.Run, bool, *domain.Activity, error) {
 	if req.AllowRunCoalescing && req.IdempotencyKey != "" {
 		// The keyed run wins over coalescing into another queued run.
 		existing, err := s.st.RunByIdempotencyKey(ctx, tx, agentID, req.IdempotencyKey)
 		if err == nil {
-			return existing, false, nil
+			return existing, false, nil, nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
-			return domain.Run{}, false, err
+			return domain.Run{}, false, nil, err
 		}
 	}
 	agent, err := s.lockForWake(ctx, tx, agentID, req.AllowRunCoalescing)
 	if err != nil {
-		return domain.Run{}, false, err
+		return domain.Run{}, false, nil, err
 	}
 	if req.IssueID != "" {
 		issue, err := s.st.GetIssue(ctx, tx, req.IssueID)
 		if err != nil {
-			return domain.Run{}, false, err
+			return domain.Run{}, false, nil, err
 		}
 		if issue.CompanyID != agent.CompanyID {
-			return domain.Run{}, false, fmt.Errorf("wakeup: %w", &store.NotFoundError{Op: "issue", What: "issue"})
+			return domain.Run{}, false, nil, fmt.Errorf("wakeup: %w", &store.NotFoundError{Op: "issue", What: "issue"})
 		}
 	}
 	refusal, err := s.refusal(ctx, tx, agent, req.IssueID, req.IssueStateGuard)
 	if err != nil {
-		return domain.Run{}, false, err
+		return domain.Run{}, false, nil, err
 	}
 	if refusal == "" && req.AllowRunCoalescing {
 		if q, err := s.st.QueuedRunFor(ctx, tx, agentID, req.IssueID); err == nil {
-			return q, false, nil
+			return q, false, nil, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
-			return domain.Run{}, false, err
+			return domain.Run{}, false, nil, err
 		}
 	}
 	run := domain.Run{CompanyID: agent.CompanyID, AgentID: agentID, IssueID: req.IssueID, Status: domain.RunQueued,
@@ -214,20 +243,22 @@ func (s *Service) WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req 
 	}
 	created, err := s.st.InsertRun(ctx, tx, &run)
 	if err != nil {
-		return domain.Run{}, false, err
+		return domain.Run{}, false, nil, err
 	}
-	if created {
-		action := "heartbeat.wakeup"
-		if refusal != "" {
-			action = "heartbeat.refused"
-		}
-		by := domain.ActivityActor{Kind: actorKind(req.RequestedByKind), ID: req.RequestedByID, AgentID: agentID}
-		if err := s.st.Audit(ctx, tx, by, agent.CompanyID, action, "heartbeat_run", run.ID, map[string]any{"reason": req.Reason,
-			"source": req.Source, "refusalReason": refusal, "issueId": req.IssueID}); err != nil {
-			return domain.Run{}, false, err
-		}
+	if !created {
+		return run, false, nil, nil
 	}
-	return run, created, nil
+	action := "heartbeat.wakeup"
+	if refusal != "" {
+		action = "heartbeat.refused"
+	}
+	by := domain.ActivityActor{Kind: actorKind(req.RequestedByKind), ID: req.RequestedByID, AgentID: agentID}
+	own, err := store.AuditEntry(by, agent.CompanyID, action, "heartbeat_run", run.ID, map[string]any{"reason": req.Reason,
+		"source": req.Source, "refusalReason": refusal, "issueId": req.IssueID})
+	if err != nil {
+		return domain.Run{}, false, nil, err
+	}
+	return run, true, own, nil
 }
 
 // lockForWake reads the agent for a wake under the lock the wake needs. A

@@ -177,9 +177,30 @@ func TestWakesShareTheAgentLock(t *testing.T) {
 		if err != nil || !created {
 			t.Fatalf("first wake: %v %v", created, err)
 		}
-		again, created, err := e.svc.Wakeup(ctx, a.ID, heartbeat.WakeRequest{Reason: "x", IdempotencyKey: "k1"})
+		// The caller's own audit entry is written for a repeat too, naming
+		// the earlier run.
+		also := func(run domain.Run) (*domain.Activity, error) {
+			return store.AuditEntry(domain.ActivityActor{Kind: "system", ID: "test"}, e.company, "test.also", "heartbeat_run", run.ID, nil)
+		}
+		again, created, err := e.svc.Wakeup(ctx, a.ID, heartbeat.WakeRequest{Reason: "x", IdempotencyKey: "k1", AlsoAudit: also})
 		if err != nil || created || again.ID != first.ID {
 			t.Fatalf("repeated key: %+v %v %v (first %s)", again, created, err, first.ID)
+		}
+		acts, err := e.st.ListActivity(ctx, d, e.company, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wakes, alsos int
+		for _, act := range acts {
+			switch {
+			case act.Action == "heartbeat.refused" && act.EntityID == first.ID:
+				wakes++
+			case act.Action == "test.also" && act.EntityID == first.ID:
+				alsos++
+			}
+		}
+		if wakes != 1 || alsos != 1 {
+			t.Fatalf("audit entries: %d wake, %d caller's (want 1 and 1)", wakes, alsos)
 		}
 		if d.Dialect != db.Postgres {
 			return // SQLite: one writer at a time, nothing to share

@@ -33,9 +33,9 @@ type wakeResult struct {
 // wake is the one wake of a retained delivery, inside tx: the active-inbox
 // re-check on cur (the endpoint row as of this transaction), the delivery's
 // final state with admissionToWakeMs, the wake request and its audit entry.
-// The wake request comes last but for its audit: it locks the agent row,
-// which every wake of the agent needs, so the statements run while holding
-// it (until commit) are kept to the minimum. Its idempotency key is the
+// The wake request comes last: it share-locks the agent row (a pause waits
+// for it), so the statements run while holding it are kept to the minimum;
+// the email audit entry is written with the wake's own. Its idempotency key is the
 // delivery's, so a repeated wake after a failure is the same wake.
 func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, d store.EmailDelivery, ev deliveryEvent) (wakeResult, error) {
 	wakeFn := w.wakeRequest()
@@ -58,13 +58,15 @@ func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint,
 	if err := w.st.UpdateDelivery(ctx, tx, &d); err != nil {
 		return wakeResult{}, err
 	}
-	run, _, err := wakeFn(ctx, tx, cur.AssignedAgentID, WakeRequestFor(cur, d.ID, ev.IssueID, ev.CommentID))
+	req := WakeRequestFor(cur, d.ID, ev.IssueID, ev.CommentID)
+	// The email audit entry is written with the wake's own (one statement).
+	req.AlsoAudit = func(run domain.Run) (*domain.Activity, error) {
+		return store.AuditEntry(auditBy(cur), cur.CompanyID, "email.received", "issue", ev.IssueID,
+			map[string]any{"deliveryId": d.ID, "runId": run.ID, "admissionToWakeMs": ms})
+	}
+	run, _, err := wakeFn(ctx, tx, cur.AssignedAgentID, req)
 	if err != nil {
 		return wakeResult{}, fmt.Errorf("wake agent: %w", err)
-	}
-	if err := w.st.Audit(ctx, tx, auditBy(cur), cur.CompanyID, "email.received", "issue", ev.IssueID,
-		map[string]any{"deliveryId": d.ID, "runId": run.ID, "admissionToWakeMs": ms}); err != nil {
-		return wakeResult{}, err
 	}
 	return wakeResult{ev: ev, queued: run.Status == domain.RunQueued, a2w: a2w}, nil
 }

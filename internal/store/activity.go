@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -41,21 +42,62 @@ func (s *Store) InsertActivity(ctx context.Context, q db.Querier, a *domain.Acti
 	return nil
 }
 
+// InsertActivities appends several audit entries in one statement, in
+// order (each gets its id and time as with InsertActivity).
+func (s *Store) InsertActivities(ctx context.Context, q db.Querier, acts ...*domain.Activity) error {
+	if len(acts) == 1 {
+		return s.InsertActivity(ctx, q, acts[0])
+	}
+	if len(acts) == 0 {
+		return nil
+	}
+	var sb strings.Builder
+	sb.WriteString(`INSERT INTO activity_log (` + activityCols + `) VALUES `)
+	args := make([]any, 0, 11*len(acts))
+	for i, a := range acts {
+		a.ID = NewID()
+		a.CreatedAt = s.Now()
+		if len(a.Details) == 0 {
+			a.Details = []byte(`{}`)
+		}
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		n := len(args)
+		fmt.Fprintf(&sb, "($%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9, n+10, n+11)
+		args = append(args, a.ID, nullString(a.CompanyID), a.ActorKind, a.ActorID, nullString(a.AgentID), nullString(a.RunID),
+			a.Action, a.EntityType, a.EntityID, string(a.Details), a.CreatedAt)
+	}
+	if _, err := q.ExecContext(ctx, sb.String(), args...); err != nil {
+		return fmt.Errorf("insert activity: %w", err)
+	}
+	return nil
+}
+
+// AuditEntry builds the audit entry Audit would write (for InsertActivities).
+func AuditEntry(by domain.ActivityActor, companyID, action, entityType, entityID string, details any) (*domain.Activity, error) {
+	raw := []byte(`{}`)
+	if details != nil {
+		b, err := json.Marshal(details)
+		if err != nil {
+			return nil, fmt.Errorf("audit %s: %w", action, err)
+		}
+		raw = b
+	}
+	return &domain.Activity{CompanyID: companyID, ActorKind: by.Kind, ActorID: by.ID, AgentID: by.AgentID,
+		RunID: by.RunID, Action: action, EntityType: entityType, EntityID: entityID, Details: raw}, nil
+}
+
 // Audit appends the audit entry of one action inside q (the transaction of
 // the change it records): by whom, in which company, the action, the entity
 // it touched and details (any JSON value; nil is {}). It is the one place
 // where audit entries are built.
 func (s *Store) Audit(ctx context.Context, q db.Querier, by domain.ActivityActor, companyID, action, entityType, entityID string, details any) error {
-	raw := []byte(`{}`)
-	if details != nil {
-		b, err := json.Marshal(details)
-		if err != nil {
-			return fmt.Errorf("audit %s: %w", action, err)
-		}
-		raw = b
+	a, err := AuditEntry(by, companyID, action, entityType, entityID, details)
+	if err != nil {
+		return err
 	}
-	return s.InsertActivity(ctx, q, &domain.Activity{CompanyID: companyID, ActorKind: by.Kind, ActorID: by.ID, AgentID: by.AgentID,
-		RunID: by.RunID, Action: action, EntityType: entityType, EntityID: entityID, Details: raw})
+	return s.InsertActivity(ctx, q, a)
 }
 
 // ListActivity returns a company's audit log, newest first.
