@@ -213,8 +213,9 @@ func (s *Service) wakeup(ctx context.Context, tx *sql.Tx, agentID string, req Wa
 	if err != nil {
 		return domain.Run{}, false, nil, err
 	}
+	issues := &issueReads{st: s.st, q: tx}
 	if req.IssueID != "" {
-		issue, err := s.st.GetIssue(ctx, tx, req.IssueID)
+		issue, err := issues.get(ctx, req.IssueID)
 		if err != nil {
 			return domain.Run{}, false, nil, err
 		}
@@ -222,7 +223,7 @@ func (s *Service) wakeup(ctx context.Context, tx *sql.Tx, agentID string, req Wa
 			return domain.Run{}, false, nil, fmt.Errorf("wakeup: %w", &store.NotFoundError{Op: "issue", What: "issue"})
 		}
 	}
-	refusal, err := s.refusal(ctx, tx, agent, req.IssueID, req.IssueStateGuard)
+	refusal, err := s.refusal(ctx, issues, agent, req.IssueID, req.IssueStateGuard)
 	if err != nil {
 		return domain.Run{}, false, nil, err
 	}
@@ -284,8 +285,32 @@ func actorKind(k string) string {
 	return k
 }
 
+// issueReads reads tasks inside one transaction, each at most once: a wake
+// checks the same task for its company, its isolation and its state guard,
+// and each read is a round trip.
+type issueReads struct {
+	st   *store.Store
+	q    *sql.Tx
+	seen map[string]domain.Issue
+}
+
+func (r *issueReads) get(ctx context.Context, id string) (domain.Issue, error) {
+	if is, ok := r.seen[id]; ok {
+		return is, nil
+	}
+	is, err := r.st.GetIssue(ctx, r.q, id)
+	if err != nil {
+		return is, err
+	}
+	if r.seen == nil {
+		r.seen = map[string]domain.Issue{}
+	}
+	r.seen[id] = is
+	return is, nil
+}
+
 // refusal returns why agent may not run (on issueID, optional) now, or "".
-func (s *Service) refusal(ctx context.Context, q *sql.Tx, agent domain.Agent, issueID string, guard *domain.IssueStateGuard) (string, error) {
+func (s *Service) refusal(ctx context.Context, issues *issueReads, agent domain.Agent, issueID string, guard *domain.IssueStateGuard) (string, error) {
 	switch agent.Status {
 	case domain.AgentActive:
 	case domain.AgentPaused:
@@ -298,11 +323,11 @@ func (s *Service) refusal(ctx context.Context, q *sql.Tx, agent domain.Agent, is
 	if agent.OverBudget(s.st.Now()) {
 		return RefusedBudgetExceeded, nil
 	}
-	if reason, err := s.sandboxRefusal(ctx, q, agent, issueID); reason != "" || err != nil {
+	if reason, err := s.sandboxRefusal(ctx, issues, agent, issueID); reason != "" || err != nil {
 		return reason, err
 	}
 	if guard != nil && guard.IssueID != "" {
-		issue, err := s.st.GetIssue(ctx, q, guard.IssueID)
+		issue, err := issues.get(ctx, guard.IssueID)
 		if errors.Is(err, store.ErrNotFound) {
 			return RefusedIssueMissing, nil
 		}

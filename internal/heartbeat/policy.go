@@ -2,7 +2,6 @@ package heartbeat
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 
 	"github.com/paperclipai/paperclipai/internal/domain"
@@ -43,10 +42,10 @@ func sandboxNeed(agent domain.Agent, adapter Adapter, isolatedTask bool) string 
 // sandboxRefusal applies sandboxNeed at wake and at start: the run is
 // refused unless it will execute in an active sandbox environment of the
 // agent's company through an adapter that can be confined.
-func (s *Service) sandboxRefusal(ctx context.Context, q *sql.Tx, agent domain.Agent, issueID string) (string, error) {
+func (s *Service) sandboxRefusal(ctx context.Context, issues *issueReads, agent domain.Agent, issueID string) (string, error) {
 	isolatedTask := false
 	if issueID != "" {
-		is, err := s.st.GetIssue(ctx, q, issueID)
+		is, err := issues.get(ctx, issueID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return "", err
 		}
@@ -60,7 +59,7 @@ func (s *Service) sandboxRefusal(ctx context.Context, q *sql.Tx, agent domain.Ag
 	if !executesHostProgram(adapter) || agent.EnvironmentID == "" {
 		return need, nil
 	}
-	env, err := s.st.GetEnvironment(ctx, q, agent.EnvironmentID)
+	env, err := s.st.GetEnvironment(ctx, issues.q, agent.EnvironmentID)
 	if errors.Is(err, store.ErrNotFound) {
 		return need, nil
 	}

@@ -159,7 +159,7 @@ func (s *Service) tryStart(ctx context.Context, cand domain.Run) error {
 		}
 		// Conditions are checked again at start: the agent may have been
 		// paused, or the task moved on, while the run waited.
-		reason, err := s.refusal(ctx, tx, agent, run.IssueID, run.IssueStateGuard)
+		reason, err := s.refusal(ctx, &issueReads{st: s.st, q: tx}, agent, run.IssueID, run.IssueStateGuard)
 		if err != nil {
 			return err
 		}
