@@ -194,10 +194,7 @@ type receiveResult struct {
 func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult, error) {
 	var r receiveResult
 	err := in.it.gate.tx(ctx, w, func(tx *sql.Tx) error {
-		if err := w.fence(ctx, tx, in.l, threadLockKey(in.ep.ID, in.msg.ThreadID)); err != nil {
-			return err
-		}
-		cur, err := w.activeEndpointTx(ctx, tx, in.ep.ID)
+		cur, err := w.fenceEndpoint(ctx, tx, in.l, threadLockKey(in.ep.ID, in.msg.ThreadID))
 		if err != nil {
 			return err
 		}
@@ -205,6 +202,25 @@ func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult,
 		return err
 	})
 	return r, err
+}
+
+// fenceEndpoint is fence with lockKey followed by activeEndpointTx, in one
+// round trip on PostgreSQL (store.Lease.FenceLockedEndpoint).
+func (w *Worker) fenceEndpoint(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey string) (domain.EmailEndpoint, error) {
+	if w.stopping.Load() {
+		return domain.EmailEndpoint{}, errLeaseLost
+	}
+	cur, err := l.FenceLockedEndpoint(ctx, tx, lockKey)
+	if errors.Is(err, store.ErrLeaseLost) {
+		return cur, errLeaseLost
+	}
+	if err != nil {
+		return cur, err
+	}
+	if cur.Status != domain.EndpointActive {
+		return cur, errInboxStopped
+	}
+	return cur, nil
 }
 
 // activeEndpointTx reads the inbox's whole row under the share lock of a

@@ -185,10 +185,19 @@ func TestStore(t *testing.T) {
 				}
 				fence := func(lockKey string) error {
 					return st.Tx(b.ctx, func(tx *sql.Tx) error {
-						if lockKey != "" {
-							return l.FenceLocked(b.ctx, tx, lockKey)
+						switch lockKey {
+						case "":
+							return l.Fence(b.ctx, tx)
+						case "endpoint":
+							// The fence with the inbox row (one statement
+							// on PostgreSQL) gives the same answers.
+							ep, err := l.FenceLockedEndpoint(b.ctx, tx, "email:lock")
+							if err == nil && ep.ID != b.ep.ID {
+								t.Fatalf("fenced inbox: %+v, want %s", ep, b.ep.ID)
+							}
+							return err
 						}
-						return l.Fence(b.ctx, tx)
+						return l.FenceLocked(b.ctx, tx, lockKey)
 					})
 				}
 				if err := fence(""); err != nil {
@@ -196,6 +205,9 @@ func TestStore(t *testing.T) {
 				}
 				if err := fence("email:lock"); err != nil {
 					t.Fatalf("locked fence while held: %v", err)
+				}
+				if err := fence("endpoint"); err != nil {
+					t.Fatalf("fence with the inbox while held: %v", err)
 				}
 				b.advance(2 * time.Minute) // past the TTL renewed by the fences
 				if err := fence(""); !errors.Is(err, store.ErrLeaseLost) {
@@ -210,6 +222,9 @@ func TestStore(t *testing.T) {
 				}
 				if err := fence("email:lock"); !errors.Is(err, store.ErrLeaseLost) {
 					t.Fatalf("locked fence of the lost lease: %v", err)
+				}
+				if err := fence("endpoint"); !errors.Is(err, store.ErrLeaseLost) {
+					t.Fatalf("fence with the inbox of the lost lease: %v", err)
 				}
 				// The old holder's release must not free the successor's lease.
 				if err := l.Release(b.ctx); err != nil {
