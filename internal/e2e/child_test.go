@@ -2,8 +2,11 @@ package e2e_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +28,12 @@ type child struct {
 func startChild(t *testing.T, cmd *exec.Cmd) *child {
 	t.Helper()
 	c := &child{cmd: cmd, stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	// A goroutine dump (see timedOut) shows every goroutine, not only
+	// the one the signal interrupted.
+	cmd.Env = append(cmd.Env, "GOTRACEBACK=all")
 	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", cmd.Path, err)
@@ -62,7 +71,8 @@ func (c *child) hasExited() bool {
 }
 
 // report says how the process is (running, or its exit status) and the
-// tails of its stdout and stderr, for a failure message.
+// tails of its stdout and stderr, for a failure message; a goroutine dump
+// at the end of stderr (see timedOut) is kept whole.
 func (c *child) report() string {
 	status := "still running"
 	if c.hasExited() {
@@ -71,8 +81,25 @@ func (c *child) report() string {
 			status = "exited: " + c.err.Error()
 		}
 	}
-	return fmt.Sprintf("process %v: %s\n--- stdout (last 100 lines):\n%s--- stderr (last 200 lines):\n%s",
-		c.cmd.Args, status, tail(c.stdout.String(), 100), tail(c.stderr.String(), 200))
+	logs, dump := c.stderr.String(), ""
+	if i := strings.LastIndex(logs, "SIGQUIT: quit"); i >= 0 {
+		logs, dump = logs[:i], "--- goroutine dump:\n"+logs[i:]
+	}
+	return fmt.Sprintf("process %v: %s\n--- stdout (last 100 lines):\n%s--- stderr (last 200 lines):\n%s%s",
+		c.cmd.Args, status, tail(c.stdout.String(), 100), tail(logs, 200), dump)
+}
+
+// timedOut fails the test for a wait that ran out of time. A process
+// still running is hung or slow: it gets SIGQUIT first, so that its
+// goroutine dump (the Go runtime's answer to SIGQUIT) is in the report
+// and shows what it was waiting for.
+func (c *child) timedOut(t *testing.T, within time.Duration, what string) {
+	t.Helper()
+	if !c.hasExited() {
+		_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+		_, _ = c.waitExit(10 * time.Second)
+	}
+	t.Fatalf("timed out after %s waiting for %s\n%s", within, what, c.report())
 }
 
 // waitStdout waits at most within until every pattern matches the
@@ -93,7 +120,7 @@ func (c *child) waitStdout(t *testing.T, within time.Duration, what string, patt
 			t.Fatalf("the process exited while waiting for %s\n%s", what, c.report())
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s\n%s", within, what, c.report())
+			c.timedOut(t, within, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -112,7 +139,7 @@ func (c *child) eventually(t *testing.T, within time.Duration, what string, cond
 			t.Fatalf("the process exited while waiting for %s\n%s", what, c.report())
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s\n%s", within, what, c.report())
+			c.timedOut(t, within, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -84,7 +84,7 @@ func (p *proc) waitHealthy(t *testing.T) {
 			t.Fatalf("the server exited before it was healthy at %s\n%s", p.url, p.report())
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for server health at %s\n%s", p.url, p.report())
+			p.timedOut(t, 30*time.Second, "server health at "+p.url)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -96,7 +96,7 @@ func (p *proc) stop(t *testing.T, sig syscall.Signal) error {
 	_ = p.cmd.Process.Signal(sig)
 	ok, err := p.waitExit(60 * time.Second)
 	if !ok {
-		t.Fatalf("server did not exit after %v\n%s", sig, p.report())
+		p.timedOut(t, 60*time.Second, fmt.Sprintf("the server to exit after %v", sig))
 	}
 	return err
 }
