@@ -246,26 +246,25 @@ func TestDemoWithACLIAgent(t *testing.T) {
 				fake := testkit.FakeCLIs(t)
 				base := envWithout("PATH", "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "CODEX_API_KEY")
 				pathEnv := "PATH=" + fake + ":" + os.Getenv("PATH")
-				cmd := exec.Command(testkit.Binary(t), "run", "--demo", "--agent", tc.adapter, "--home", t.TempDir(), "--listen", freePort(t))
+				cmd := exec.Command(testkit.Binary(t), "run", "--demo", "--agent", tc.adapter, "--home", t.TempDir(), "--listen", "127.0.0.1:0")
 				cmd.Env = append(base, pathEnv, "PAPERCLIP_DATABASE_URL="+url)
 				if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), tc.missing) {
 					t.Fatalf("without credentials: %v\n%s", err, out)
 				}
-				emAddr, smtpAddr := freePort(t), freePort(t)
-				p := startDemoWith(t, t.TempDir(), url, emAddr, smtpAddr, []string{"--agent", tc.adapter},
+				p := startDemoWith(t, t.TempDir(), url, []string{"--agent", tc.adapter},
 					append(base, pathEnv, tc.credential+"=demo-not-a-key"))
 				raw := "From: Alice <alice@example.com>\r\nTo: assistant@agentmail.to\r\nSubject: Order 42\r\nMessage-ID: <cli-demo@example.com>\r\n" +
 					"Date: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n\r\nWhere is it?\r\n"
-				if err := smtp.SendMail(smtpAddr, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(raw)); err != nil {
-					t.Fatalf("smtp: %v", err)
+				if err := smtp.SendMail(p.smtp, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(raw)); err != nil {
+					t.Fatalf("smtp: %v\n%s", err, p.report())
 				}
 				var replies []map[string]any
-				testkit.Eventually(t, 90*time.Second, "the CLI agent's reply", func() bool {
+				p.eventually(t, 90*time.Second, "the CLI agent's reply", func() bool {
 					replies = p.outbox(t, "alice@example.com")
 					return len(replies) == 1
 				})
 				if text, _ := replies[0]["text"].(string); !strings.Contains(text, tc.label) {
-					t.Fatalf("reply: %v\n%s", replies[0], p.stderr.String())
+					t.Fatalf("reply: %v\n%s", replies[0], p.report())
 				}
 			})
 		})

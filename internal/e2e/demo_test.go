@@ -8,6 +8,7 @@ import (
 	"net/smtp"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,47 +19,54 @@ import (
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
+// demoProc is a `paperclipai run --demo` process and the real addresses
+// it printed: its server (url), emulator (em) and SMTP listener (smtp).
 type demoProc struct {
-	cmd            *exec.Cmd
-	url, em, smtp  string
-	stdout, stderr *testkit.SyncBuffer
-	done           chan error
+	*child
+	url, em, smtp string
 }
 
-func startDemo(t *testing.T, home, dbURL, emAddr, smtpAddr string) *demoProc {
+// Lines of the demo's banner (demo.Instructions) that carry its addresses.
+var (
+	demoEmulatorRE = regexp.MustCompile(`AgentMail emulator: (http://\S+) `)
+	demoSMTPRE     = regexp.MustCompile(`any SMTP client to (\S+) `)
+	demoReadyRE    = regexp.MustCompile(`Give an agent an email address`)
+)
+
+func startDemo(t *testing.T, home, dbURL string) *demoProc {
 	t.Helper()
-	return startDemoWith(t, home, dbURL, emAddr, smtpAddr, nil, os.Environ())
+	return startDemoWith(t, home, dbURL, nil, os.Environ())
 }
 
-// startDemoWith starts the demo with extra arguments and the given environment.
-func startDemoWith(t *testing.T, home, dbURL, emAddr, smtpAddr string, args, env []string) *demoProc {
+// startDemoWith starts the demo with extra arguments and the given
+// environment, every listener on port 0, and waits for its banner, from
+// which it learns the addresses. Why port 0 and not free ports picked
+// beforehand: a port found free and closed again can be taken (by any
+// process's listener or outgoing connection) before the child binds it,
+// and the child then exits with "address already in use".
+func startDemoWith(t *testing.T, home, dbURL string, args, env []string) *demoProc {
 	t.Helper()
-	addr := freePort(t)
-	cmd := exec.Command(testkit.Binary(t), append([]string{"run", "--demo", "--home", home, "--listen", addr,
-		"--demo-emulator-listen", emAddr, "--demo-smtp", smtpAddr}, args...)...)
+	cmd := exec.Command(testkit.Binary(t), append([]string{"run", "--demo", "--home", home, "--listen", "127.0.0.1:0",
+		"--demo-emulator-listen", "127.0.0.1:0", "--demo-smtp", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(env, "PAPERCLIP_DATABASE_URL="+dbURL)
-	p := &demoProc{cmd: cmd, url: "http://" + addr, em: "http://" + emAddr, smtp: smtpAddr,
-		stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done; p.done <- nil })
-	testkit.Eventually(t, 60*time.Second, "the demo to print its instructions", func() bool {
-		return strings.Contains(p.stdout.String(), "Send a first email")
-	})
+	began := time.Now()
+	p := &demoProc{child: startChild(t, cmd)}
+	// The banner comes after the seeding, in one write; its last line is
+	// waited for so that the whole banner is there.
+	got := p.waitStdout(t, 60*time.Second, "the demo to print its instructions",
+		listeningRE, demoEmulatorRE, demoSMTPRE, demoReadyRE)
+	p.url, p.em, p.smtp = got[0], got[1], got[2]
+	// A figure, not an assertion: how close a loaded machine comes to the
+	// limit above.
+	t.Logf("the demo printed its banner %v after exec", time.Since(began).Round(time.Millisecond))
 	return p
 }
 
 func (p *demoProc) stop(t *testing.T) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		p.done <- nil
-	case <-time.After(60 * time.Second):
-		t.Fatalf("demo did not stop:\n%s", p.stderr.String())
+	if ok, _ := p.waitExit(60 * time.Second); !ok {
+		p.timedOut(t, 60*time.Second, "the demo to stop after SIGTERM")
 	}
 }
 
@@ -66,6 +74,9 @@ func (p *demoProc) outbox(t *testing.T, to string) []map[string]any {
 	t.Helper()
 	resp, err := http.Get(p.em + "/_emulator/outbox?to=" + to)
 	if err != nil {
+		if p.child != nil {
+			t.Fatalf("outbox: %v\n%s", err, p.report())
+		}
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
@@ -86,8 +97,7 @@ func (p *demoProc) outbox(t *testing.T, to string) []map[string]any {
 func TestDemoAnswersEmailEndToEnd(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		home := t.TempDir()
-		emAddr, smtpAddr := freePort(t), freePort(t)
-		p := startDemo(t, home, url, emAddr, smtpAddr)
+		p := startDemo(t, home, url)
 		if out := p.stdout.String(); !strings.Contains(out, "/apps/agentmail/connect") ||
 			!strings.Contains(out, "Paste the emulator's AgentMail API key when asked: am_demo_") {
 			t.Fatalf("the demo does not say how to connect AgentMail in the browser:\n%s", out)
@@ -95,11 +105,11 @@ func TestDemoAnswersEmailEndToEnd(t *testing.T) {
 		msgID := fmt.Sprintf("<demo-%d@example.com>", time.Now().UnixNano())
 		raw := "From: Alice <alice@example.com>\r\nTo: assistant@agentmail.to\r\nSubject: Where is my order?\r\n" +
 			"Message-ID: " + msgID + "\r\nDate: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n\r\nHi, order 42 has not arrived.\r\n"
-		if err := smtp.SendMail(smtpAddr, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(raw)); err != nil {
-			t.Fatalf("smtp: %v", err)
+		if err := smtp.SendMail(p.smtp, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(raw)); err != nil {
+			t.Fatalf("smtp: %v\n%s", err, p.report())
 		}
 		var replies []map[string]any
-		testkit.Eventually(t, 90*time.Second, "the agent's reply", func() bool {
+		p.eventually(t, 90*time.Second, "the agent's reply", func() bool {
 			replies = p.outbox(t, "alice@example.com")
 			return len(replies) == 1
 		})
@@ -109,7 +119,7 @@ func TestDemoAnswersEmailEndToEnd(t *testing.T) {
 		c := testkit.NewClient(t, p.url)
 		company := testkit.ID(c.List("/api/companies")[0])
 		pub := replies[0]["idempotency_key"].(string)
-		testkit.Eventually(t, 30*time.Second, "delivery receipt", func() bool {
+		p.eventually(t, 30*time.Second, "delivery receipt", func() bool {
 			return c.JSON("GET", "/api/companies/"+company+"/email/deliveries/"+pub, nil, 200)["outcome"] == "delivered"
 		})
 		tasks := c.List("/api/companies/" + company + "/issues?originKind=chat_channel")
@@ -130,7 +140,7 @@ func TestDemoAnswersEmailEndToEnd(t *testing.T) {
 		// Re-run on the same home: the same company and inbox keep working,
 		// and the emulator still has the old mail.
 		p.stop(t)
-		p2 := startDemo(t, home, url, emAddr, smtpAddr)
+		p2 := startDemo(t, home, url)
 		c2 := testkit.NewClient(t, p2.url)
 		if n := len(c2.List("/api/companies")); n != 1 {
 			t.Fatalf("re-run seeded %d companies", n)
@@ -144,11 +154,11 @@ func TestDemoAnswersEmailEndToEnd(t *testing.T) {
 		follow := "From: Alice <alice@example.com>\r\nTo: assistant@agentmail.to\r\nSubject: Re: Where is my order?\r\n" +
 			"Message-ID: <demo-follow@example.com>\r\nIn-Reply-To: " + replies[0]["message_id"].(string) + "\r\n" +
 			"Date: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n\r\nAny news?\r\n"
-		if err := smtp.SendMail(smtpAddr, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(follow)); err != nil {
-			t.Fatalf("smtp: %v", err)
+		if err := smtp.SendMail(p2.smtp, nil, "alice@example.com", []string{"assistant@agentmail.to"}, []byte(follow)); err != nil {
+			t.Fatalf("smtp: %v\n%s", err, p2.report())
 		}
 		var again []map[string]any
-		testkit.Eventually(t, 90*time.Second, "the answer to the follow-up", func() bool {
+		p2.eventually(t, 90*time.Second, "the answer to the follow-up", func() bool {
 			again = p2.outbox(t, "alice@example.com")
 			return len(again) == 2
 		})
@@ -158,14 +168,14 @@ func TestDemoAnswersEmailEndToEnd(t *testing.T) {
 		if n := len(c2.List("/api/companies/" + company + "/issues?originKind=chat_channel")); n != 1 {
 			t.Fatalf("the follow-up made %d email tasks, want the old one", n)
 		}
-		testkit.Eventually(t, 30*time.Second, "the reopened task done again", func() bool {
+		p2.eventually(t, 30*time.Second, "the reopened task done again", func() bool {
 			return c2.JSON("GET", "/api/issues/"+task, nil, 200)["status"] == "done"
 		})
 		raw2 := strings.Replace(strings.Replace(raw, msgID, "<demo-second@example.com>", 1), "alice@", "bob@", 1)
-		if err := smtp.SendMail(smtpAddr, nil, "bob@example.com", []string{"assistant@agentmail.to"}, []byte(raw2)); err != nil {
-			t.Fatalf("smtp: %v", err)
+		if err := smtp.SendMail(p2.smtp, nil, "bob@example.com", []string{"assistant@agentmail.to"}, []byte(raw2)); err != nil {
+			t.Fatalf("smtp: %v\n%s", err, p2.report())
 		}
-		testkit.Eventually(t, 90*time.Second, "the reply after the re-run", func() bool {
+		p2.eventually(t, 90*time.Second, "the reply after the re-run", func() bool {
 			return len(p2.outbox(t, "bob@example.com")) == 1
 		})
 	})

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -25,13 +24,18 @@ import (
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
+// proc is a `paperclipai run` process; url is known once waitHealthy
+// (or start) returned.
 type proc struct {
-	cmd    *exec.Cmd
-	url    string
-	stderr *testkit.SyncBuffer
-	done   chan error
+	*child
+	url string
 }
 
+// freePort returns a loopback address that was free a moment ago. Only
+// for what must know an address before anything listens on it (the
+// guides' commands, which name their ports): another process may take it
+// first, so a test that can let its child bind port 0 and read the real
+// address from its output does that instead.
 func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -50,64 +54,51 @@ func start(t *testing.T, home, dbURL string, env ...string) *proc {
 	return p
 }
 
+// startNoWait launches `paperclipai run` on port 0 without waiting for
+// it: waitHealthy learns its address from the line it prints.
 func startNoWait(t *testing.T, home, dbURL string, env ...string) *proc {
 	t.Helper()
-	addr := freePort(t)
-	cmd := exec.Command(testkit.Binary(t), "run", "--home", home, "--listen", addr)
+	cmd := exec.Command(testkit.Binary(t), "run", "--home", home, "--listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "PAPERCLIP_DATABASE_URL="+dbURL, "PAPERCLIP_RUN_LEASE_TTL=3s", "PAPERCLIP_SHUTDOWN_GRACE=20s")
 	cmd.Env = append(cmd.Env, env...)
-	p := &proc{cmd: cmd, url: "http://" + addr, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.doneOrNow()
-	})
-	return p
+	return &proc{child: startChild(t, cmd)}
 }
 
-func (p *proc) doneOrNow() <-chan error {
-	ch := make(chan error, 1)
-	go func() {
-		select {
-		case err := <-p.done:
-			p.done <- err
-			ch <- err
-		case <-time.After(10 * time.Second):
-			ch <- nil
-		}
-	}()
-	return ch
-}
-
+// waitHealthy waits for the server to say where it listens, then until
+// /api/health answers; it fails at once, with the process's output, if
+// the process exits first.
 func (p *proc) waitHealthy(t *testing.T) {
 	t.Helper()
-	testkit.Eventually(t, 30*time.Second, "server health at "+p.url, func() bool {
-		resp, err := http.Get(p.url + "/api/health")
-		if err != nil {
-			return false
+	if p.url == "" {
+		p.url = p.waitStdout(t, 60*time.Second, "the server to listen", listeningRE)[0]
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := http.Get(p.url + "/api/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
 		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+		if p.hasExited() {
+			t.Fatalf("the server exited before it was healthy at %s\n%s", p.url, p.report())
+		}
+		if time.Now().After(deadline) {
+			p.timedOut(t, 30*time.Second, "server health at "+p.url)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // stop sends sig and waits for exit, returning the exit error.
 func (p *proc) stop(t *testing.T, sig syscall.Signal) error {
 	t.Helper()
 	_ = p.cmd.Process.Signal(sig)
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return err
-	case <-time.After(60 * time.Second):
-		t.Fatalf("server did not exit after %v; stderr:\n%s", sig, p.stderr.String())
+	ok, err := p.waitExit(60 * time.Second)
+	if !ok {
+		p.timedOut(t, 60*time.Second, fmt.Sprintf("the server to exit after %v", sig))
 	}
-	return nil
+	return err
 }
 
 func TestFreshHomeStartsAndRestartReusesState(t *testing.T) {
@@ -163,14 +154,11 @@ func TestReplicasStartTogether(t *testing.T) {
 		// A third with its own key (its home's generated key file) refuses
 		// to start, and says why.
 		odd := startNoWait(t, t.TempDir(), url)
-		select {
-		case err := <-odd.done:
-			if err == nil || !strings.Contains(odd.stderr.String(), "the master key does not match this database") ||
-				!strings.Contains(odd.stderr.String(), "PAPERCLIP_SECRETS_MASTER_KEY") {
-				t.Fatalf("replica with another master key: %v\n%s", err, odd.stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("a replica with another master key kept running")
+		if ok, err := odd.waitExit(30 * time.Second); !ok {
+			t.Fatalf("a replica with another master key kept running\n%s", odd.report())
+		} else if err == nil || !strings.Contains(odd.stderr.String(), "the master key does not match this database") ||
+			!strings.Contains(odd.stderr.String(), "PAPERCLIP_SECRETS_MASTER_KEY") {
+			t.Fatalf("replica with another master key: %v\n%s", err, odd.report())
 		}
 		conn, err := pgx.Connect(context.Background(), url)
 		if err != nil {
@@ -193,13 +181,10 @@ func TestReplicasStartTogether(t *testing.T) {
 		home := t.TempDir()
 		start(t, home, "")
 		p2 := startNoWait(t, home, "")
-		select {
-		case err := <-p2.done:
-			if err == nil || !strings.Contains(p2.stderr.String(), "another paperclipai process is using this home") {
-				t.Fatalf("second process: %v\n%s", err, p2.stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("second process on a locked home kept running")
+		if ok, err := p2.waitExit(30 * time.Second); !ok {
+			t.Fatalf("second process on a locked home kept running\n%s", p2.report())
+		} else if err == nil || !strings.Contains(p2.stderr.String(), "another paperclipai process is using this home") {
+			t.Fatalf("second process: %v\n%s", err, p2.report())
 		}
 	})
 }

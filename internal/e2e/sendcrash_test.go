@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -39,36 +40,15 @@ type emulatorProc struct {
 }
 
 // startEmulatorProc runs the AgentMail emulator as its own process (no
-// SMTP, one pre-created organization key) and waits until it answers.
+// SMTP, one pre-created organization key) on port 0 and waits until it
+// says where it listens and answers there.
 func startEmulatorProc(t *testing.T) *emulatorProc {
 	t.Helper()
-	addr := freePort(t)
 	key := "am_crash_" + strings.ReplaceAll(testkit.NewUUID(), "-", "")
-	cmd := exec.Command(testkit.Binary(t), "emulator", "--listen", addr, "--smtp", "", "--api-key", key,
-		"--delivery-delay", "50ms")
-	logs := &testkit.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = io.Discard, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	em := &emulatorProc{url: "http://" + addr, apiKey: key, ctl: testkit.NewClient(t, "http://"+addr)}
-	testkit.Eventually(t, 30*time.Second, "emulator health at "+em.url, func() bool {
-		select {
-		case <-done:
-			t.Fatalf("emulator exited: %s", logs.String())
-		default:
-		}
+	c := startEmulatorChild(t, "--listen", "127.0.0.1:0", "--smtp", "", "--api-key", key, "--delivery-delay", "50ms")
+	url := c.waitStdout(t, 30*time.Second, "the emulator to listen", emulatorControlRE)[0]
+	em := &emulatorProc{url: url, apiKey: key, ctl: testkit.NewClient(t, url)}
+	c.eventually(t, 30*time.Second, "emulator health at "+em.url, func() bool {
 		resp, err := http.Get(em.url + "/_emulator/health")
 		if err != nil {
 			return false
@@ -77,6 +57,23 @@ func startEmulatorProc(t *testing.T) *emulatorProc {
 		return resp.StatusCode == 200
 	})
 	return em
+}
+
+// emulatorControlRE matches the line `paperclipai emulator` prints with
+// its bound address.
+var emulatorControlRE = regexp.MustCompile(`Control:\s+(http://\S+)/_emulator/`)
+
+// startEmulatorChild starts `paperclipai emulator` with args; when t ends
+// it gets SIGTERM, and SIGKILL 10 s later.
+func startEmulatorChild(t *testing.T, args ...string) *child {
+	t.Helper()
+	c := startChild(t, exec.Command(testkit.Binary(t), append([]string{"emulator"}, args...)...))
+	// Registered after startChild's kill, so it runs first.
+	t.Cleanup(func() {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		_, _ = c.waitExit(10 * time.Second)
+	})
+	return c
 }
 
 // env points a server process at the emulator.
