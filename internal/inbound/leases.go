@@ -35,7 +35,19 @@ func (w *Worker) renewLoop(ctx context.Context) {
 			lastOK = time.Now()
 			continue
 		}
-		r, err := w.st.RenewHolderLeases(ctx, w.q, w.o.Holder, w.t.SocketLeaseTTL, len(candidates) > 0)
+		began := time.Now()
+		callCtx, cancel := ctx, context.CancelFunc(func() {})
+		if running > 0 {
+			// Why a deadline: the socket leases of the last good renewal
+			// lapse at lastOK+TTL, and another replica may take them over
+			// then. A renewal still unanswered a renewal period before that
+			// (a slow or stuck database, a starved process) must end, so
+			// the branch below closes the sockets while they are still
+			// ours, instead of two replicas holding one inbox's socket.
+			callCtx, cancel = context.WithDeadline(ctx, lastOK.Add(w.t.SocketLeaseTTL-w.t.SocketRenew))
+		}
+		r, err := w.st.RenewHolderLeases(callCtx, w.q, w.o.Holder, w.t.SocketLeaseTTL, len(candidates) > 0)
+		cancel()
 		if ctx.Err() != nil {
 			return
 		}
@@ -50,7 +62,9 @@ func (w *Worker) renewLoop(ctx context.Context) {
 			}
 			continue
 		}
-		lastOK = time.Now()
+		// The renewed leases run from the statement's own time, which is
+		// after began: counting from began is on the safe side.
+		lastOK = began
 		for _, token := range w.closeSocketsLost(r.Sockets) {
 			// Renewed but not run here (its release failed): give it back.
 			if err := w.st.ReleaseSocketToken(ctx, w.q, token); err != nil {

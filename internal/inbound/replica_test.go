@@ -62,3 +62,29 @@ func TestTwoReplicasShareOneSocket(t *testing.T) {
 		return successor.Inbound.SocketConnected(e.EpID) && e.Em.WebSocketCount() == 1
 	})
 }
+
+// A replica whose lease renewal hangs (here: the leases table is locked)
+// closes its sockets while their leases are still its own, a renewal
+// period before they lapse, instead of keeping them open until the
+// statement returns while another replica takes them over; once the
+// database answers again the socket comes back (PostgreSQL: the shared
+// database of several replicas).
+func TestStuckRenewalClosesSocketsBeforeTheLeaseLapses(t *testing.T) {
+	url := dbtest.PostgresURL(t)
+	e := newEnv(t, url, "stuck", nil)
+	e.waitSocket()
+	ctx := context.Background()
+	tx, err := e.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE email_leases IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, wait, "the socket closed while its renewal hangs", func() bool { return e.Em.WebSocketCount() == 0 })
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, wait, "the socket back", func() bool { return e.Em.WebSocketCount() == 1 })
+}
