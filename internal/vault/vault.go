@@ -247,7 +247,13 @@ func (v *Vault) Resolve(ctx context.Context, q db.Querier, secretID string, vers
 	if err != nil {
 		return nil, err
 	}
-	out, err := v.Open(sealed, aad(secretID, ver))
+	return v.openVersion(secretID, sealed, ver)
+}
+
+// openVersion opens one sealed version of a secret and reports the value
+// to OnResolve.
+func (v *Vault) openVersion(secretID, sealed string, version int) ([]byte, error) {
+	out, err := v.Open(sealed, aad(secretID, version))
 	if err != nil {
 		return nil, err
 	}
@@ -263,12 +269,7 @@ func (v *Vault) ResolveAt(ctx context.Context, q db.Querier, targetType, targetI
 	if err != nil {
 		return nil, err
 	}
-	out, err := v.Open(sealed, aad(id, ver))
-	if err != nil {
-		return nil, err
-	}
-	v.observe(out)
-	return out, nil
+	return v.openVersion(id, sealed, ver)
 }
 
 // DeleteIfUnreferenced deletes the secret when no binding references it any
