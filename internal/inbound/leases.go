@@ -37,13 +37,15 @@ func (w *Worker) renewLoop(ctx context.Context) {
 		}
 		began := time.Now()
 		callCtx, cancel := ctx, context.CancelFunc(func() {})
-		if running > 0 {
+		if running > 0 && !w.o.ExclusiveDatabase {
 			// Why a deadline: the socket leases of the last good renewal
 			// lapse at lastOK+TTL, and another replica may take them over
 			// then. A renewal still unanswered a renewal period before that
 			// (a slow or stuck database, a starved process) must end, so
 			// the branch below closes the sockets while they are still
-			// ours, instead of two replicas holding one inbox's socket.
+			// ours, instead of two replicas holding one inbox's socket. On
+			// an exclusive database (SQLite) no other process can take
+			// them, and a slow renewal keeps the sockets.
 			callCtx, cancel = context.WithDeadline(ctx, lastOK.Add(w.t.SocketLeaseTTL-w.t.SocketRenew))
 		}
 		r, err := w.st.RenewHolderLeases(callCtx, w.q, w.o.Holder, w.t.SocketLeaseTTL, len(candidates) > 0)
