@@ -66,19 +66,10 @@ func benchIdleProcess(b *testing.B) {
 	agentID := testkit.ID(cl.JSON("POST", "/api/companies/"+companyID+"/agents", map[string]any{"name": "Mail Agent",
 		"adapterType": "process", "adapterConfig": map[string]any{"command": "/bin/true"}}, 201))
 	_, key := c.em.CreateOrganization("Idle Mail")
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			cl.JSON("POST", "/api/companies/"+companyID+"/email/inboxes", map[string]any{"assignedAgentId": agentID,
-				"apiKey": key, "username": fmt.Sprintf("idle%04d", i), "idempotencyKey": testkit.NewUUID()}, 201)
-		}()
-	}
-	wg.Wait()
+	eightAtATime(n, func(i int) {
+		cl.JSON("POST", "/api/companies/"+companyID+"/email/inboxes", map[string]any{"assignedAgentId": agentID,
+			"apiKey": key, "username": fmt.Sprintf("idle%04d", i), "idempotencyKey": testkit.NewUUID()}, 201)
+	})
 	testkit.Eventually(b, 5*time.Minute, "every inbox subscribed", func() bool { return c.em.WebSocketCount() == n })
 	time.Sleep(warmup)
 	st := c.openDB("")
@@ -125,18 +116,7 @@ func benchIdle(b *testing.B, dialect db.Dialect) {
 	ee := testkit.NewEmailEnv(b, benchURL(b, dialect))
 	setupStart := time.Now()
 	ids := make([]string, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			ids[i] = ee.Setup(fmt.Sprintf("idle%04d", i), nil)["id"].(string)
-		}()
-	}
-	wg.Wait()
+	eightAtATime(n, func(i int) { ids[i] = ee.Setup(fmt.Sprintf("idle%04d", i), nil)["id"].(string) })
 	b.Logf("%d inboxes set up in %s", n, time.Since(setupStart).Round(time.Millisecond))
 	testkit.Eventually(b, 5*time.Minute, "every inbox subscribed and caught up", func() bool {
 		if ee.Em.WebSocketCount() != n {
@@ -201,4 +181,21 @@ func rssOf(status string) int64 {
 		}
 	}
 	return 0
+}
+
+// eightAtATime runs f(0) … f(n-1), eight at a time, and waits for all:
+// inbox setup through the API in parallel without flooding the server.
+func eightAtATime(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }

@@ -15,22 +15,40 @@ const endpointCols = `id, company_id, public_id, assigned_agent_id, sponsor_user
 	health_message, last_error, last_event_at, last_publication_at, activated_at, archived_at, created_at, updated_at`
 
 func scanEndpoint(row rowScanner) (domain.EmailEndpoint, error) {
-	var e domain.EmailEndpoint
-	var sponsor, cred, addr, acct, webhook, owned, lastErr sql.NullString
-	var activation, checkpoint, lastSync, lastEvent, lastPub, activated, archived sql.NullTime
-	err := row.Scan(&e.ID, &e.CompanyID, &e.PublicID, &e.AssignedAgentID, &sponsor, &cred, &e.Status, &addr,
-		&e.DisplayName, &acct, &e.ReceiveMode, &webhook, &owned, &activation, &checkpoint, &lastSync,
-		&e.HealthMessage, &lastErr, &lastEvent, &lastPub, &activated, &archived, &e.CreatedAt, &e.UpdatedAt)
-	if err != nil {
-		return e, err
+	var es endpointScan
+	if err := row.Scan(es.dests()...); err != nil {
+		return domain.EmailEndpoint{}, err
 	}
-	e.SponsorUserID, e.CredentialConnectionID, e.Address = sponsor.String, cred.String, addr.String
-	e.ProviderAccountID, e.WebhookID, e.OwnedAPIKeyID, e.LastError = acct.String, webhook.String, owned.String, lastErr.String
-	e.ActivationAt, e.SyncCheckpoint, e.LastSyncAt = timePtr(activation), timePtr(checkpoint), timePtr(lastSync)
-	e.LastEventAt, e.LastPublicationAt = timePtr(lastEvent), timePtr(lastPub)
-	e.ActivatedAt, e.ArchivedAt = timePtr(activated), timePtr(archived)
+	return es.endpoint(), nil
+}
+
+// endpointScan receives the endpointCols of one row, for scanEndpoint and
+// for queries that select more columns after them.
+type endpointScan struct {
+	e                                                    domain.EmailEndpoint
+	sponsor, cred, addr, acct, webhook, owned, lastErr   sql.NullString
+	activation, checkpoint, lastSync, lastEvent, lastPub sql.NullTime
+	activated, archived                                  sql.NullTime
+}
+
+// dests are the scan destinations of endpointCols, in order.
+func (es *endpointScan) dests() []any {
+	e := &es.e
+	return []any{&e.ID, &e.CompanyID, &e.PublicID, &e.AssignedAgentID, &es.sponsor, &es.cred, &e.Status, &es.addr,
+		&e.DisplayName, &es.acct, &e.ReceiveMode, &es.webhook, &es.owned, &es.activation, &es.checkpoint, &es.lastSync,
+		&e.HealthMessage, &es.lastErr, &es.lastEvent, &es.lastPub, &es.activated, &es.archived, &e.CreatedAt, &e.UpdatedAt}
+}
+
+// endpoint is the scanned row.
+func (es *endpointScan) endpoint() domain.EmailEndpoint {
+	e := es.e
+	e.SponsorUserID, e.CredentialConnectionID, e.Address = es.sponsor.String, es.cred.String, es.addr.String
+	e.ProviderAccountID, e.WebhookID, e.OwnedAPIKeyID, e.LastError = es.acct.String, es.webhook.String, es.owned.String, es.lastErr.String
+	e.ActivationAt, e.SyncCheckpoint, e.LastSyncAt = timePtr(es.activation), timePtr(es.checkpoint), timePtr(es.lastSync)
+	e.LastEventAt, e.LastPublicationAt = timePtr(es.lastEvent), timePtr(es.lastPub)
+	e.ActivatedAt, e.ArchivedAt = timePtr(es.activated), timePtr(es.archived)
 	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
-	return e, nil
+	return e
 }
 
 // InsertEndpoint inserts a draft endpoint whose id is the setup request id.

@@ -36,31 +36,20 @@ func (s *Store) ActiveInboxes(ctx context.Context, q db.Querier, targetType, key
 	cols := strings.Join(names, ", ")
 	return queryAll(ctx, q, "list active email inboxes", func(r rowScanner) (ActiveInbox, error) {
 		var a ActiveInbox
-		var e domain.EmailEndpoint
-		var sponsor, cred, addr, acct, webhook, owned, lastErr sql.NullString
-		var activation, checkpoint, lastSync, lastEvent, lastPub, activated, archived sql.NullTime
+		var es endpointScan
 		var secretID, secretStatus, connStatus sql.NullString
 		var secretVersion sql.NullInt64
 		var connUpdated sql.NullTime
 		var grants, installs int64
-		err := r.Scan(&e.ID, &e.CompanyID, &e.PublicID, &e.AssignedAgentID, &sponsor, &cred, &e.Status, &addr,
-			&e.DisplayName, &acct, &e.ReceiveMode, &webhook, &owned, &activation, &checkpoint, &lastSync,
-			&e.HealthMessage, &lastErr, &lastEvent, &lastPub, &activated, &archived, &e.CreatedAt, &e.UpdatedAt,
-			&secretID, &secretVersion, &secretStatus, &connStatus, &connUpdated, &grants, &installs)
+		err := r.Scan(append(es.dests(), &secretID, &secretVersion, &secretStatus, &connStatus, &connUpdated, &grants, &installs)...)
 		if err != nil {
 			return a, err
 		}
-		e.SponsorUserID, e.CredentialConnectionID, e.Address = sponsor.String, cred.String, addr.String
-		e.ProviderAccountID, e.WebhookID, e.OwnedAPIKeyID, e.LastError = acct.String, webhook.String, owned.String, lastErr.String
-		e.ActivationAt, e.SyncCheckpoint, e.LastSyncAt = timePtr(activation), timePtr(checkpoint), timePtr(lastSync)
-		e.LastEventAt, e.LastPublicationAt = timePtr(lastEvent), timePtr(lastPub)
-		e.ActivatedAt, e.ArchivedAt = timePtr(activated), timePtr(archived)
-		e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
 		var cu int64
 		if connUpdated.Valid {
 			cu = connUpdated.Time.UnixNano()
 		}
-		a.EmailEndpoint = e
+		a.EmailEndpoint = es.endpoint()
 		a.CredentialVersion = fmt.Sprintf("%s/%d/%s|%s/%d|%d|%d", secretID.String, secretVersion.Int64, secretStatus.String,
 			connStatus.String, cu, grants, installs)
 		return a, nil
