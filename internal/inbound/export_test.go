@@ -29,3 +29,6 @@ func SetReceiveFault(f func(tx *sql.Tx, deliveryID string) error) {
 	}
 	receiveFault.Store(&f)
 }
+
+// Bounded is bounded, for tests that set many inboxes up in parallel.
+func Bounded(limit, n int, fn func(i int)) { bounded(limit, n, fn) }

@@ -8,12 +8,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/inbound"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -185,17 +185,4 @@ func rssOf(status string) int64 {
 
 // eightAtATime runs f(0) … f(n-1), eight at a time, and waits for all:
 // inbox setup through the API in parallel without flooding the server.
-func eightAtATime(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			f(i)
-		}()
-	}
-	wg.Wait()
-}
+func eightAtATime(n int, f func(i int)) { inbound.Bounded(8, n, f) }
