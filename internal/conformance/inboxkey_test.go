@@ -73,7 +73,7 @@ func TestInboxScopedKey(t *testing.T) {
 			t.Fatalf("the refused reconnect changed the inbox: %v", after)
 		}
 		// Its own key reconnects.
-		e.Board.JSON("POST", "/api/email/inboxes/"+e.ep+"/reconnect", map[string]any{"apiKey": ownKey, "receiveMode": "websocket"}, 200)
+		e.Reconnect(t, e.ep, map[string]any{"apiKey": ownKey, "receiveMode": "websocket"})
 		e.waitReceiving()
 		// The provider enforces the scope too: the key cannot read the other inbox.
 		if _, err := e.provider(ownKey).GetInbox(context.Background(), other); err == nil {

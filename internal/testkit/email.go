@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
@@ -83,6 +84,27 @@ func (e *EmailEnv) Control(t testing.TB, endpointID, action string) map[string]a
 			_ = json.Unmarshal(body, &out)
 		}
 		return st == 200
+	})
+	return out
+}
+
+// Reconnect reconnects an inbox with body and returns the summary,
+// retrying only the 409 the server answers while an email operation holds
+// the inbox ("retry shortly", by design); any other status fails the test.
+func (e *EmailEnv) Reconnect(t testing.TB, endpointID string, body map[string]any) map[string]any {
+	t.Helper()
+	var out map[string]any
+	Eventually(t, 30*time.Second, "inbox reconnect", func() bool {
+		st, raw := e.Board.Do("POST", "/api/email/inboxes/"+endpointID+"/reconnect", body)
+		switch st {
+		case http.StatusOK:
+			_ = json.Unmarshal(raw, &out)
+			return true
+		case http.StatusConflict:
+			return false
+		}
+		t.Fatalf("reconnect: status %d: %s", st, raw)
+		return false
 	})
 	return out
 }
