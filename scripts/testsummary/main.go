@@ -30,6 +30,7 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64
 }
 
 // counts are the results of one kind of test.
@@ -65,7 +66,19 @@ type summary struct {
 	// outside a test, a timeout or a TestMain failure.
 	brokenPackages []string
 	results        int
+	// slowest are the top-level tests that took longest, slowest first,
+	// so a suite creeping toward CI's time limit shows where its time goes.
+	slowest []timed
 }
+
+// timed is one top-level test and its duration in seconds.
+type timed struct {
+	name    string
+	seconds float64
+}
+
+// slowestShown is how many of the slowest top-level tests a pass lists.
+const slowestShown = 12
 
 // read consumes the stream, writing the readable log to log.
 func read(in io.Reader, log io.Writer) (summary, error) {
@@ -74,6 +87,7 @@ func read(in io.Reader, log io.Writer) (summary, error) {
 	final := map[key]string{}
 	failedTests := map[string]bool{}
 	failedPkgs := map[string]bool{}
+	var tops []timed
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -109,6 +123,9 @@ func read(in io.Reader, log io.Writer) (summary, error) {
 				continue
 			}
 			final[k] = ev.Action
+			if !strings.Contains(ev.Test, "/") {
+				tops = append(tops, timed{ev.Package + " " + ev.Test, ev.Elapsed})
+			}
 			if ev.Action == "fail" {
 				failedTests[ev.Package] = true
 			}
@@ -164,6 +181,8 @@ func read(in io.Reader, log io.Writer) (summary, error) {
 		}
 	}
 	sort.Strings(s.brokenPackages)
+	sort.SliceStable(tops, func(i, j int) bool { return tops[i].seconds > tops[j].seconds })
+	s.slowest = tops[:min(len(tops), slowestShown)]
 	return s, nil
 }
 
@@ -198,6 +217,12 @@ func main() {
 		if err := appendTally(*tally, *pass, s); err != nil {
 			fmt.Fprintln(os.Stderr, "testsummary:", err)
 			os.Exit(2)
+		}
+		if len(s.slowest) > 0 {
+			fmt.Printf("slowest tests of the %s pass:\n", *pass)
+			for _, t := range s.slowest {
+				fmt.Printf("  %7.1f s  %s\n", t.seconds, t.name)
+			}
 		}
 		for _, p := range s.brokenPackages {
 			fmt.Printf("FAIL %s: the package failed outside any test (build error, panic or timeout)\n", p)

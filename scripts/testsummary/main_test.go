@@ -101,3 +101,24 @@ func TestReport(t *testing.T) {
 		t.Fatalf("report (failed=%v):\n%s\nwant:\n%s", failed, out.String(), want)
 	}
 }
+
+// The slowest top-level tests are listed, slowest first; subtests are not.
+func TestReadListsTheSlowestTopLevelTests(t *testing.T) {
+	in := `{"Action":"pass","Package":"p","Test":"TestFast","Elapsed":0.5}` + "\n" +
+		`{"Action":"pass","Package":"p","Test":"TestSlow/sqlite","Elapsed":40}` + "\n" +
+		`{"Action":"pass","Package":"p","Test":"TestSlow","Elapsed":41}` + "\n" +
+		`{"Action":"fail","Package":"q","Test":"TestMid","Elapsed":7}` + "\n"
+	s, err := read(strings.NewReader(in), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []timed{{"p TestSlow", 41}, {"q TestMid", 7}, {"p TestFast", 0.5}}
+	if len(s.slowest) != len(want) {
+		t.Fatalf("slowest: %v, want %v", s.slowest, want)
+	}
+	for i := range want {
+		if s.slowest[i] != want[i] {
+			t.Fatalf("slowest: %v, want %v", s.slowest, want)
+		}
+	}
+}
