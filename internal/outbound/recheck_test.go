@@ -8,6 +8,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
@@ -65,6 +66,16 @@ func TestUncheckableSendsWaitInsteadOfFailing(t *testing.T) {
 				}
 				exec(tc.repair)
 				repaired = true
+				// The recheck is 5 s away; bring it forward rather than wait.
+				p, err := e.Store.GetPublication(ctx, e.DB, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				now := e.Store.Now()
+				if err := e.Store.SetPublicationState(ctx, e.DB, p.ID, domain.SendRetry, p.Error, &now); err != nil {
+					t.Fatal(err)
+				}
+				e.Outbound.Notify()
 				e.waitOutcome(key, "sent", "delivered")
 				var found bool
 				for _, m := range e.Em.Outbox("client@example.com", "") {

@@ -187,6 +187,9 @@ func TestTransientFailuresRetryWithTheSameKey(t *testing.T) {
 	}
 	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
+			// Each fault has its own server, emulator and databases, and
+			// spends its time waiting out a backoff or a timeout.
+			t.Parallel()
 			dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 				e := newSendEnvMode(t, url, "webhook")
 				f.fault.Match = emulator.FaultMatch{Operation: "send_message"}

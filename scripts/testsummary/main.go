@@ -219,7 +219,7 @@ func main() {
 			os.Exit(2)
 		}
 		if len(s.slowest) > 0 {
-			fmt.Printf("slowest tests of the %s pass:\n", *pass)
+			fmt.Println("slowest tests of this pass:")
 			for _, t := range s.slowest {
 				fmt.Printf("  %7.1f s  %s\n", t.seconds, t.name)
 			}
@@ -259,7 +259,7 @@ func appendTally(path, pass string, s summary) error {
 }
 
 // printReport prints, for the tally file, one line per pass other than
-// "test" (such as the race pass), then one line per kind of the "test"
+// "test" (such as the fuzz pass), then one line per kind of the "test"
 // pass (sqlite, postgres, other), then the total of everything. It reports
 // whether anything failed.
 func printReport(path string, out io.Writer) (bool, error) {
