@@ -196,7 +196,7 @@ func (s *Store) CountDeliveriesInState(ctx context.Context, q db.Querier, endpoi
 // ExistingDeduplicationKeys returns which of keys are already admitted for
 // the endpoint, so a catch-up scan skips messages it has seen.
 func (s *Store) ExistingDeduplicationKeys(ctx context.Context, q db.Querier, endpointID string, keys []string) (map[string]bool, error) {
-	return existingAmong(ctx, q, "check admitted email events", "email_deliveries", "deduplication_key", endpointID, keys)
+	return s.existingAmong(ctx, q, "check admitted email events", "email_deliveries", "deduplication_key", endpointID, keys)
 }
 
 // ListDeliveriesByConversation returns the deliveries bound to a

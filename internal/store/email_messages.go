@@ -55,7 +55,7 @@ func (s *Store) InsertEmailMessage(ctx context.Context, q db.Querier, m *domain.
 // RetainedMessageIDs returns which of the provider message ids the endpoint
 // already retains.
 func (s *Store) RetainedMessageIDs(ctx context.Context, q db.Querier, endpointID string, ids []string) (map[string]bool, error) {
-	return existingAmong(ctx, q, "check retained email", "email_messages", "provider_message_id", endpointID, ids)
+	return s.existingAmong(ctx, q, "check retained email", "email_messages", "provider_message_id", endpointID, ids)
 }
 
 // ListEmailMessages returns a conversation's retained mail in thread order.

@@ -205,22 +205,40 @@ func insertedOrExisting[T any](res sql.Result, v *T, existing func() (T, error))
 }
 
 // existingAmong returns which of values already stand in column of an
-// endpoint's rows of table (both fixed by the caller, never input), in one
-// query per 200 values.
-func existingAmong(ctx context.Context, q db.Querier, what, table, column, endpointID string, values []string) (map[string]bool, error) {
+// endpoint's rows of table (both fixed by the caller, never input; the
+// pair must be a unique key), in one query per 200 values.
+//
+// Why two shapes: on PostgreSQL an IN list lets the planner use only
+// endpoint_id as the index condition and filter every row of the endpoint
+// (it does so on a table autovacuum has not analyzed yet, such as a new
+// install's first minutes: measured 0.6 ms per lookup at 600 rows,
+// growing with the table). The lateral join with LIMIT 1 can only be run
+// as one unique-index probe per value, whatever the statistics say, and
+// it is one prepared statement whatever the number of values. SQLite's
+// planner probes the unique index for an IN list.
+func (s *Store) existingAmong(ctx context.Context, q db.Querier, what, table, column, endpointID string, values []string) (map[string]bool, error) {
 	out := map[string]bool{}
+	scan := func(r rowScanner) (string, error) {
+		var v string
+		return v, r.Scan(&v)
+	}
 	for start := 0; start < len(values); start += 200 {
 		chunk := values[start:min(start+200, len(values))]
-		args := []any{endpointID}
-		ph := make([]string, len(chunk))
-		for i, v := range chunk {
-			args = append(args, v)
-			ph[i] = fmt.Sprintf("$%d", i+2)
+		var found []string
+		var err error
+		if s.DB.Dialect == db.Postgres {
+			found, err = queryAll(ctx, q, what, scan, `SELECT k.v FROM unnest($2::text[]) AS k(v)
+				CROSS JOIN LATERAL (SELECT 1 FROM `+table+` t WHERE t.endpoint_id = $1 AND t.`+column+` = k.v LIMIT 1) hit`,
+				endpointID, chunk)
+		} else {
+			args := []any{endpointID}
+			ph := make([]string, len(chunk))
+			for i, v := range chunk {
+				args = append(args, v)
+				ph[i] = fmt.Sprintf("$%d", i+2)
+			}
+			found, err = queryAll(ctx, q, what, scan, `SELECT `+column+` FROM `+table+` WHERE endpoint_id = $1 AND `+column+` IN (`+strings.Join(ph, ", ")+`)`, args...)
 		}
-		found, err := queryAll(ctx, q, what, func(r rowScanner) (string, error) {
-			var v string
-			return v, r.Scan(&v)
-		}, `SELECT `+column+` FROM `+table+` WHERE endpoint_id = $1 AND `+column+` IN (`+strings.Join(ph, ", ")+`)`, args...)
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,6 +64,41 @@ func TestStore(t *testing.T) {
 			}
 			return i
 		}
+
+		// Which of a set of keys an endpoint already holds: one query per
+		// 200 keys, other endpoints' rows never count.
+		t.Run("ExistingDeduplicationKeys", func(t *testing.T) {
+			b := setup(t)
+			other := setup(t)
+			var keys []string
+			for i := range 450 {
+				keys = append(keys, fmt.Sprintf("message.received:m%d", i))
+			}
+			for _, i := range []int{0, 199, 200, 449} {
+				if _, err := st.InsertDelivery(b.ctx, d, delivery(b, fmt.Sprintf("ev%d", i), keys[i], "t1")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := st.InsertDelivery(b.ctx, d, delivery(other, "ev5", keys[5], "t1")); err != nil {
+				t.Fatal(err)
+			}
+			got, err := st.ExistingDeduplicationKeys(b.ctx, d, b.ep.ID, append(keys, keys[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]bool{keys[0]: true, keys[199]: true, keys[200]: true, keys[449]: true}
+			if len(got) != len(want) {
+				t.Fatalf("existing keys: %v, want %v", got, want)
+			}
+			for k := range want {
+				if !got[k] {
+					t.Fatalf("existing keys: %v, want %v", got, want)
+				}
+			}
+			if got, err := st.ExistingDeduplicationKeys(b.ctx, d, b.ep.ID, nil); err != nil || len(got) != 0 {
+				t.Fatalf("no keys: %v %v", got, err)
+			}
+		})
 
 		t.Run("InsertDelivery", func(t *testing.T) {
 			t.Run("DeduplicatesByProviderEventID", func(t *testing.T) {
