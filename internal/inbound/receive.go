@@ -194,33 +194,34 @@ type receiveResult struct {
 func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult, error) {
 	var r receiveResult
 	err := in.it.gate.tx(ctx, w, func(tx *sql.Tx) error {
-		cur, err := w.fenceEndpoint(ctx, tx, in.l, threadLockKey(in.ep.ID, in.msg.ThreadID))
+		cur, d, err := w.fenceEndpointDelivery(ctx, tx, in.l, threadLockKey(in.ep.ID, in.msg.ThreadID), in.it.d.ID)
 		if err != nil {
 			return err
 		}
-		r, err = w.receiveBody(ctx, tx, cur, in)
+		r, err = w.receiveBody(ctx, tx, cur, d, in)
 		return err
 	})
 	return r, err
 }
 
-// fenceEndpoint is fence with lockKey followed by activeEndpointTx, in one
-// round trip on PostgreSQL (store.Lease.FenceLockedEndpoint).
-func (w *Worker) fenceEndpoint(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey string) (domain.EmailEndpoint, error) {
+// fenceEndpointDelivery is fence with lockKey, activeEndpointTx and
+// lockDelivery of deliveryID, in one round trip on PostgreSQL
+// (store.Lease.FenceLockedEndpointDelivery).
+func (w *Worker) fenceEndpointDelivery(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey, deliveryID string) (domain.EmailEndpoint, store.EmailDelivery, error) {
 	if w.stopping.Load() {
-		return domain.EmailEndpoint{}, errLeaseLost
+		return domain.EmailEndpoint{}, store.EmailDelivery{}, errLeaseLost
 	}
-	cur, err := l.FenceLockedEndpoint(ctx, tx, lockKey)
+	cur, d, err := l.FenceLockedEndpointDelivery(ctx, tx, lockKey, deliveryID)
 	if errors.Is(err, store.ErrLeaseLost) {
-		return cur, errLeaseLost
+		return cur, d, errLeaseLost
 	}
 	if err != nil {
-		return cur, err
+		return cur, d, err
 	}
 	if cur.Status != domain.EndpointActive {
-		return cur, errInboxStopped
+		return cur, d, errInboxStopped
 	}
-	return cur, nil
+	return cur, d, nil
 }
 
 // activeEndpointTx reads the inbox's whole row under the share lock of a
@@ -238,7 +239,8 @@ func (w *Worker) activeEndpointTx(ctx context.Context, tx *sql.Tx, endpointID st
 }
 
 // receiveBody receives one delivery inside a transaction that holds its
-// thread's fence, cur being the inbox's row as of that transaction: it
+// thread's fence and the delivery's row lock (locked being that row), cur
+// being the inbox's row as of that transaction: it
 // binds our own sent messages to their sends, then follows decide until
 // the message is filtered, handed over as a receipt, kept as context or
 // woken for. A message that wakes the agent is woken right here, before
@@ -246,7 +248,7 @@ func (w *Worker) activeEndpointTx(ctx context.Context, tx *sql.Tx, endpointID st
 // the delivery's final state commit together or not at all. If the wake
 // fails, only the wake is rolled back (to a savepoint) and the mail
 // commits with the wake pending, for retryWake.
-func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, in receiveInput) (r receiveResult, err error) {
+func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, locked store.EmailDelivery, in receiveInput) (r receiveResult, err error) {
 	ep, it, msg := in.ep, in.it, in.msg
 	receipts := w.o.Receipts
 	if f := receiveFault.Load(); f != nil {
@@ -254,7 +256,8 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEn
 			return r, err
 		}
 	}
-	d, ev, err := w.lockDelivery(ctx, tx, it.d.ID)
+	d := locked
+	ev, err := decodeEvent(d)
 	if err != nil {
 		return r, err
 	}

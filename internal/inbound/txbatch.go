@@ -177,7 +177,11 @@ func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chun
 					}
 					cur = &c
 				}
-				res, err := w.receiveBody(ctx, tx, *cur, in)
+				d, err := w.st.GetDelivery(ctx, tx, in.it.d.ID, true)
+				if err != nil {
+					return err
+				}
+				res, err := w.receiveBody(ctx, tx, *cur, d, in)
 				if err != nil {
 					return err
 				}

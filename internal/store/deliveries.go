@@ -41,26 +41,43 @@ const deliveryCols = `id, company_id, endpoint_id, conversation_id, provider_eve
 	admission_to_wake_ms, created_at, updated_at`
 
 func scanDelivery(row rowScanner) (EmailDelivery, error) {
-	var d EmailDelivery
-	var conv, thread, redacted sql.NullString
-	var event []byte
-	var next, processed sql.NullTime
-	var a2w sql.NullInt64
-	err := row.Scan(&d.ID, &d.CompanyID, &d.EndpointID, &conv, &d.ProviderEventID, &d.DeduplicationKey, &d.EventKind,
-		&d.Source, &thread, &event, &d.State, &d.Attempts, &redacted, &next, &d.ReceivedAt, &processed, &a2w,
-		&d.CreatedAt, &d.UpdatedAt)
-	if err != nil {
-		return d, err
+	var ds deliveryScan
+	if err := row.Scan(ds.dests()...); err != nil {
+		return EmailDelivery{}, err
 	}
-	d.ConversationID, d.ProviderThreadID, d.RedactedError = conv.String, thread.String, redacted.String
-	d.NormalizedEvent = rawJSON(event)
-	d.NextAttemptAt, d.ProcessedAt = timePtr(next), timePtr(processed)
-	if a2w.Valid {
-		v := a2w.Int64
+	return ds.delivery(), nil
+}
+
+// deliveryScan receives the deliveryCols of one row, for scanDelivery and
+// for queries that select them after other columns.
+type deliveryScan struct {
+	d                      EmailDelivery
+	conv, thread, redacted sql.NullString
+	event                  []byte
+	next, processed        sql.NullTime
+	a2w                    sql.NullInt64
+}
+
+// dests are the scan destinations of deliveryCols, in order.
+func (ds *deliveryScan) dests() []any {
+	d := &ds.d
+	return []any{&d.ID, &d.CompanyID, &d.EndpointID, &ds.conv, &d.ProviderEventID, &d.DeduplicationKey, &d.EventKind,
+		&d.Source, &ds.thread, &ds.event, &d.State, &d.Attempts, &ds.redacted, &ds.next, &d.ReceivedAt, &ds.processed, &ds.a2w,
+		&d.CreatedAt, &d.UpdatedAt}
+}
+
+// delivery is the scanned row.
+func (ds *deliveryScan) delivery() EmailDelivery {
+	d := ds.d
+	d.ConversationID, d.ProviderThreadID, d.RedactedError = ds.conv.String, ds.thread.String, ds.redacted.String
+	d.NormalizedEvent = rawJSON(ds.event)
+	d.NextAttemptAt, d.ProcessedAt = timePtr(ds.next), timePtr(ds.processed)
+	if ds.a2w.Valid {
+		v := ds.a2w.Int64
 		d.AdmissionToWakeMs = &v
 	}
 	d.ReceivedAt, d.CreatedAt, d.UpdatedAt = d.ReceivedAt.UTC(), d.CreatedAt.UTC(), d.UpdatedAt.UTC()
-	return d, nil
+	return d
 }
 
 // InsertDelivery admits d into the inbound queue. The insert is

@@ -215,6 +215,10 @@ func TestStore(t *testing.T) {
 			})
 			t.Run("FenceFailsAfterExpiry", func(t *testing.T) {
 				b := setup(t)
+				dl := delivery(b, "ev1", "message.received:m1", "t1")
+				if _, err := st.InsertDelivery(b.ctx, d, dl); err != nil {
+					t.Fatal(err)
+				}
 				l, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, store.ThreadLeaseKey("t1"), "one", time.Minute)
 				if err != nil || l == nil {
 					t.Fatalf("take: %v %v", l, err)
@@ -232,6 +236,20 @@ func TestStore(t *testing.T) {
 								t.Fatalf("fenced inbox: %+v, want %s", ep, b.ep.ID)
 							}
 							return err
+						case "delivery", "missing delivery":
+							// The fence with the inbox and the delivery
+							// row: the same answers, and the delivery
+							// (missing: ErrNotFound once the fence holds).
+							id := dl.ID
+							if lockKey == "missing delivery" {
+								id = store.NewID()
+							}
+							ep, got, err := l.FenceLockedEndpointDelivery(b.ctx, tx, "email:lock", id)
+							if err == nil && (ep.ID != b.ep.ID || got.ID != dl.ID || got.DeduplicationKey != dl.DeduplicationKey ||
+								got.ProviderThreadID != "t1") {
+								t.Fatalf("fenced inbox and delivery: %+v %+v, want %s %+v", ep, got, b.ep.ID, dl)
+							}
+							return err
 						}
 						return l.FenceLocked(b.ctx, tx, lockKey)
 					})
@@ -244,6 +262,12 @@ func TestStore(t *testing.T) {
 				}
 				if err := fence("endpoint"); err != nil {
 					t.Fatalf("fence with the inbox while held: %v", err)
+				}
+				if err := fence("delivery"); err != nil {
+					t.Fatalf("fence with the inbox and delivery while held: %v", err)
+				}
+				if err := fence("missing delivery"); !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("fence with a missing delivery: %v, want ErrNotFound", err)
 				}
 				b.advance(2 * time.Minute) // past the TTL renewed by the fences
 				if err := fence(""); !errors.Is(err, store.ErrLeaseLost) {
@@ -261,6 +285,9 @@ func TestStore(t *testing.T) {
 				}
 				if err := fence("endpoint"); !errors.Is(err, store.ErrLeaseLost) {
 					t.Fatalf("fence with the inbox of the lost lease: %v", err)
+				}
+				if err := fence("delivery"); !errors.Is(err, store.ErrLeaseLost) {
+					t.Fatalf("fence with the inbox and delivery of the lost lease: %v", err)
 				}
 				// The old holder's release must not free the successor's lease.
 				if err := l.Release(b.ctx); err != nil {
