@@ -274,21 +274,25 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEn
 			}
 		}
 	}
-	// The task's status comes with the conversation (one round trip).
-	// It is read without a lock, as the reopen rule needs (see
-	// Store.IssueStatus); the wake's own state guard re-reads it.
-	conv, status, err := w.st.ConversationByThreadWithStatus(ctx, tx, ep.ID, msg.ThreadID)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return r, err
-	}
-	known := err == nil
+	// The conversation, the task's status, whether one of our sends
+	// produced this message and which thread messages are retained come
+	// in one read (one round trip on PostgreSQL), after the sent messages
+	// are bound and before anything is retained. The status is read
+	// without a lock, as the reopen rule needs (see Store.IssueStatus);
+	// the wake's own state guard re-reads it.
 	mine := own(msg, ep.Address, false)
 	if !mine {
-		if mine, err = w.ourPublication(ctx, tx, ep, msg); err != nil {
+		if mine, err = w.claimedPublication(ctx, tx, msg); err != nil {
 			return r, err
 		}
 	}
-	f := facts{receipt: !in.received, known: known, automatic: automatic(msg), own: mine, status: status}
+	tf, err := w.st.ReadThreadFacts(ctx, tx, ep.ID, ep.CompanyID, msg.ThreadID, msg.MessageID, !mine, messageIDs(in.threadMsgs, msg))
+	if err != nil {
+		return r, err
+	}
+	conv, retained := tf.Conversation, tf.Retained
+	mine = mine || tf.Published
+	f := facts{receipt: !in.received, known: tf.Known, automatic: automatic(msg), own: mine, status: tf.Status}
 	commentID := ""
 	for {
 		a := decide(f)
@@ -302,7 +306,7 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEn
 				}
 			}
 			if f.known {
-				if _, err := w.retainAll(ctx, tx, ep, conv, []*agentmail.Message{msg}, in.prep, "", ""); err != nil {
+				if _, err := w.retainAll(ctx, tx, ep, conv, []*agentmail.Message{msg}, retained, in.prep, "", ""); err != nil {
 					return r, err
 				}
 				d.ConversationID = conv.ID
@@ -321,7 +325,7 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEn
 			}
 			f.known = true
 		case actRetain:
-			if commentID, f.claimed, err = w.retainAndClaim(ctx, tx, ep, conv, in, d.ID); err != nil {
+			if commentID, f.claimed, err = w.retainAndClaim(ctx, tx, ep, conv, in, retained, d.ID); err != nil {
 				return r, err
 			}
 			f.retained = true
@@ -343,9 +347,9 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEn
 // delivery of the same message holds the claim; commentID is the
 // message's task comment either way.
 func (w *Worker) retainAndClaim(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
-	in receiveInput, deliveryID string) (commentID string, claimed bool, err error) {
+	in receiveInput, retained map[string]bool, deliveryID string) (commentID string, claimed bool, err error) {
 	msg := in.msg
-	commentID, err = w.retainAll(ctx, tx, ep, conv, in.threadMsgs, in.prep, msg.MessageID, deliveryID)
+	commentID, err = w.retainAll(ctx, tx, ep, conv, in.threadMsgs, retained, in.prep, msg.MessageID, deliveryID)
 	if err != nil {
 		return "", false, err
 	}
@@ -440,29 +444,30 @@ func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbo
 	return out, nil
 }
 
-// ourPublication reports whether msg is the provider message of one of
-// our publications: the one its header names, else any send of the
-// company's inboxes that produced this provider message id (a provider or
-// relay may drop our header). The header is forgeable and only picks the
-// row to compare; the provider message id recorded when our send was
+// claimedPublication reports whether msg is the provider message of the
+// publication its header names. The header is forgeable and only picks
+// the row to compare; the provider message id recorded when our send was
 // accepted decides, so an outside sender copying a publication id it saw
-// in our mail is still a sender.
-func (w *Worker) ourPublication(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, msg *agentmail.Message) (bool, error) {
-	if msg.MessageID == "" {
+// in our mail is still a sender. When it says no, ReadThreadFacts asks
+// whether any send of the company's inboxes produced this provider
+// message id (a provider or relay may drop our header).
+func (w *Worker) claimedPublication(ctx context.Context, tx *sql.Tx, msg *agentmail.Message) (bool, error) {
+	id, ok := publicationClaim(msg)
+	if msg.MessageID == "" || !ok {
 		return false, nil
 	}
-	if id, ok := publicationClaim(msg); ok {
-		p, err := w.st.GetPublication(ctx, tx, id)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return false, err
-		}
-		if err == nil && p.ProviderMessageID == msg.MessageID {
-			return true, nil
-		}
-	}
-	_, err := w.st.CompanyPublicationByProviderMessage(ctx, tx, ep.CompanyID, msg.MessageID)
+	p, err := w.st.GetPublication(ctx, tx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
-	return err == nil, err
+	return err == nil && p.ProviderMessageID == msg.MessageID, err
+}
+
+// messageIDs are the provider ids of the thread's messages and of msg.
+func messageIDs(thread []*agentmail.Message, msg *agentmail.Message) []string {
+	ids := make([]string, 0, len(thread)+1)
+	for _, m := range thread {
+		ids = append(ids, m.MessageID)
+	}
+	return append(ids, msg.MessageID)
 }

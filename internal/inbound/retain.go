@@ -79,7 +79,9 @@ func (w *Worker) prepareAttachments(ctx context.Context, client *agentmail.Clien
 }
 
 // retainAll retains, oldest first, every message of msgs that the inbox
-// does not hold yet and the provider did not filter. Links are created
+// does not hold yet (have, read by the transaction's ReadThreadFacts;
+// nothing else in a receiving transaction retains mail) and the provider
+// did not filter. Links are created
 // without a delivery, except the link of the trigger message, which is
 // created already claimed by deliveryID (when both are set): that is the
 // same row ClaimMessageLink would produce, written by the insert itself so
@@ -89,15 +91,7 @@ func (w *Worker) prepareAttachments(ctx context.Context, client *agentmail.Clien
 // retained before, as context or by another delivery, and the caller claims
 // its existing link, which decides its one wake).
 func (w *Worker) retainAll(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
-	msgs []*agentmail.Message, prep map[string]*prepared, trigger, deliveryID string) (claimedComment string, err error) {
-	ids := make([]string, len(msgs))
-	for i, m := range msgs {
-		ids[i] = m.MessageID
-	}
-	have, err := w.st.RetainedMessageIDs(ctx, tx, ep.ID, ids)
-	if err != nil {
-		return "", err
-	}
+	msgs []*agentmail.Message, have map[string]bool, prep map[string]*prepared, trigger, deliveryID string) (claimedComment string, err error) {
 	for _, m := range msgs {
 		if have[m.MessageID] || providerFiltered(m) {
 			continue

@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -110,4 +113,97 @@ func (s *Store) SetConversationThread(ctx context.Context, q db.Querier, id, thr
 // GetConversation returns a conversation by id.
 func (s *Store) GetConversation(ctx context.Context, q db.Querier, id string) (domain.EmailConversation, error) {
 	return queryOne(ctx, q, "get email conversation", scanConversation, `SELECT `+conversationCols+` FROM email_conversations WHERE id = $1`, id)
+}
+
+// ThreadFacts is what a receiving transaction reads about a message and
+// its thread before it decides what to do (ReadThreadFacts).
+type ThreadFacts struct {
+	// Conversation is the endpoint's conversation of the thread, when
+	// Known; Status is its task's status, read without a lock (see
+	// IssueStatus).
+	Conversation domain.EmailConversation
+	Known        bool
+	Status       string
+	// Published reports that a send of the company's inboxes produced the
+	// message's provider id (asked only with checkPublished).
+	Published bool
+	// Retained are those of the asked message ids the endpoint retained.
+	Retained map[string]bool
+}
+
+// ReadThreadFacts reads ConversationByThreadWithStatus of threadID,
+// whether CompanyPublicationByProviderMessage finds messageID (when
+// checkPublished) and RetainedMessageIDs of ids: separate statements on
+// SQLite, one on PostgreSQL, where the three are independent reads of one
+// transaction's snapshot and each round trip costs both processes.
+func (s *Store) ReadThreadFacts(ctx context.Context, q db.Querier, endpointID, companyID, threadID, messageID string,
+	checkPublished bool, ids []string) (ThreadFacts, error) {
+	if s.DB.Dialect == db.Postgres && len(ids) <= 200 {
+		return s.readThreadFactsPostgres(ctx, q, endpointID, companyID, threadID, messageID, checkPublished, ids)
+	}
+	var f ThreadFacts
+	var err error
+	f.Conversation, f.Status, err = s.ConversationByThreadWithStatus(ctx, q, endpointID, threadID)
+	switch {
+	case err == nil:
+		f.Known = true
+	case !errors.Is(err, ErrNotFound):
+		return f, err
+	}
+	if checkPublished && messageID != "" {
+		_, err := s.CompanyPublicationByProviderMessage(ctx, q, companyID, messageID)
+		switch {
+		case err == nil:
+			f.Published = true
+		case !errors.Is(err, ErrNotFound):
+			return f, err
+		}
+	}
+	f.Retained, err = s.RetainedMessageIDs(ctx, q, endpointID, ids)
+	return f, err
+}
+
+// readThreadFactsPostgres is ReadThreadFacts in one statement: the
+// conversation by a left join on a one-row relation (so a thread without
+// one still returns its other facts), the publication as EXISTS, and the
+// retained ids as a JSON array of existingAmong's unique-index probes
+// (JSON, since database/sql scans no arrays; message ids are
+// sender-controlled text, so no delimiter would be safe).
+func (s *Store) readThreadFactsPostgres(ctx context.Context, q db.Querier, endpointID, companyID, threadID, messageID string,
+	checkPublished bool, ids []string) (ThreadFacts, error) {
+	var f ThreadFacts
+	var id, company, endpoint, issue, extConv, extThread, subject, state, status sql.NullString
+	var last, created sql.NullTime
+	var retained string
+	if ids == nil {
+		ids = []string{}
+	}
+	err := q.QueryRowContext(ctx, `SELECT c.id, c.company_id, c.endpoint_id, c.issue_id, c.external_conversation_id,
+		c.external_thread_id, c.subject, c.state, c.last_activity_at, c.created_at, i.status,
+		$5::boolean AND $4 <> '' AND EXISTS (SELECT 1 FROM email_publications p WHERE p.provider_message_id = $4
+			AND EXISTS (SELECT 1 FROM email_endpoints e WHERE e.id = p.endpoint_id AND e.company_id = $3)),
+		(SELECT COALESCE(json_agg(k.v), '[]')::text FROM unnest($6::text[]) AS k(v)
+			CROSS JOIN LATERAL (SELECT 1 FROM email_messages t WHERE t.endpoint_id = $1 AND t.provider_message_id = k.v LIMIT 1) hit)
+		FROM (SELECT 1) one
+		LEFT JOIN (email_conversations c JOIN issues i ON i.id = c.issue_id) ON c.endpoint_id = $1 AND c.external_thread_id = $2`,
+		endpointID, threadID, companyID, messageID, checkPublished, ids).Scan(&id, &company, &endpoint, &issue, &extConv,
+		&extThread, &subject, &state, &last, &created, &status, &f.Published, &retained)
+	if err != nil {
+		return f, fmt.Errorf("read thread facts: %w", err)
+	}
+	if id.Valid {
+		f.Known, f.Status = true, status.String
+		f.Conversation = domain.EmailConversation{ID: id.String, CompanyID: company.String, EndpointID: endpoint.String,
+			IssueID: issue.String, ExternalConversationID: extConv.String, ExternalThreadID: extThread.String,
+			Subject: subject.String, State: state.String, LastActivityAt: last.Time.UTC(), CreatedAt: created.Time.UTC()}
+	}
+	var list []string
+	if err := json.Unmarshal([]byte(retained), &list); err != nil {
+		return f, fmt.Errorf("read thread facts: retained ids: %w", err)
+	}
+	f.Retained = make(map[string]bool, len(list))
+	for _, v := range list {
+		f.Retained[v] = true
+	}
+	return f, nil
 }

@@ -362,6 +362,52 @@ func TestStore(t *testing.T) {
 			})
 		})
 
+		// The receiving transaction's reads in one call: the same facts
+		// from the one PostgreSQL statement as from SQLite's three.
+		t.Run("ReadThreadFacts", func(t *testing.T) {
+			b := setup(t)
+			f, err := st.ReadThreadFacts(b.ctx, d, b.ep.ID, b.company.ID, "t1", "m1", true, []string{"m1", "m2"})
+			if err != nil || f.Known || f.Published || len(f.Retained) != 0 {
+				t.Fatalf("empty thread: %+v %v", f, err)
+			}
+			i := issue(t, b, domain.IssueBacklog)
+			conv := domain.EmailConversation{CompanyID: b.company.ID, EndpointID: b.ep.ID, IssueID: i.ID, ExternalThreadID: "t1",
+				ExternalConversationID: "x", Subject: "Hello"}
+			if _, err := st.InsertConversation(b.ctx, d, &conv); err != nil {
+				t.Fatal(err)
+			}
+			msg := domain.EmailMessage{CompanyID: b.company.ID, EndpointID: b.ep.ID, ConversationID: conv.ID, ProviderMessageID: "m1",
+				ProviderThreadID: "t1", Direction: "inbound", Timestamp: time.Now()}
+			if _, err := st.InsertEmailMessage(b.ctx, d, &msg); err != nil {
+				t.Fatal(err)
+			}
+			pub := store.EmailPublication{ID: store.NewID(), CompanyID: b.company.ID, EndpointID: b.ep.ID, ConversationID: conv.ID,
+				IssueID: i.ID, Request: []byte(`{}`), Actor: []byte(`{}`), Digest: "d"}
+			if err := st.InsertPublication(b.ctx, d, &pub); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.MarkPublished(b.ctx, d, pub.ID, "m2", "t1"); err != nil {
+				t.Fatal(err)
+			}
+			f, err = st.ReadThreadFacts(b.ctx, d, b.ep.ID, b.company.ID, "t1", "m2", true, []string{"m1", "m2", "it's \"odd\", {x}"})
+			if err != nil || !f.Known || f.Conversation.ID != conv.ID || f.Conversation.IssueID != i.ID || f.Conversation.Subject != "Hello" ||
+				f.Status != domain.IssueBacklog || !f.Published || len(f.Retained) != 1 || !f.Retained["m1"] {
+				t.Fatalf("known thread: %+v %v", f, err)
+			}
+			if f, err := st.ReadThreadFacts(b.ctx, d, b.ep.ID, b.company.ID, "t1", "m2", false, nil); err != nil || f.Published || len(f.Retained) != 0 {
+				t.Fatalf("without the publication check: %+v %v", f, err)
+			}
+			if f, err := st.ReadThreadFacts(b.ctx, d, b.ep.ID, b.company.ID, "t1", "m3", true, nil); err != nil || f.Published {
+				t.Fatalf("a message no send produced: %+v %v", f, err)
+			}
+			// Another company's send of the same provider id is not ours.
+			other := setup(t)
+			if f, err := st.ReadThreadFacts(b.ctx, d, other.ep.ID, other.company.ID, "t1", "m2", true, []string{"m1"}); err != nil ||
+				f.Known || f.Published || len(f.Retained) != 0 {
+				t.Fatalf("another company's inbox: %+v %v", f, err)
+			}
+		})
+
 		t.Run("MessageLink", func(t *testing.T) {
 			t.Run("ClaimedByOneDelivery", func(t *testing.T) {
 				b := setup(t)
