@@ -239,7 +239,7 @@ func (w *Worker) activeEndpointTx(ctx context.Context, tx *sql.Tx, endpointID st
 }
 
 // receiveBody receives one delivery inside a transaction that holds its
-// thread's fence and the delivery's row lock (locked being that row), cur
+// thread's fence and the delivery's row lock (d being that row), cur
 // being the inbox's row as of that transaction: it
 // binds our own sent messages to their sends, then follows decide until
 // the message is filtered, handed over as a receipt, kept as context or
@@ -248,7 +248,7 @@ func (w *Worker) activeEndpointTx(ctx context.Context, tx *sql.Tx, endpointID st
 // the delivery's final state commit together or not at all. If the wake
 // fails, only the wake is rolled back (to a savepoint) and the mail
 // commits with the wake pending, for retryWake.
-func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, locked store.EmailDelivery, in receiveInput) (r receiveResult, err error) {
+func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, d store.EmailDelivery, in receiveInput) (r receiveResult, err error) {
 	ep, it, msg := in.ep, in.it, in.msg
 	receipts := w.o.Receipts
 	if f := receiveFault.Load(); f != nil {
@@ -256,7 +256,6 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEn
 			return r, err
 		}
 	}
-	d := locked
 	ev, err := decodeEvent(d)
 	if err != nil {
 		return r, err
