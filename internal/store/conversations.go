@@ -135,7 +135,9 @@ type ThreadFacts struct {
 // whether CompanyPublicationByProviderMessage finds messageID (when
 // checkPublished) and RetainedMessageIDs of ids: separate statements on
 // SQLite, one on PostgreSQL, where the three are independent reads of one
-// transaction's snapshot and each round trip costs both processes.
+// transaction's snapshot and each round trip costs both processes (a
+// thread of more than 200 messages takes the separate statements there
+// too, so existingAmong chunks its keys).
 func (s *Store) ReadThreadFacts(ctx context.Context, q db.Querier, endpointID, companyID, threadID, messageID string,
 	checkPublished bool, ids []string) (ThreadFacts, error) {
 	if s.DB.Dialect == db.Postgres && len(ids) <= 200 {
