@@ -184,8 +184,7 @@ func (s *Store) readThreadFactsPostgres(ctx context.Context, q db.Querier, endpo
 		c.external_thread_id, c.subject, c.state, c.last_activity_at, c.created_at, i.status,
 		$5::boolean AND $4 <> '' AND EXISTS (SELECT 1 FROM email_publications p WHERE p.provider_message_id = $4
 			AND EXISTS (SELECT 1 FROM email_endpoints e WHERE e.id = p.endpoint_id AND e.company_id = $3)),
-		(SELECT COALESCE(json_agg(k.v), '[]')::text FROM unnest($6::text[]) AS k(v)
-			CROSS JOIN LATERAL (SELECT 1 FROM email_messages t WHERE t.endpoint_id = $1 AND t.provider_message_id = k.v LIMIT 1) hit)
+		(SELECT COALESCE(json_agg(k.v), '[]')::text `+probeKeys("email_messages", "provider_message_id", "$1", "$6")+`)
 		FROM (SELECT 1) one
 		LEFT JOIN (email_conversations c JOIN issues i ON i.id = c.issue_id) ON c.endpoint_id = $1 AND c.external_thread_id = $2`,
 		endpointID, threadID, companyID, messageID, checkPublished, ids).Scan(&id, &company, &endpoint, &issue, &extConv,

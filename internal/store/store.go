@@ -227,9 +227,7 @@ func (s *Store) existingAmong(ctx context.Context, q db.Querier, what, table, co
 		var found []string
 		var err error
 		if s.DB.Dialect == db.Postgres {
-			found, err = queryAll(ctx, q, what, scan, `SELECT k.v FROM unnest($2::text[]) AS k(v)
-				CROSS JOIN LATERAL (SELECT 1 FROM `+table+` t WHERE t.endpoint_id = $1 AND t.`+column+` = k.v LIMIT 1) hit`,
-				endpointID, chunk)
+			found, err = queryAll(ctx, q, what, scan, `SELECT k.v `+probeKeys(table, column, "$1", "$2"), endpointID, chunk)
 		} else {
 			args := []any{endpointID}
 			ph := make([]string, len(chunk))
@@ -247,6 +245,15 @@ func (s *Store) existingAmong(ctx context.Context, q db.Querier, what, table, co
 		}
 	}
 	return out, nil
+}
+
+// probeKeys is the FROM clause of existingAmong's PostgreSQL shape: the
+// values of the text array parameter keys (as k.v) that stand in column of
+// the rows of table whose endpoint_id is the parameter endpoint, one
+// unique-index probe per value.
+func probeKeys(table, column, endpoint, keys string) string {
+	return `FROM unnest(` + keys + `::text[]) AS k(v) CROSS JOIN LATERAL (SELECT 1 FROM ` + table + ` t
+		WHERE t.endpoint_id = ` + endpoint + ` AND t.` + column + ` = k.v LIMIT 1) hit`
 }
 
 // execOne runs a statement that must touch a row: a failure is wrapped with
