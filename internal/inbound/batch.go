@@ -20,6 +20,9 @@ type item struct {
 	// gate bounds the inbox's concurrent processing transactions (see
 	// Timing.TxConcurrency); shared by every item of a batch.
 	gate txGate
+	// listing is the thread listing shared by the items of one provider
+	// thread in a batch (see fetchThread); nil keeps none.
+	listing *threadListing
 }
 
 // txGate bounds how many processing transactions of one inbox run at once.
@@ -68,6 +71,7 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 	// Group by provider thread, keeping admission order inside each group.
 	var order []string
 	groups := map[string][]*item{}
+	listings := map[string]*threadListing{}
 	for _, it := range items {
 		thread := it.d.ProviderThreadID
 		if thread == "" && it.msg != nil {
@@ -87,7 +91,9 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 		}
 		if _, ok := groups[gk]; !ok {
 			order = append(order, gk)
+			listings[gk] = &threadListing{}
 		}
+		it.listing = listings[gk]
 		groups[gk] = append(groups[gk], it)
 	}
 

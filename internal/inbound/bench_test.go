@@ -77,10 +77,12 @@ func benchPipeline(b *testing.B, dialect db.Dialect) {
 	bi := newBenchInbox(b, dialect)
 	b.StartTimer()
 	cpu := startCPU(b, pgHandle(bi.ee))
+	reads := bi.restReads()
 	res := bi.burst(b, "bench", benchEmails, benchThreads)
 	cpu.report(b, benchEmails, "email")
 	b.StopTimer()
 	b.ReportMetric(res.rate, "emails/s")
+	b.ReportMetric(float64(bi.restReads()-reads)/benchEmails, "rest-reads/email")
 	b.ReportMetric(0, "ns/op")
 	report(b, "admit", res.admit)
 	report(b, "process", res.process)
@@ -107,6 +109,12 @@ func newBenchInbox(b *testing.B, dialect db.Dialect) *benchInbox {
 	bi := &benchInbox{ee: ee, epID: sum["id"].(string), address: sum["address"].(string)}
 	testkit.Eventually(b, wait, "socket", func() bool { return ee.Inbound.SocketCaughtUp(bi.epID) })
 	return bi
+}
+
+// restReads counts the provider REST requests the server made for the
+// inbox so far (message, thread and attachment reads).
+func (bi *benchInbox) restReads() int {
+	return len(bi.ee.Em.Requests("/v0/inboxes/" + bi.address + "/"))
 }
 
 // stages are per-email latencies in milliseconds (see BenchmarkInbound).

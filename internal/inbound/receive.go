@@ -73,7 +73,7 @@ func (w *Worker) prepareReceive(ctx context.Context, ep domain.EmailEndpoint, cl
 	if providerFiltered(msg) || ep.ActivationAt == nil || (received && beforeCutoff(receiptTime(msg), *ep.ActivationAt)) {
 		return in, true, w.finishFiltered(ctx, l, it.d.ID)
 	}
-	threadMsgs, err := w.fetchThread(ctx, client, ep.Address, msg)
+	threadMsgs, err := w.fetchThread(ctx, client, ep.Address, msg, it.listing)
 	if err != nil {
 		return in, false, err
 	}
@@ -411,13 +411,43 @@ func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpo
 
 // fetchThread returns the thread's messages of this inbox, oldest first,
 // following every page; the triggering message is included even if the
-// thread listing lags behind it.
-func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbox string, msg *agentmail.Message) ([]*agentmail.Message, error) {
+// thread listing lags behind it. A listing already fetched for an earlier
+// delivery of the same thread in this batch (l, nil when none is kept) is
+// used again when it holds msg: items of one thread are handled in order
+// by one goroutine, and a listing that holds msg is one a fetch made now
+// could have returned, so each delivery sees its message in context, as
+// before, for one provider read per thread rather than per delivery.
+func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbox string, msg *agentmail.Message, l *threadListing) ([]*agentmail.Message, error) {
+	listing, ok := l.lookup(msg)
+	if !ok {
+		var err error
+		if listing, err = w.listThread(ctx, client, inbox, msg.ThreadID); err != nil {
+			return nil, err
+		}
+		l.keep(msg.ThreadID, listing)
+	}
+	out := make([]*agentmail.Message, 0, len(listing)+1)
+	found := false
+	for _, m := range listing {
+		if m.MessageID == msg.MessageID {
+			m, found = msg, true
+		}
+		out = append(out, m)
+	}
+	if !found {
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+// listThread reads every page of the provider thread: its messages of this
+// inbox, cleaned, each once, oldest first.
+func (w *Worker) listThread(ctx context.Context, client *agentmail.Client, inbox, threadID string) ([]*agentmail.Message, error) {
 	var out []*agentmail.Message
 	seen := map[string]bool{}
 	token := ""
 	for range 100 {
-		t, err := client.GetThread(ctx, inbox, msg.ThreadID, agentmail.ThreadParams{Limit: 100, PageToken: token})
+		t, err := client.GetThread(ctx, inbox, threadID, agentmail.ThreadParams{Limit: 100, PageToken: token})
 		if err != nil {
 			return nil, err
 		}
@@ -427,9 +457,6 @@ func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbo
 				continue
 			}
 			seen[m.MessageID] = true
-			if m.MessageID == msg.MessageID {
-				m = msg
-			}
 			out = append(out, m)
 		}
 		if t.NextPageToken == "" {
@@ -437,10 +464,36 @@ func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbo
 		}
 		token = t.NextPageToken
 	}
-	if !seen[msg.MessageID] {
-		out = append(out, msg)
-	}
 	return out, nil
+}
+
+// threadListing keeps the last listing of one provider thread for the
+// later deliveries of that thread in the same batch. It is used by one
+// goroutine at a time (a thread's items run in order); a nil listing keeps
+// nothing.
+type threadListing struct {
+	threadID string
+	msgs     []*agentmail.Message
+	has      map[string]bool
+}
+
+// lookup returns the kept listing when it is of msg's thread and holds msg.
+func (l *threadListing) lookup(msg *agentmail.Message) ([]*agentmail.Message, bool) {
+	if l == nil || l.has == nil || l.threadID != msg.ThreadID || !l.has[msg.MessageID] {
+		return nil, false
+	}
+	return l.msgs, true
+}
+
+// keep records a fresh listing of threadID.
+func (l *threadListing) keep(threadID string, msgs []*agentmail.Message) {
+	if l == nil {
+		return
+	}
+	l.threadID, l.msgs, l.has = threadID, msgs, make(map[string]bool, len(msgs))
+	for _, m := range msgs {
+		l.has[m.MessageID] = true
+	}
 }
 
 // claimedPublication reports whether msg is the provider message of the

@@ -1,0 +1,105 @@
+package inbound
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/emulator"
+)
+
+// A thread's later deliveries in the same batch use the listing an earlier
+// one fetched when it already holds their message (one provider read per
+// thread, not per delivery), a message the listing lacks makes a fresh
+// read that includes it, and each delivery's own message object is the
+// one in its context.
+func TestThreadListingIsReadOncePerThreadInABatch(t *testing.T) {
+	ctx := context.Background()
+	em, err := emulator.Start(ctx, emulator.Options{APIKeys: []string{"am_listing_key"}, DeliveryDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = em.Close() })
+	client, err := agentmail.New(agentmail.Options{BaseURL: em.APIURL(), APIKey: "am_listing_key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox, err := client.CreateInbox(ctx, agentmail.CreateInboxRequest{Username: "listing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(replyTo string) *agentmail.Message {
+		t.Helper()
+		res, err := em.Deliver(inbox.InboxID, emulator.DeliverRequest{From: "a@example.com", Subject: "Listing", Text: "hi", InReplyTo: replyTo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := client.GetMessage(ctx, inbox.InboxID, res.MessageID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cleanMessage(m)
+	}
+	threadReads := func() int {
+		n := 0
+		for _, r := range em.Requests("/v0/inboxes/") {
+			if strings.Contains(r.Path, "/threads/") {
+				n++
+			}
+		}
+		return n
+	}
+	ids := func(ms []*agentmail.Message) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.MessageID)
+		}
+		return out
+	}
+	first := deliver("")
+	second := deliver(first.MessageID)
+	if first.ThreadID != second.ThreadID {
+		t.Fatalf("threads %s and %s", first.ThreadID, second.ThreadID)
+	}
+	w := &Worker{}
+	l := &threadListing{}
+	a, err := w.fetchThread(ctx, client, inbox.InboxID, first, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := w.fetchThread(ctx, client, inbox.InboxID, second, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := threadReads(); got != 1 {
+		t.Fatalf("thread reads for two deliveries of one thread: %d, want 1", got)
+	}
+	if strings.Join(ids(a), ",") != first.MessageID+","+second.MessageID || strings.Join(ids(b), ",") != strings.Join(ids(a), ",") {
+		t.Fatalf("contexts %v and %v", ids(a), ids(b))
+	}
+	if a[0] != first || b[1] != second {
+		t.Fatal("a delivery's context does not hold its own message")
+	}
+
+	// A message newer than the kept listing is read afresh.
+	third := deliver(second.MessageID)
+	c, err := w.fetchThread(ctx, client, inbox.InboxID, third, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := threadReads(); got != 2 {
+		t.Fatalf("thread reads after a newer message: %d, want 2", got)
+	}
+	if len(c) != 3 || c[2] != third {
+		t.Fatalf("context of the newer message: %v", ids(c))
+	}
+
+	// Without a kept listing every delivery reads the thread.
+	if _, err := w.fetchThread(ctx, client, inbox.InboxID, first, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := threadReads(); got != 3 {
+		t.Fatalf("thread reads without a kept listing: %d, want 3", got)
+	}
+}
