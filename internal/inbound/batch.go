@@ -71,7 +71,6 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 	// Group by provider thread, keeping admission order inside each group.
 	var order []string
 	groups := map[string][]*item{}
-	listings := map[string]*threadListing{}
 	for _, it := range items {
 		thread := it.d.ProviderThreadID
 		if thread == "" && it.msg != nil {
@@ -89,11 +88,12 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 			// will be retried; it cannot be ordered against anything yet.
 			gk = "delivery:" + it.d.ID
 		}
-		if _, ok := groups[gk]; !ok {
+		if g, ok := groups[gk]; ok {
+			it.listing = g[0].listing
+		} else {
 			order = append(order, gk)
-			listings[gk] = &threadListing{}
+			it.listing = &threadListing{}
 		}
-		it.listing = listings[gk]
 		groups[gk] = append(groups[gk], it)
 	}
 

@@ -418,16 +418,26 @@ func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpo
 // could have returned, so each delivery sees its message in context, as
 // before, for one provider read per thread rather than per delivery.
 func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbox string, msg *agentmail.Message, l *threadListing) ([]*agentmail.Message, error) {
-	listing, ok := l.lookup(msg)
-	if !ok {
-		var err error
-		if listing, err = w.listThread(ctx, client, inbox, msg.ThreadID); err != nil {
-			return nil, err
+	if l != nil && l.threadID == msg.ThreadID {
+		if out, found := withMessage(l.msgs, msg); found {
+			return out, nil
 		}
-		l.keep(msg.ThreadID, listing)
 	}
-	out := make([]*agentmail.Message, 0, len(listing)+1)
-	found := false
+	listing, err := w.listThread(ctx, client, inbox, msg.ThreadID)
+	if err != nil {
+		return nil, err
+	}
+	if l != nil {
+		l.threadID, l.msgs = msg.ThreadID, listing
+	}
+	out, _ := withMessage(listing, msg)
+	return out, nil
+}
+
+// withMessage returns a copy of listing with msg in its place (appended
+// when listing lacks it, found false).
+func withMessage(listing []*agentmail.Message, msg *agentmail.Message) (out []*agentmail.Message, found bool) {
+	out = make([]*agentmail.Message, 0, len(listing)+1)
 	for _, m := range listing {
 		if m.MessageID == msg.MessageID {
 			m, found = msg, true
@@ -437,7 +447,7 @@ func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbo
 	if !found {
 		out = append(out, msg)
 	}
-	return out, nil
+	return out, found
 }
 
 // listThread reads every page of the provider thread: its messages of this
@@ -474,26 +484,6 @@ func (w *Worker) listThread(ctx context.Context, client *agentmail.Client, inbox
 type threadListing struct {
 	threadID string
 	msgs     []*agentmail.Message
-	has      map[string]bool
-}
-
-// lookup returns the kept listing when it is of msg's thread and holds msg.
-func (l *threadListing) lookup(msg *agentmail.Message) ([]*agentmail.Message, bool) {
-	if l == nil || l.has == nil || l.threadID != msg.ThreadID || !l.has[msg.MessageID] {
-		return nil, false
-	}
-	return l.msgs, true
-}
-
-// keep records a fresh listing of threadID.
-func (l *threadListing) keep(threadID string, msgs []*agentmail.Message) {
-	if l == nil {
-		return
-	}
-	l.threadID, l.msgs, l.has = threadID, msgs, make(map[string]bool, len(msgs))
-	for _, m := range msgs {
-		l.has[m.MessageID] = true
-	}
 }
 
 // claimedPublication reports whether msg is the provider message of the
