@@ -173,65 +173,64 @@ func (s *Service) Wakeup(ctx context.Context, agentID string, req WakeRequest) (
 }
 
 // WakeupTx is Wakeup inside the caller's transaction (the caller must call
-// Notify after commit).
+// Notify after commit). A created run's own audit entry and the caller's
+// (AlsoAudit) are written with the run, in one statement on PostgreSQL;
+// when no run was created, AlsoAudit's entry is still written, naming the
+// run that was returned.
 func (s *Service) WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req WakeRequest) (domain.Run, bool, error) {
-	run, created, own, err := s.wakeup(ctx, tx, agentID, req)
+	run, created, err := s.wakeup(ctx, tx, agentID, req)
 	if err != nil {
 		return domain.Run{}, false, err
 	}
-	entries := make([]*domain.Activity, 0, 2)
-	if own != nil {
-		entries = append(entries, own)
-	}
-	if req.AlsoAudit != nil {
+	if !created && req.AlsoAudit != nil {
 		a, err := req.AlsoAudit(run)
 		if err != nil {
 			return domain.Run{}, false, err
 		}
-		entries = append(entries, a)
-	}
-	if err := s.st.InsertActivities(ctx, tx, entries...); err != nil {
-		return domain.Run{}, false, err
+		if err := s.st.InsertActivity(ctx, tx, a); err != nil {
+			return domain.Run{}, false, err
+		}
 	}
 	return run, created, nil
 }
 
-// wakeup records the wake and returns its run, whether it created it, and
-// the audit entry of a created run (written by WakeupTx).
-func (s *Service) wakeup(ctx context.Context, tx *sql.Tx, agentID string, req WakeRequest) (domain.Run, bool, *domain.Activity, error) {
+// wakeup records the wake and returns its run and whether it created it;
+// a created run's audit entries (its own and AlsoAudit's) are written
+// with it.
+func (s *Service) wakeup(ctx context.Context, tx *sql.Tx, agentID string, req WakeRequest) (domain.Run, bool, error) {
 	if req.AllowRunCoalescing && req.IdempotencyKey != "" {
 		// The keyed run wins over coalescing into another queued run.
 		existing, err := s.st.RunByIdempotencyKey(ctx, tx, agentID, req.IdempotencyKey)
 		if err == nil {
-			return existing, false, nil, nil
+			return existing, false, nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
-			return domain.Run{}, false, nil, err
+			return domain.Run{}, false, err
 		}
 	}
 	agent, err := s.lockForWake(ctx, tx, agentID, req.AllowRunCoalescing)
 	if err != nil {
-		return domain.Run{}, false, nil, err
+		return domain.Run{}, false, err
 	}
 	issues := &issueReads{st: s.st, q: tx}
 	if req.IssueID != "" {
 		issue, err := issues.get(ctx, req.IssueID)
 		if err != nil {
-			return domain.Run{}, false, nil, err
+			return domain.Run{}, false, err
 		}
 		if issue.CompanyID != agent.CompanyID {
-			return domain.Run{}, false, nil, fmt.Errorf("wakeup: %w", &store.NotFoundError{Op: "issue", What: "issue"})
+			return domain.Run{}, false, fmt.Errorf("wakeup: %w", &store.NotFoundError{Op: "issue", What: "issue"})
 		}
 	}
 	refusal, err := s.refusal(ctx, issues, agent, req.IssueID, req.IssueStateGuard)
 	if err != nil {
-		return domain.Run{}, false, nil, err
+		return domain.Run{}, false, err
 	}
 	if refusal == "" && req.AllowRunCoalescing {
 		if q, err := s.st.QueuedRunFor(ctx, tx, agentID, req.IssueID); err == nil {
-			return q, false, nil, nil
+			return q, false, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
-			return domain.Run{}, false, nil, err
+			return domain.Run{}, false, err
 		}
 	}
 	run := domain.Run{CompanyID: agent.CompanyID, AgentID: agentID, IssueID: req.IssueID, Status: domain.RunQueued,
@@ -242,24 +241,31 @@ func (s *Service) wakeup(ctx context.Context, tx *sql.Tx, agentID string, req Wa
 		run.Status = domain.RunRefused
 		run.RefusalReason = refusal
 	}
-	created, err := s.st.InsertRun(ctx, tx, &run)
-	if err != nil {
-		return domain.Run{}, false, nil, err
-	}
-	if !created {
-		return run, false, nil, nil
-	}
 	action := "heartbeat.wakeup"
 	if refusal != "" {
 		action = "heartbeat.refused"
 	}
-	by := domain.ActivityActor{Kind: actorKind(req.RequestedByKind), ID: req.RequestedByID, AgentID: agentID}
-	own, err := store.AuditEntry(by, agent.CompanyID, action, "heartbeat_run", run.ID, map[string]any{"reason": req.Reason,
-		"source": req.Source, "refusalReason": refusal, "issueId": req.IssueID})
+	created, err := s.st.InsertRunAudited(ctx, tx, &run, func(run domain.Run) ([]*domain.Activity, error) {
+		by := domain.ActivityActor{Kind: actorKind(req.RequestedByKind), ID: req.RequestedByID, AgentID: agentID}
+		own, err := store.AuditEntry(by, agent.CompanyID, action, "heartbeat_run", run.ID, map[string]any{"reason": req.Reason,
+			"source": req.Source, "refusalReason": refusal, "issueId": req.IssueID})
+		if err != nil {
+			return nil, err
+		}
+		entries := []*domain.Activity{own}
+		if req.AlsoAudit != nil {
+			a, err := req.AlsoAudit(run)
+			if err != nil {
+				return nil, err
+			}
+			entries = append(entries, a)
+		}
+		return entries, nil
+	})
 	if err != nil {
-		return domain.Run{}, false, nil, err
+		return domain.Run{}, false, err
 	}
-	return run, true, own, nil
+	return run, created, nil
 }
 
 // lockForWake reads the agent for a wake under the lock the wake needs. A

@@ -28,18 +28,24 @@ func scanActivity(row rowScanner) (domain.Activity, error) {
 // InsertActivity appends an audit entry. Callers pass their transaction so
 // the entry commits or rolls back with the change it records.
 func (s *Store) InsertActivity(ctx context.Context, q db.Querier, a *domain.Activity) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO activity_log (`+activityCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
+		activityArgs(s, a)...)
+	if err != nil {
+		return fmt.Errorf("insert activity: %w", err)
+	}
+	return nil
+}
+
+// activityArgs gives a its id and time (and {} details when it has none)
+// and returns its 11 column values in activityCols order.
+func activityArgs(s *Store, a *domain.Activity) []any {
 	a.ID = NewID()
 	a.CreatedAt = s.Now()
 	if len(a.Details) == 0 {
 		a.Details = []byte(`{}`)
 	}
-	_, err := q.ExecContext(ctx, `INSERT INTO activity_log (`+activityCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
-		a.ID, nullString(a.CompanyID), a.ActorKind, a.ActorID, nullString(a.AgentID), nullString(a.RunID),
-		a.Action, a.EntityType, a.EntityID, string(a.Details), a.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("insert activity: %w", err)
-	}
-	return nil
+	return []any{a.ID, nullString(a.CompanyID), a.ActorKind, a.ActorID, nullString(a.AgentID), nullString(a.RunID),
+		a.Action, a.EntityType, a.EntityID, string(a.Details), a.CreatedAt}
 }
 
 // InsertActivities appends several audit entries in one statement, in
@@ -55,18 +61,12 @@ func (s *Store) InsertActivities(ctx context.Context, q db.Querier, acts ...*dom
 	sb.WriteString(`INSERT INTO activity_log (` + activityCols + `) VALUES `)
 	args := make([]any, 0, 11*len(acts))
 	for i, a := range acts {
-		a.ID = NewID()
-		a.CreatedAt = s.Now()
-		if len(a.Details) == 0 {
-			a.Details = []byte(`{}`)
-		}
 		if i > 0 {
 			sb.WriteString(",")
 		}
 		n := len(args)
 		fmt.Fprintf(&sb, "($%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9, n+10, n+11)
-		args = append(args, a.ID, nullString(a.CompanyID), a.ActorKind, a.ActorID, nullString(a.AgentID), nullString(a.RunID),
-			a.Action, a.EntityType, a.EntityID, string(a.Details), a.CreatedAt)
+		args = append(args, activityArgs(s, a)...)
 	}
 	if _, err := q.ExecContext(ctx, sb.String(), args...); err != nil {
 		return fmt.Errorf("insert activity: %w", err)

@@ -60,6 +60,24 @@ func scanRun(row rowScanner) (domain.Run, error) {
 // already used for the agent, nothing is inserted and the existing run is
 // returned with created=false.
 func (s *Store) InsertRun(ctx context.Context, q db.Querier, r *domain.Run) (created bool, err error) {
+	res, err := q.ExecContext(ctx, insertRunSQL, s.runArgs(r)...)
+	if err != nil {
+		return false, fmt.Errorf("insert run: %w", err)
+	}
+	return insertedOrExisting(res, r, func() (domain.Run, error) {
+		return s.RunByIdempotencyKey(ctx, q, r.AgentID, r.IdempotencyKey)
+	})
+}
+
+const insertRunSQL = `INSERT INTO heartbeat_runs (id, company_id, agent_id, issue_id, status, wake_source, wake_reason,
+		wake_comment_id, idempotency_key, payload, context_snapshot, issue_state_guard, refusal_reason, attempt, retry_of_run_id,
+		requested_by_kind, requested_by_id, created_at, finished_at, updated_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$18)
+		ON CONFLICT (agent_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
+
+// runArgs gives r its id and times and returns the arguments of
+// insertRunSQL.
+func (s *Store) runArgs(r *domain.Run) []any {
 	r.ID = NewID()
 	r.CreatedAt = s.Now()
 	r.UpdatedAt = r.CreatedAt
@@ -75,20 +93,64 @@ func (s *Store) InsertRun(ctx context.Context, q db.Querier, r *domain.Run) (cre
 		finished = r.CreatedAt
 		r.FinishedAt = &r.CreatedAt
 	}
-	res, err := q.ExecContext(ctx, `INSERT INTO heartbeat_runs (id, company_id, agent_id, issue_id, status, wake_source, wake_reason,
-		wake_comment_id, idempotency_key, payload, context_snapshot, issue_state_guard, refusal_reason, attempt, retry_of_run_id,
-		requested_by_kind, requested_by_id, created_at, finished_at, updated_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$18)
-		ON CONFLICT (agent_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
-		r.ID, r.CompanyID, r.AgentID, nullString(r.IssueID), r.Status, r.WakeSource, r.WakeReason, nullString(r.WakeCommentID),
+	return []any{r.ID, r.CompanyID, r.AgentID, nullString(r.IssueID), r.Status, r.WakeSource, r.WakeReason, nullString(r.WakeCommentID),
 		nullString(r.IdempotencyKey), nullJSON(r.Payload), nullJSON(r.ContextSnapshot), guard, nullString(r.RefusalReason),
-		r.Attempt, nullString(r.RetryOfRunID), r.RequestedByKind, r.RequestedByID, r.CreatedAt, finished)
+		r.Attempt, nullString(r.RetryOfRunID), r.RequestedByKind, r.RequestedByID, r.CreatedAt, finished}
+}
+
+// InsertRunAudited is InsertRun that also appends the audit entries of a
+// new run: audit builds them from r as it is about to be inserted (id and
+// times set), before the insert. When the key was already used nothing is
+// appended and r is the existing run (created=false). On PostgreSQL the
+// run and its entries are one round trip.
+func (s *Store) InsertRunAudited(ctx context.Context, q db.Querier, r *domain.Run, audit func(domain.Run) ([]*domain.Activity, error)) (created bool, err error) {
+	args := s.runArgs(r)
+	acts, err := audit(*r)
 	if err != nil {
+		return false, err
+	}
+	if s.DB.Dialect != db.Postgres || len(acts) == 0 {
+		res, err := q.ExecContext(ctx, insertRunSQL, args...)
+		if err != nil {
+			return false, fmt.Errorf("insert run: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return insertedOrExisting(res, r, func() (domain.Run, error) {
+				return s.RunByIdempotencyKey(ctx, q, r.AgentID, r.IdempotencyKey)
+			})
+		}
+		return true, s.InsertActivities(ctx, q, acts...)
+	}
+	// Why one statement is safe: the entries are selected FROM the run
+	// insert's RETURNING, so they are written exactly when the run is
+	// (a conflicting key inserts neither), and nothing else in it reads
+	// what another part writes. The count of runs says which happened.
+	var sb strings.Builder
+	sb.WriteString(`WITH r AS (` + insertRunSQL + ` RETURNING id), a AS (INSERT INTO activity_log (` + activityCols + `) `)
+	for i, a := range acts {
+		if i > 0 {
+			sb.WriteString(` UNION ALL `)
+		}
+		n := len(args)
+		// Explicit types: a parameter in a SELECT list is otherwise text.
+		fmt.Fprintf(&sb, `SELECT $%d::text, $%d::text, $%d::text, $%d::text, $%d::text, $%d::text, $%d::text, $%d::text, $%d::text, $%d::jsonb, $%d::timestamptz FROM r`,
+			n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9, n+10, n+11)
+		args = append(args, activityArgs(s, a)...)
+	}
+	sb.WriteString(`) SELECT COUNT(*) FROM r`)
+	var n int
+	if err := q.QueryRowContext(ctx, sb.String(), args...).Scan(&n); err != nil {
 		return false, fmt.Errorf("insert run: %w", err)
 	}
-	return insertedOrExisting(res, r, func() (domain.Run, error) {
-		return s.RunByIdempotencyKey(ctx, q, r.AgentID, r.IdempotencyKey)
-	})
+	if n == 1 {
+		return true, nil
+	}
+	cur, err := s.RunByIdempotencyKey(ctx, q, r.AgentID, r.IdempotencyKey)
+	if err != nil {
+		return false, err
+	}
+	*r = cur
+	return false, nil
 }
 
 // RunByIdempotencyKey returns the agent's run created with key.

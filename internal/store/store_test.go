@@ -76,6 +76,61 @@ func TestRunIdempotencyAndTokenLifecycle(t *testing.T) {
 	})
 }
 
+func TestInsertRunAuditedWritesEntriesOnlyWithANewRun(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		st := store.New(d)
+		c, _ := st.CreateCompany(ctx, d, "C", "")
+		a := domain.Agent{CompanyID: c.ID, Name: "a", AdapterType: "process"}
+		if err := st.CreateAgent(ctx, d, &a); err != nil {
+			t.Fatal(err)
+		}
+		entries := func(run domain.Run) ([]*domain.Activity, error) {
+			var out []*domain.Activity
+			for _, action := range []string{"test.one", "test.two"} {
+				e, err := store.AuditEntry(domain.ActivityActor{Kind: "system"}, c.ID, action, "heartbeat_run", run.ID,
+					map[string]any{"runId": run.ID})
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, e)
+			}
+			return out, nil
+		}
+		guard := &domain.IssueStateGuard{}
+		r1 := domain.Run{CompanyID: c.ID, AgentID: a.ID, Status: domain.RunRefused, RefusalReason: "agent_paused",
+			IdempotencyKey: "k", Payload: []byte(`{"x":1}`), IssueStateGuard: guard}
+		if created, err := st.InsertRunAudited(ctx, d, &r1, entries); err != nil || !created {
+			t.Fatalf("first: created=%v err=%v", created, err)
+		}
+		got, err := st.GetRun(ctx, d, r1.ID)
+		if err != nil || got.Status != domain.RunRefused || got.FinishedAt == nil || got.RefusalReason != "agent_paused" {
+			t.Fatalf("stored run: %+v %v", got, err)
+		}
+		r2 := domain.Run{CompanyID: c.ID, AgentID: a.ID, Status: domain.RunQueued, IdempotencyKey: "k"}
+		created, err := st.InsertRunAudited(ctx, d, &r2, entries)
+		if err != nil || created || r2.ID != r1.ID || r2.Status != domain.RunRefused {
+			t.Fatalf("repeated key: created=%v id=%s want %s status=%s err=%v", created, r2.ID, r1.ID, r2.Status, err)
+		}
+		acts, err := st.ListActivity(ctx, d, c.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range acts {
+			if e.EntityType == "heartbeat_run" {
+				n++
+				if e.EntityID != r1.ID || string(e.Details) == "" {
+					t.Fatalf("entry of another run: %+v", e)
+				}
+			}
+		}
+		if n != 2 {
+			t.Fatalf("want the first run's 2 entries only, got %d", n)
+		}
+	})
+}
+
 func TestTimesRoundTripInUTC(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d *db.DB) {
 		ctx := context.Background()
