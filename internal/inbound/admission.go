@@ -90,9 +90,24 @@ func finished(d store.EmailDelivery) bool {
 
 // finishTx moves a delivery to a final state (processed or filtered).
 func (w *Worker) finishTx(ctx context.Context, tx *sql.Tx, d *store.EmailDelivery, state domain.DeliveryState) error {
+	return w.finishTouching(ctx, tx, d, state, convTouch{})
+}
+
+// convTouch is the conversation activity recorded with a delivery's
+// update (store.UpdateDeliveryTouching): the conversation and its new
+// state ("" keeps it). The zero value touches nothing.
+type convTouch struct{ id, state string }
+
+// update writes d and records t, in one round trip on PostgreSQL.
+func (t convTouch) update(ctx context.Context, w *Worker, tx *sql.Tx, d *store.EmailDelivery) error {
+	return w.st.UpdateDeliveryTouching(ctx, tx, d, t.id, t.state)
+}
+
+// finishTouching is finishTx that also records t.
+func (w *Worker) finishTouching(ctx context.Context, tx *sql.Tx, d *store.EmailDelivery, state domain.DeliveryState, t convTouch) error {
 	now := w.st.Now()
 	d.State, d.ProcessedAt, d.NextAttemptAt, d.RedactedError = state, &now, nil, ""
-	return w.st.UpdateDelivery(ctx, tx, d)
+	return t.update(ctx, w, tx, d)
 }
 
 // AdmitRaw normalizes a raw WebSocket frame or webhook body and admits it

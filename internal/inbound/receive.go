@@ -370,7 +370,8 @@ func (w *Worker) retainAndClaim(ctx context.Context, tx *sql.Tx, ep domain.Email
 }
 
 // recordTx finishes a retained message: the task and comment ids on the
-// delivery, the conversation's activity and, for a wake, the wake itself
+// delivery, the conversation's activity (written with the delivery) and,
+// for a wake, the wake itself
 // under a savepoint (wakeInTx). When the wake fails the delivery stays in
 // processing with the wake pending.
 func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, conv domain.EmailConversation, msg *agentmail.Message,
@@ -378,15 +379,15 @@ func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpo
 	ev.IssueID, ev.CommentID = conv.IssueID, commentID
 	d.ConversationID, d.ProviderThreadID = conv.ID, msg.ThreadID
 	d.NextAttemptAt, d.RedactedError = nil, ""
-	convState := ""
+	// The conversation's activity is written with the delivery's final
+	// update (one round trip on PostgreSQL): by the wake when it succeeds,
+	// else below, since a failed wake rolls its update back.
+	touch := convTouch{id: conv.ID}
 	if wake {
-		convState = "active"
-	}
-	if err := w.st.TouchConversation(ctx, tx, conv.ID, convState); err != nil {
-		return err
+		touch.state = "active"
 	}
 	if wake {
-		woke, wakeErr, err := w.wakeInTx(ctx, tx, cur, *d, ev)
+		woke, wakeErr, err := w.wakeInTx(ctx, tx, cur, *d, ev, touch)
 		if err != nil {
 			return err
 		}
@@ -403,10 +404,10 @@ func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpo
 	r.ev = ev
 	if wake {
 		d.State, r.state = domain.DeliveryProcessing, domain.DeliveryProcessing
-		return w.st.UpdateDelivery(ctx, tx, d)
+		return touch.update(ctx, w, tx, d)
 	}
 	r.state = domain.DeliveryProcessed
-	return w.finishTx(ctx, tx, d, domain.DeliveryProcessed)
+	return w.finishTouching(ctx, tx, d, domain.DeliveryProcessed, touch)
 }
 
 // fetchThread returns the thread's messages of this inbox, oldest first,

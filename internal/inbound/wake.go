@@ -32,12 +32,13 @@ type wakeResult struct {
 
 // wake is the one wake of a retained delivery, inside tx: the active-inbox
 // re-check on cur (the endpoint row as of this transaction), the delivery's
-// final state with admissionToWakeMs, the wake request and its audit entry.
+// final state with admissionToWakeMs (and the conversation activity touch,
+// in the same statement), the wake request and its audit entry.
 // The wake request comes last: it share-locks the agent row (a pause waits
 // for it), so the statements run while holding it are kept to the minimum;
 // the email audit entry is written with the wake's own. Its idempotency key is the
 // delivery's, so a repeated wake after a failure is the same wake.
-func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, d store.EmailDelivery, ev deliveryEvent) (wakeResult, error) {
+func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, d store.EmailDelivery, ev deliveryEvent, touch convTouch) (wakeResult, error) {
 	wakeFn := w.wakeRequest()
 	if wakeFn == nil {
 		return wakeResult{}, errors.New("no wake function configured")
@@ -55,7 +56,7 @@ func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint,
 	ms := a2w.Milliseconds()
 	d.State, d.ProcessedAt, d.AdmissionToWakeMs = domain.DeliveryProcessed, &now, &ms
 	d.NextAttemptAt, d.RedactedError = nil, ""
-	if err := w.st.UpdateDelivery(ctx, tx, &d); err != nil {
+	if err := touch.update(ctx, w, tx, &d); err != nil {
 		return wakeResult{}, err
 	}
 	req := WakeRequestFor(cur, d.ID, ev.IssueID, ev.CommentID)
@@ -76,10 +77,10 @@ func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint,
 // state before the wake (one extra round trip, the price of keeping
 // retention and wake in one commit without losing the retained mail to a
 // failed wake). err is a failure that must abort the transaction.
-func (w *Worker) wakeInTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, d store.EmailDelivery, ev deliveryEvent) (res wakeResult, wakeErr, err error) {
+func (w *Worker) wakeInTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, d store.EmailDelivery, ev deliveryEvent, touch convTouch) (res wakeResult, wakeErr, err error) {
 	wakeErr, err = db.Savepoint(ctx, tx, "inbound_wake", func() error {
 		var err error
-		res, err = w.wake(ctx, tx, cur, d, ev)
+		res, err = w.wake(ctx, tx, cur, d, ev, touch)
 		return err
 	})
 	return res, wakeErr, err
@@ -104,7 +105,7 @@ func (w *Worker) retryWake(ctx context.Context, l *store.Lease, it *item) error 
 		if err != nil {
 			return err
 		}
-		woke, err := w.wake(ctx, tx, cur, d, ev)
+		woke, err := w.wake(ctx, tx, cur, d, ev, convTouch{})
 		if err != nil {
 			return err
 		}

@@ -174,18 +174,49 @@ func (s *Store) ListDeliveries(ctx context.Context, q db.Querier, endpointID str
 
 // UpdateDelivery writes the worker-owned columns of d.
 func (s *Store) UpdateDelivery(ctx context.Context, q db.Querier, d *EmailDelivery) error {
+	if _, err := q.ExecContext(ctx, updateDeliverySQL, s.deliveryUpdateArgs(d)...); err != nil {
+		return fmt.Errorf("update email delivery: %w", err)
+	}
+	return nil
+}
+
+const updateDeliverySQL = `UPDATE email_deliveries SET conversation_id = $2, provider_thread_id = $3,
+		normalized_event = $4, state = $5, attempts = $6, redacted_error = $7, next_attempt_at = $8, processed_at = $9,
+		admission_to_wake_ms = $10, updated_at = $11 WHERE id = $1`
+
+// updateDeliveryTouchingPostgres is TouchConversation ($12 the
+// conversation, $13 its new state or NULL to keep it) and UpdateDelivery
+// as one statement. Why this is safe: the two updates touch different
+// tables and neither reads what the other writes.
+const updateDeliveryTouchingPostgres = `WITH c AS (UPDATE email_conversations SET last_activity_at = $11, updated_at = $11,
+		state = COALESCE($13, state) WHERE id = $12) ` + updateDeliverySQL
+
+func (s *Store) deliveryUpdateArgs(d *EmailDelivery) []any {
 	d.UpdatedAt = s.Now()
 	var a2w any
 	if d.AdmissionToWakeMs != nil {
 		a2w = *d.AdmissionToWakeMs
 	}
-	_, err := q.ExecContext(ctx, `UPDATE email_deliveries SET conversation_id = $2, provider_thread_id = $3,
-		normalized_event = $4, state = $5, attempts = $6, redacted_error = $7, next_attempt_at = $8, processed_at = $9,
-		admission_to_wake_ms = $10, updated_at = $11 WHERE id = $1`,
-		d.ID, nullString(d.ConversationID), nullString(d.ProviderThreadID), string(d.NormalizedEvent), string(d.State),
-		d.Attempts, nullString(d.RedactedError), nullTime(d.NextAttemptAt), nullTime(d.ProcessedAt), a2w, d.UpdatedAt)
-	if err != nil {
-		return fmt.Errorf("update email delivery: %w", err)
+	return []any{d.ID, nullString(d.ConversationID), nullString(d.ProviderThreadID), string(d.NormalizedEvent), string(d.State),
+		d.Attempts, nullString(d.RedactedError), nullTime(d.NextAttemptAt), nullTime(d.ProcessedAt), a2w, d.UpdatedAt}
+}
+
+// UpdateDeliveryTouching is UpdateDelivery that also records activity on
+// conversation convID as TouchConversation does (convState "" keeps its
+// state); an empty convID touches nothing. On PostgreSQL it is one round
+// trip.
+func (s *Store) UpdateDeliveryTouching(ctx context.Context, q db.Querier, d *EmailDelivery, convID, convState string) error {
+	if convID == "" {
+		return s.UpdateDelivery(ctx, q, d)
+	}
+	if s.DB.Dialect != db.Postgres {
+		if err := s.TouchConversation(ctx, q, convID, convState); err != nil {
+			return err
+		}
+		return s.UpdateDelivery(ctx, q, d)
+	}
+	if _, err := q.ExecContext(ctx, updateDeliveryTouchingPostgres, append(s.deliveryUpdateArgs(d), convID, nullString(convState))...); err != nil {
+		return fmt.Errorf("update email delivery and conversation: %w", err)
 	}
 	return nil
 }

@@ -629,6 +629,50 @@ func TestStore(t *testing.T) {
 				t.Fatalf("endpoint: %+v %v", got, err)
 			}
 		})
+		// A delivery's update that also records conversation activity
+		// (one statement on PostgreSQL, two on SQLite): both rows change,
+		// "" keeps the conversation's state, no conversation touches none.
+		t.Run("UpdateDeliveryTouching", func(t *testing.T) {
+			b := setup(t)
+			i := issue(t, b, domain.IssueTodo)
+			conv := domain.EmailConversation{CompanyID: b.company.ID, EndpointID: b.ep.ID, IssueID: i.ID, ExternalThreadID: "t1",
+				ExternalConversationID: "x", Subject: "Hello", State: "waiting"}
+			if _, err := st.InsertConversation(b.ctx, d, &conv); err != nil {
+				t.Fatal(err)
+			}
+			before, err := st.GetConversation(b.ctx, d, conv.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dl := delivery(b, "ev1", "message.received:m1", "t1")
+			if _, err := st.InsertDelivery(b.ctx, d, dl); err != nil {
+				t.Fatal(err)
+			}
+			step := func(state domain.DeliveryState, convID, convState, wantConvState string) {
+				t.Helper()
+				b.advance(time.Minute)
+				dl.State, dl.ConversationID = state, conv.ID
+				if err := st.UpdateDeliveryTouching(b.ctx, d, dl, convID, convState); err != nil {
+					t.Fatal(err)
+				}
+				got, err := st.GetDelivery(b.ctx, d, dl.ID, false)
+				if err != nil || got.State != state || got.ConversationID != conv.ID {
+					t.Fatalf("delivery: %+v %v", got, err)
+				}
+				c, err := st.GetConversation(b.ctx, d, conv.ID)
+				if err != nil || c.State != wantConvState {
+					t.Fatalf("conversation state %q, want %q (%v)", c.State, wantConvState, err)
+				}
+				moved := c.LastActivityAt.After(before.LastActivityAt)
+				if moved != (convID != "") {
+					t.Fatalf("last activity %v -> %v with convID %q", before.LastActivityAt, c.LastActivityAt, convID)
+				}
+				before = c
+			}
+			step(domain.DeliveryProcessing, conv.ID, "", "waiting")
+			step(domain.DeliveryProcessed, conv.ID, "active", "active")
+			step(domain.DeliveryProcessed, "", "", "active")
+		})
 		t.Run("EndpointProblemThrottleAndClear", func(t *testing.T) {
 			b := setup(t)
 			facts := func() store.EndpointHealthFacts {
