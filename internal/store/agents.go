@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -82,6 +83,36 @@ func (s *Store) AgentShared(ctx context.Context, tx *sql.Tx, id string) (domain.
 	}
 	return queryOne(ctx, tx, "get agent", scanAgent, `SELECT `+agentCols+` FROM agents WHERE id = $1`+suffix, id)
 }
+
+// AgentSharedWithIssue is AgentShared and GetIssue(issueID) together: on
+// PostgreSQL one statement (a join, the share lock on the agent row only),
+// the wake's reads in one round trip. A missing agent or issue is read
+// again separately, so the error names which one is missing.
+func (s *Store) AgentSharedWithIssue(ctx context.Context, tx *sql.Tx, agentID, issueID string) (domain.Agent, domain.Issue, error) {
+	if s.DB.Dialect == db.Postgres {
+		var is domain.Issue
+		a, err := scanAgent(joinedRow{tx.QueryRowContext(ctx, agentWithIssuePostgres, agentID, issueID), func(rest rowScanner) error {
+			var err error
+			is, err = scanIssue(rest)
+			return err
+		}})
+		if err == nil {
+			return a, is, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return a, is, fmt.Errorf("get agent and issue: %w", err)
+		}
+	}
+	a, err := s.AgentShared(ctx, tx, agentID)
+	if err != nil {
+		return a, domain.Issue{}, err
+	}
+	is, err := s.GetIssue(ctx, tx, issueID)
+	return a, is, err
+}
+
+var agentWithIssuePostgres = `SELECT ` + prefixCols("a.", agentCols) + `, ` + prefixCols("i.", issueCols) +
+	` FROM agents a JOIN issues i ON i.id = $2 WHERE a.id = $1 FOR SHARE OF a`
 
 // UpdateAgent writes every mutable field of a.
 func (s *Store) UpdateAgent(ctx context.Context, q db.Querier, a *domain.Agent) error {

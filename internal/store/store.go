@@ -157,6 +157,37 @@ func notFound(what string, err error) error {
 // rowScanner is satisfied by *sql.Row and *sql.Rows.
 type rowScanner interface{ Scan(...any) error }
 
+// joinedRow scans one row holding two records side by side (a join) with
+// their own scan functions: Scan receives the first record's
+// destinations, then runs second with a scanner that receives the rest
+// and scans the whole row at once. The first scan function's decoding
+// runs after both records are read.
+type joinedRow struct {
+	row    rowScanner
+	second func(rowScanner) error
+}
+
+// Scan implements rowScanner.
+func (j joinedRow) Scan(first ...any) error {
+	return j.second(scanFunc(func(rest ...any) error { return j.row.Scan(append(first, rest...)...) }))
+}
+
+// scanFunc adapts a function to rowScanner.
+type scanFunc func(...any) error
+
+// Scan implements rowScanner.
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
+// prefixCols qualifies a comma-separated column list with a table alias
+// ("a." + each column).
+func prefixCols(alias, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = alias + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // queryAll runs query and scans every row with scan; what names the
 // operation in errors. It always returns a non-nil slice so lists encode as [].
 func queryAll[T any](ctx context.Context, q db.Querier, what string, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {

@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -127,6 +130,49 @@ func TestInsertRunAuditedWritesEntriesOnlyWithANewRun(t *testing.T) {
 		}
 		if n != 2 {
 			t.Fatalf("want the first run's 2 entries only, got %d", n)
+		}
+	})
+}
+
+// The wake's joined read returns what the two separate reads return, and
+// a missing agent or task is a not-found error naming it.
+func TestAgentSharedWithIssueMatchesTheSeparateReads(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		st := store.New(d)
+		c, _ := st.CreateCompany(ctx, d, "C", "")
+		a := domain.Agent{CompanyID: c.ID, Name: "a", AdapterType: "process"}
+		if err := st.CreateAgent(ctx, d, &a); err != nil {
+			t.Fatal(err)
+		}
+		i := domain.Issue{CompanyID: c.ID, Title: "task", Status: domain.IssueTodo, Priority: "medium", AssigneeAgentID: a.ID,
+			IdempotencyKey: "k"}
+		if _, err := st.CreateIssue(ctx, d, &i); err != nil {
+			t.Fatal(err)
+		}
+		read := func(agentID, issueID string) (domain.Agent, domain.Issue, error) {
+			tx, err := d.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			return st.AgentSharedWithIssue(ctx, tx, agentID, issueID)
+		}
+		gotA, gotI, err := read(a.ID, i.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantA, _ := st.GetAgent(ctx, d, a.ID)
+		wantI, _ := st.GetIssue(ctx, d, i.ID)
+		if fmt.Sprint(gotA) != fmt.Sprint(wantA) || fmt.Sprint(gotI) != fmt.Sprint(wantI) {
+			t.Fatalf("joined read:\n%+v\n%+v\nwant\n%+v\n%+v", gotA, gotI, wantA, wantI)
+		}
+		var nf *store.NotFoundError
+		if _, _, err := read(a.ID, "missing"); !errors.As(err, &nf) || !strings.Contains(err.Error(), "issue") {
+			t.Fatalf("missing issue: %v", err)
+		}
+		if _, _, err := read("missing", i.ID); !errors.As(err, &nf) || !strings.Contains(err.Error(), "agent") {
+			t.Fatalf("missing agent: %v", err)
 		}
 	})
 }
