@@ -179,19 +179,39 @@ func (w *Worker) nextAttempt(ctx context.Context, ep domain.EmailEndpoint, now t
 // prefetch fetches, a few at a time, the authoritative message of every
 // delivery not received yet: webhook and WebSocket payloads may lack the
 // body, and work never starts from the event (docs/email-pipeline.md,
-// "Processing a thread").
+// "Processing a thread"). Only the first such delivery of each known
+// provider thread is fetched here: the thread listing that one reads
+// holds the later ones' messages (they were admitted before it ran), and
+// prepareReceive takes them from it, reading the message itself only when
+// the listing lacks it (toPrefetch).
 func (w *Worker) prefetch(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, items []*item) {
-	var todo []*item
-	for _, it := range items {
-		if it.fetchErr == nil && !it.ev.taskRecorded() {
-			todo = append(todo, it)
-		}
-	}
+	todo := toPrefetch(items)
 	bounded(w.t.Concurrency, len(todo), func(i int) {
 		it := todo[i]
 		it.msg, it.fetchErr = client.GetMessage(ctx, ep.Address, it.ev.MessageID)
 		it.msg = cleanMessage(it.msg)
 	})
+}
+
+// toPrefetch are the items whose message prefetch reads: every one not
+// received yet whose delivery names no provider thread (grouping needs
+// the message's), and the first of each named thread.
+func toPrefetch(items []*item) []*item {
+	var todo []*item
+	threads := map[string]bool{}
+	for _, it := range items {
+		if it.fetchErr != nil || it.ev.taskRecorded() {
+			continue
+		}
+		if th := it.d.ProviderThreadID; th != "" {
+			if threads[th] {
+				continue
+			}
+			threads[th] = true
+		}
+		todo = append(todo, it)
+	}
+	return todo
 }
 
 // processGroup runs one provider thread's deliveries in order under the

@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 )
 
@@ -101,5 +103,69 @@ func TestThreadListingIsReadOncePerThreadInABatch(t *testing.T) {
 	}
 	if got := threadReads(); got != 3 {
 		t.Fatalf("thread reads without a kept listing: %d, want 3", got)
+	}
+
+	// A later delivery of the thread that was not prefetched takes its
+	// message from the kept listing (no message read); one the listing
+	// lacks, or of another thread, reads its message.
+	messageReads := func() int {
+		n := 0
+		for _, r := range em.Requests("/v0/inboxes/") {
+			if strings.Contains(r.Path, "/messages/") {
+				n++
+			}
+		}
+		return n
+	}
+	activated := time.Now().Add(-time.Hour)
+	ep := domain.EmailEndpoint{Address: inbox.InboxID, ActivationAt: &activated}
+	later := func(thread, msgID string) *item {
+		it := &item{listing: l}
+		it.d.ProviderThreadID = thread
+		it.ev.Kind, it.ev.InboxID, it.ev.MessageID = agentmail.EventMessageReceived, inbox.InboxID, msgID
+		return it
+	}
+	before := messageReads()
+	in, done, err := w.prepareReceive(ctx, ep, client, nil, later(third.ThreadID, second.MessageID))
+	if err != nil || done || in.msg.MessageID != second.MessageID || in.msg.Text != second.Text {
+		t.Fatalf("listed message: %+v done=%v err=%v", in.msg, done, err)
+	}
+	if got := messageReads() - before; got != 0 {
+		t.Fatalf("message reads for a listed message: %d, want 0", got)
+	}
+	fourth := deliver(third.MessageID)
+	before = messageReads()
+	if in, _, err := w.prepareReceive(ctx, ep, client, nil, later(third.ThreadID, fourth.MessageID)); err != nil || in.msg.MessageID != fourth.MessageID {
+		t.Fatalf("unlisted message: %+v %v", in.msg, err)
+	}
+	if _, _, err := w.prepareReceive(ctx, ep, client, nil, later("other-thread", second.MessageID)); err != nil {
+		t.Fatal(err)
+	}
+	if got := messageReads() - before; got != 2 {
+		t.Fatalf("message reads for an unlisted message and another thread's: %d, want 2", got)
+	}
+}
+
+// Prefetch reads the message of the first delivery of each named thread
+// not received yet, and of every delivery that names no thread.
+func TestPrefetchReadsTheFirstMessageOfEachThread(t *testing.T) {
+	mk := func(name, thread string, recorded bool) *item {
+		it := &item{}
+		it.d.ID, it.d.ProviderThreadID = name, thread
+		if recorded {
+			it.ev.IssueID = "task"
+		}
+		return it
+	}
+	failed := mk("f", "t3", false)
+	failed.fetchErr = errInboxMismatch
+	items := []*item{mk("e", "t1", true), mk("a", "t1", false), mk("b", "t1", false), mk("c", "", false), mk("d", "t2", false),
+		mk("c2", "", false), failed, mk("g", "t2", false)}
+	var got []string
+	for _, it := range toPrefetch(items) {
+		got = append(got, it.d.ID)
+	}
+	if strings.Join(got, ",") != "a,c,d,c2" {
+		t.Fatalf("prefetched %v, want a,c,d,c2", got)
 	}
 }

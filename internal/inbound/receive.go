@@ -59,13 +59,18 @@ func (w *Worker) receive(ctx context.Context, ep domain.EmailEndpoint, client *a
 // the attachments to retain. A filtered message (or one from before the
 // activation) is finished here, with done.
 func (w *Worker) prepareReceive(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) (in receiveInput, done bool, err error) {
+	// The message, cleaned: prefetched, else from the thread listing an
+	// earlier delivery of this batch read, else read now.
 	msg := it.msg
+	if msg == nil {
+		msg = it.listing.message(it.d.ProviderThreadID, it.ev.MessageID)
+	}
 	if msg == nil {
 		if msg, err = client.GetMessage(ctx, ep.Address, it.ev.MessageID); err != nil {
 			return in, false, err
 		}
+		msg = cleanMessage(msg)
 	}
-	msg = cleanMessage(msg)
 	if !strings.EqualFold(msg.InboxID, ep.Address) {
 		return in, false, errInboxMismatch
 	}
@@ -485,6 +490,22 @@ func (w *Worker) listThread(ctx context.Context, client *agentmail.Client, inbox
 type threadListing struct {
 	threadID string
 	msgs     []*agentmail.Message
+}
+
+// message returns the listed message id of provider thread threadID, or
+// nil when l is nil, lists another thread or lacks it. A listed message
+// is the provider's full message, read by a REST call of this batch, as
+// authoritative as a message read (and cleaned by listThread).
+func (l *threadListing) message(threadID, id string) *agentmail.Message {
+	if l == nil || threadID == "" || l.threadID != threadID {
+		return nil
+	}
+	for _, m := range l.msgs {
+		if m.MessageID == id {
+			return m
+		}
+	}
+	return nil
 }
 
 // claimedPublication reports whether msg is the provider message of the
