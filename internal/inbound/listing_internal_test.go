@@ -43,15 +43,17 @@ func TestThreadListingIsReadOncePerThreadInABatch(t *testing.T) {
 		}
 		return cleanMessage(m)
 	}
-	threadReads := func() int {
+	// reads counts the provider requests of the inbox whose path holds part.
+	reads := func(part string) int {
 		n := 0
 		for _, r := range em.Requests("/v0/inboxes/") {
-			if strings.Contains(r.Path, "/threads/") {
+			if strings.Contains(r.Path, part) {
 				n++
 			}
 		}
 		return n
 	}
+	threadReads := func() int { return reads("/threads/") }
 	ids := func(ms []*agentmail.Message) []string {
 		var out []string
 		for _, m := range ms {
@@ -108,15 +110,7 @@ func TestThreadListingIsReadOncePerThreadInABatch(t *testing.T) {
 	// A later delivery of the thread that was not prefetched takes its
 	// message from the kept listing (no message read); one the listing
 	// lacks, or of another thread, reads its message.
-	messageReads := func() int {
-		n := 0
-		for _, r := range em.Requests("/v0/inboxes/") {
-			if strings.Contains(r.Path, "/messages/") {
-				n++
-			}
-		}
-		return n
-	}
+	messageReads := func() int { return reads("/messages/") }
 	activated := time.Now().Add(-time.Hour)
 	ep := domain.EmailEndpoint{Address: inbox.InboxID, ActivationAt: &activated}
 	later := func(thread, msgID string) *item {

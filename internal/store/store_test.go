@@ -44,11 +44,7 @@ func TestRunIdempotencyAndTokenLifecycle(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d *db.DB) {
 		ctx := context.Background()
 		st := store.New(d)
-		c, _ := st.CreateCompany(ctx, d, "C", "")
-		a := domain.Agent{CompanyID: c.ID, Name: "a", AdapterType: "process"}
-		if err := st.CreateAgent(ctx, d, &a); err != nil {
-			t.Fatal(err)
-		}
+		c, a := companyWithAgent(t, st, d)
 		r1 := domain.Run{CompanyID: c.ID, AgentID: a.ID, Status: domain.RunQueued, IdempotencyKey: "k"}
 		if created, err := st.InsertRun(ctx, d, &r1); err != nil || !created {
 			t.Fatal(err)
@@ -83,11 +79,7 @@ func TestInsertRunAuditedWritesEntriesOnlyWithANewRun(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d *db.DB) {
 		ctx := context.Background()
 		st := store.New(d)
-		c, _ := st.CreateCompany(ctx, d, "C", "")
-		a := domain.Agent{CompanyID: c.ID, Name: "a", AdapterType: "process"}
-		if err := st.CreateAgent(ctx, d, &a); err != nil {
-			t.Fatal(err)
-		}
+		c, a := companyWithAgent(t, st, d)
 		entries := func(run domain.Run) ([]*domain.Activity, error) {
 			var out []*domain.Activity
 			for _, action := range []string{"test.one", "test.two"} {
@@ -140,11 +132,7 @@ func TestAgentSharedWithIssueMatchesTheSeparateReads(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d *db.DB) {
 		ctx := context.Background()
 		st := store.New(d)
-		c, _ := st.CreateCompany(ctx, d, "C", "")
-		a := domain.Agent{CompanyID: c.ID, Name: "a", AdapterType: "process"}
-		if err := st.CreateAgent(ctx, d, &a); err != nil {
-			t.Fatal(err)
-		}
+		c, a := companyWithAgent(t, st, d)
 		i := domain.Issue{CompanyID: c.ID, Title: "task", Status: domain.IssueTodo, Priority: "medium", AssigneeAgentID: a.ID,
 			IdempotencyKey: "k"}
 		if _, err := st.CreateIssue(ctx, d, &i); err != nil {
@@ -175,6 +163,21 @@ func TestAgentSharedWithIssueMatchesTheSeparateReads(t *testing.T) {
 			t.Fatalf("missing agent: %v", err)
 		}
 	})
+}
+
+// companyWithAgent creates a company "C" with one process agent "a".
+func companyWithAgent(t *testing.T, st *store.Store, d *db.DB) (domain.Company, domain.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := st.CreateCompany(ctx, d, "C", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := domain.Agent{CompanyID: c.ID, Name: "a", AdapterType: "process"}
+	if err := st.CreateAgent(ctx, d, &a); err != nil {
+		t.Fatal(err)
+	}
+	return c, a
 }
 
 func TestTimesRoundTripInUTC(t *testing.T) {
