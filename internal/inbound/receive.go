@@ -376,9 +376,8 @@ func (w *Worker) retainAndClaim(ctx context.Context, tx *sql.Tx, ep domain.Email
 
 // recordTx finishes a retained message: the task and comment ids on the
 // delivery, the conversation's activity (written with the delivery) and,
-// for a wake, the wake itself
-// under a savepoint (wakeInTx). When the wake fails the delivery stays in
-// processing with the wake pending.
+// for a wake, the wake itself under a savepoint (wakeInTx). When the wake
+// fails the delivery stays in processing with the wake pending.
 func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, conv domain.EmailConversation, msg *agentmail.Message,
 	d *store.EmailDelivery, ev deliveryEvent, commentID string, wake bool, r *receiveResult) error {
 	ev.IssueID, ev.CommentID = conv.IssueID, commentID
@@ -492,8 +491,8 @@ type threadListing struct {
 	msgs     []*agentmail.Message
 }
 
-// message returns the listed message id of provider thread threadID, or
-// nil when l is nil, lists another thread or lacks it. A listed message
+// message returns the message id in l's listing of provider thread
+// threadID, or nil when l is nil, lists another thread or lacks it. A listed message
 // is the provider's full message, read by a REST call of this batch, as
 // authoritative as a message read (and cleaned by listThread).
 func (l *threadListing) message(threadID, id string) *agentmail.Message {
