@@ -60,7 +60,13 @@ func scanRun(row rowScanner) (domain.Run, error) {
 // already used for the agent, nothing is inserted and the existing run is
 // returned with created=false.
 func (s *Store) InsertRun(ctx context.Context, q db.Querier, r *domain.Run) (created bool, err error) {
-	res, err := q.ExecContext(ctx, insertRunSQL, s.runArgs(r)...)
+	return s.execInsertRun(ctx, q, r, s.runArgs(r))
+}
+
+// execInsertRun runs insertRunSQL with args (runArgs of r) and, when the
+// key was already used, loads the existing run into r.
+func (s *Store) execInsertRun(ctx context.Context, q db.Querier, r *domain.Run, args []any) (created bool, err error) {
+	res, err := q.ExecContext(ctx, insertRunSQL, args...)
 	if err != nil {
 		return false, fmt.Errorf("insert run: %w", err)
 	}
@@ -110,14 +116,9 @@ func (s *Store) InsertRunAudited(ctx context.Context, q db.Querier, r *domain.Ru
 		return false, err
 	}
 	if s.DB.Dialect != db.Postgres || len(acts) == 0 {
-		res, err := q.ExecContext(ctx, insertRunSQL, args...)
-		if err != nil {
-			return false, fmt.Errorf("insert run: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return insertedOrExisting(res, r, func() (domain.Run, error) {
-				return s.RunByIdempotencyKey(ctx, q, r.AgentID, r.IdempotencyKey)
-			})
+		created, err := s.execInsertRun(ctx, q, r, args)
+		if err != nil || !created {
+			return created, err
 		}
 		return true, s.InsertActivities(ctx, q, acts...)
 	}
