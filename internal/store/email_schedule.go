@@ -129,6 +129,21 @@ func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder stri
 	query := update
 	args := []any{holder, now.Add(ttl), now}
 	if pg {
+		// Why thread leases are taken SKIP LOCKED: a thread lease row is
+		// locked by the fence of a transaction working under it, until that
+		// commits. Waiting for it would hold every row this statement
+		// already renewed, so new fences of those threads would queue
+		// behind the renewal, and a transaction fencing two threads (a
+		// shared receiving transaction) would deadlock with it. A locked
+		// row is being renewed by that fence anyway (it extends the lease),
+		// and the next renewal takes it if that transaction rolls back.
+		// Socket and catch-up leases keep waiting: a skipped socket would
+		// read as lost.
+		update = `UPDATE email_leases SET expires_at = CASE WHEN expires_at < $2 THEN $2 ELSE expires_at END, updated_at = $3
+		WHERE holder = $1 AND lease_key <> '` + LeaseKeyWork + `' AND expires_at > $3
+		AND (lease_key NOT LIKE '` + leaseKeyThread + `%' OR (endpoint_id, lease_key) IN (SELECT endpoint_id, lease_key FROM email_leases
+			WHERE holder = $1 AND lease_key LIKE '` + leaseKeyThread + `%' AND expires_at > $3 FOR UPDATE SKIP LOCKED))
+		RETURNING lease_key, token`
 		query = `WITH renewed AS (` + update + `),
 			member AS (INSERT INTO email_replicas (holder, expires_at) VALUES ($1, $2)
 				ON CONFLICT (holder) DO UPDATE SET expires_at = excluded.expires_at RETURNING holder),

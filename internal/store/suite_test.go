@@ -338,6 +338,66 @@ func TestStore(t *testing.T) {
 					}
 				}
 			})
+			// The holder's batch renewal extends its socket and thread leases,
+			// and on PostgreSQL it does not wait for a thread lease that an
+			// open transaction's fence holds locked (the fence renews that
+			// one itself): waiting would queue new fences behind the renewal
+			// and deadlock with a transaction fencing two threads.
+			t.Run("RenewalSkipsAFencedThread", func(t *testing.T) {
+				b := setup(t)
+				take := func(key string) *store.Lease {
+					l, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, key, "me", time.Minute)
+					if err != nil || l == nil {
+						t.Fatalf("take %s: %v %v", key, l, err)
+					}
+					return l
+				}
+				sock, fenced, free := take(store.LeaseKeySocket), take(store.ThreadLeaseKey("fenced")), take(store.ThreadLeaseKey("free"))
+				expiry := func(l *store.Lease) time.Time {
+					t.Helper()
+					var at time.Time
+					if err := d.QueryRowContext(b.ctx, `SELECT expires_at FROM email_leases WHERE endpoint_id = $1 AND lease_key = $2`,
+						b.ep.ID, l.Key).Scan(&at); err != nil {
+						t.Fatal(err)
+					}
+					return at
+				}
+				b.advance(30 * time.Second)
+				var tx *sql.Tx
+				if d.Dialect == db.Postgres {
+					var err error
+					if tx, err = d.BeginTx(b.ctx, nil); err != nil {
+						t.Fatal(err)
+					}
+					defer func() { _ = tx.Rollback() }()
+					if err := fenced.FenceLocked(b.ctx, tx, "email:lock"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// A renewal that waited for the open fence would wait until
+				// this deadline and fail the test.
+				rctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+				defer cancel()
+				got, err := st.RenewHolderLeases(rctx, d, "me", time.Minute, false)
+				if err != nil {
+					t.Fatalf("renew beside an open fence: %v", err)
+				}
+				if !got.Sockets[sock.Token] {
+					t.Fatalf("socket lease not renewed: %+v", got)
+				}
+				want := st.Now().Add(50 * time.Second)
+				if at := expiry(free); at.Before(want) {
+					t.Fatalf("free thread lease expires at %v, want after %v", at, want)
+				}
+				if tx != nil {
+					if err := tx.Commit(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if at := expiry(fenced); at.Before(want) {
+					t.Fatalf("fenced thread lease expires at %v, want after %v (renewed by its fence)", at, want)
+				}
+			})
 		})
 
 		t.Run("Conversation", func(t *testing.T) {
