@@ -215,9 +215,11 @@ func TestStore(t *testing.T) {
 			})
 			t.Run("FenceFailsAfterExpiry", func(t *testing.T) {
 				b := setup(t)
-				dl := delivery(b, "ev1", "message.received:m1", "t1")
-				if _, err := st.InsertDelivery(b.ctx, d, dl); err != nil {
-					t.Fatal(err)
+				dl, dl2 := delivery(b, "ev1", "message.received:m1", "t1"), delivery(b, "ev2", "message.received:m2", "t1")
+				for _, x := range []*store.EmailDelivery{dl, dl2} {
+					if _, err := st.InsertDelivery(b.ctx, d, x); err != nil {
+						t.Fatal(err)
+					}
 				}
 				l, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, store.ThreadLeaseKey("t1"), "one", time.Minute)
 				if err != nil || l == nil {
@@ -250,6 +252,20 @@ func TestStore(t *testing.T) {
 								t.Fatalf("fenced inbox and delivery: %+v %+v, want %s %+v", ep, got, b.ep.ID, dl)
 							}
 							return err
+						case "deliveries", "deliveries with a missing one":
+							// The fence with the inbox and several
+							// delivery rows: the same answers, the
+							// deliveries in the order asked for.
+							ids := []string{dl2.ID, dl.ID}
+							if lockKey != "deliveries" {
+								ids = append(ids, store.NewID())
+							}
+							ep, got, err := l.FenceLockedEndpointDeliveries(b.ctx, tx, "email:lock", ids)
+							if err == nil && (ep.ID != b.ep.ID || len(got) != 2 || got[0].ID != dl2.ID || got[1].ID != dl.ID ||
+								got[0].DeduplicationKey != dl2.DeduplicationKey) {
+								t.Fatalf("fenced inbox and deliveries: %+v %+v, want %s [%s %s]", ep, got, b.ep.ID, dl2.ID, dl.ID)
+							}
+							return err
 						}
 						return l.FenceLocked(b.ctx, tx, lockKey)
 					})
@@ -268,6 +284,12 @@ func TestStore(t *testing.T) {
 				}
 				if err := fence("missing delivery"); !errors.Is(err, store.ErrNotFound) {
 					t.Fatalf("fence with a missing delivery: %v, want ErrNotFound", err)
+				}
+				if err := fence("deliveries"); err != nil {
+					t.Fatalf("fence with the inbox and deliveries while held: %v", err)
+				}
+				if err := fence("deliveries with a missing one"); !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("fence with a missing one of several deliveries: %v, want ErrNotFound", err)
 				}
 				b.advance(2 * time.Minute) // past the TTL renewed by the fences
 				if err := fence(""); !errors.Is(err, store.ErrLeaseLost) {
@@ -288,6 +310,9 @@ func TestStore(t *testing.T) {
 				}
 				if err := fence("delivery"); !errors.Is(err, store.ErrLeaseLost) {
 					t.Fatalf("fence with the inbox and delivery of the lost lease: %v", err)
+				}
+				if err := fence("deliveries"); !errors.Is(err, store.ErrLeaseLost) {
+					t.Fatalf("fence with the inbox and deliveries of the lost lease: %v", err)
 				}
 				// The old holder's release must not free the successor's lease.
 				if err := l.Release(b.ctx); err != nil {
