@@ -203,7 +203,7 @@ func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult,
 		if err != nil {
 			return err
 		}
-		r, err = w.receiveBody(ctx, tx, cur, d, in)
+		r, err = w.receiveBody(ctx, tx, &txInbox{EmailEndpoint: cur}, d, in)
 		return err
 	})
 	return r, err
@@ -253,7 +253,7 @@ func (w *Worker) activeEndpointTx(ctx context.Context, tx *sql.Tx, endpointID st
 // the delivery's final state commit together or not at all. If the wake
 // fails, only the wake is rolled back (to a savepoint) and the mail
 // commits with the wake pending, for retryWake.
-func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, d store.EmailDelivery, in receiveInput) (r receiveResult, err error) {
+func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.EmailDelivery, in receiveInput) (r receiveResult, err error) {
 	ep, it, msg := in.ep, in.it, in.msg
 	receipts := w.o.Receipts
 	if f := receiveFault.Load(); f != nil {
@@ -378,7 +378,7 @@ func (w *Worker) retainAndClaim(ctx context.Context, tx *sql.Tx, ep domain.Email
 // delivery, the conversation's activity (written with the delivery) and,
 // for a wake, the wake itself under a savepoint (wakeInTx). When the wake
 // fails the delivery stays in processing with the wake pending.
-func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, conv domain.EmailConversation, msg *agentmail.Message,
+func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur *txInbox, conv domain.EmailConversation, msg *agentmail.Message,
 	d *store.EmailDelivery, ev deliveryEvent, commentID string, wake bool, r *receiveResult) error {
 	ev.IssueID, ev.CommentID = conv.IssueID, commentID
 	d.ConversationID, d.ProviderThreadID = conv.ID, msg.ThreadID

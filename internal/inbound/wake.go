@@ -30,21 +30,38 @@ type wakeResult struct {
 	a2w    time.Duration // admission to wake
 }
 
+// txInbox is the inbox row as a receiving transaction read it, under the
+// share lock that makes a pause or disconnect wait for the transaction,
+// and whether a wake of this transaction already passed the credential
+// re-check. Why one check per transaction suffices: the transaction's
+// wakes all commit together, so a check for each would only move the
+// moment the transaction was checked, and the commit of all of them still
+// follows every check; a credential revoked while it runs stops the next
+// transaction, as it would stop the next wake.
+type txInbox struct {
+	domain.EmailEndpoint
+	credentialChecked bool
+}
+
 // wake is the one wake of a retained delivery, inside tx: the active-inbox
-// re-check on cur (the endpoint row as of this transaction), the delivery's
+// re-check on cur (the endpoint row as of this transaction, checked once per
+// transaction), the delivery's
 // final state with admissionToWakeMs (and the conversation activity touch,
 // in the same statement), the wake request and its audit entry.
 // The wake request comes last: it share-locks the agent row (a pause waits
 // for it), so the statements run while holding it are kept to the minimum;
 // the email audit entry is written with the wake's own. Its idempotency key is the
 // delivery's, so a repeated wake after a failure is the same wake.
-func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, d store.EmailDelivery, ev deliveryEvent, touch convTouch) (wakeResult, error) {
+func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.EmailDelivery, ev deliveryEvent, touch convTouch) (wakeResult, error) {
 	wakeFn := w.wakeRequest()
 	if wakeFn == nil {
 		return wakeResult{}, errors.New("no wake function configured")
 	}
-	if _, err := w.o.Email.CheckActive(ctx, tx, cur); err != nil {
-		return wakeResult{}, err
+	if !cur.credentialChecked {
+		if _, err := w.o.Email.CheckActive(ctx, tx, cur.EmailEndpoint); err != nil {
+			return wakeResult{}, err
+		}
+		cur.credentialChecked = true
 	}
 	f := false
 	ev.WakePending = &f
@@ -59,10 +76,10 @@ func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint,
 	if err := touch.update(ctx, w, tx, &d); err != nil {
 		return wakeResult{}, err
 	}
-	req := WakeRequestFor(cur, d.ID, ev.IssueID, ev.CommentID)
+	req := WakeRequestFor(cur.EmailEndpoint, d.ID, ev.IssueID, ev.CommentID)
 	// The email audit entry is written with the wake's own (one statement).
 	req.AlsoAudit = func(run domain.Run) (*domain.Activity, error) {
-		return store.AuditEntry(auditBy(cur), cur.CompanyID, "email.received", "issue", ev.IssueID,
+		return store.AuditEntry(auditBy(cur.EmailEndpoint), cur.CompanyID, "email.received", "issue", ev.IssueID,
 			map[string]any{"deliveryId": d.ID, "runId": run.ID, "admissionToWakeMs": ms})
 	}
 	run, _, err := wakeFn(ctx, tx, cur.AssignedAgentID, req)
@@ -77,7 +94,7 @@ func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint,
 // state before the wake (one extra round trip, the price of keeping
 // retention and wake in one commit without losing the retained mail to a
 // failed wake). err is a failure that must abort the transaction.
-func (w *Worker) wakeInTx(ctx context.Context, tx *sql.Tx, cur domain.EmailEndpoint, d store.EmailDelivery, ev deliveryEvent, touch convTouch) (res wakeResult, wakeErr, err error) {
+func (w *Worker) wakeInTx(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.EmailDelivery, ev deliveryEvent, touch convTouch) (res wakeResult, wakeErr, err error) {
 	wakeErr, err = db.Savepoint(ctx, tx, "inbound_wake", func() error {
 		var err error
 		res, err = w.wake(ctx, tx, cur, d, ev, touch)
@@ -105,7 +122,7 @@ func (w *Worker) retryWake(ctx context.Context, l *store.Lease, it *item) error 
 		if err != nil {
 			return err
 		}
-		woke, err := w.wake(ctx, tx, cur, d, ev, convTouch{})
+		woke, err := w.wake(ctx, tx, &txInbox{EmailEndpoint: cur}, d, ev, convTouch{})
 		if err != nil {
 			return err
 		}
