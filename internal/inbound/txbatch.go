@@ -20,8 +20,8 @@ import (
 // PostgreSQL every transaction takes its own key-share locks on the rows
 // all its inserts reference (company, inbox, agent), which concurrent
 // transactions turn into multixacts. Sharing a transaction amortizes
-// both (measured: about 30 % more emails/s on SQLite, about 10 % on
-// PostgreSQL with 10 % less CPU per email). On PostgreSQL this needs the
+// both (measured: about 30 % more emails/s on SQLite; on PostgreSQL
+// 5–10 % more and about 8 % less CPU per email). On PostgreSQL this needs the
 // lease renewal to skip thread leases that a fence holds locked
 // (Store.RenewHolderLeases): waiting for them, it deadlocked with a
 // transaction fencing two threads and made shared transactions about a
@@ -139,8 +139,9 @@ func (w *Worker) prepareRun(ctx context.Context, ep domain.EmailEndpoint, client
 }
 
 // receiveChunk receives the prepared deliveries of several threads in one
-// transaction: each thread's fence once, the inbox's row once, then
-// receiveBody for every delivery (each wake under its own savepoint, as
+// transaction: each thread's fence once (with the inbox row and the
+// thread's delivery rows, fenceDeliveries), then receiveBody for every
+// delivery (each wake under its own savepoint, as
 // alone). On failure the results are dropped and finishRun receives the
 // deliveries one by one.
 func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chunk []*threadRun) {
