@@ -160,6 +160,11 @@ func TestStageMetricsAfterTraffic(t *testing.T) {
 			d, ok := e.deliveryOf(later.MessageID)
 			return ok && d.State == domain.DeliveryRetry
 		})
+		// The catch-up's task woke the agent; its run finishes in its own
+		// process, after the delivery settled, so wait for it to count.
+		testkit.Eventually(t, wait, "the second run to finish", func() bool {
+			return e.scrape()[`paperclip_heartbeat_runs_finished_total{status="succeeded"}`] >= 2
+		})
 		time.Sleep(10 * time.Millisecond)
 		m = e.scrape()
 		atLeast = map[string]float64{
