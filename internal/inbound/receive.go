@@ -195,7 +195,7 @@ type receiveResult struct {
 }
 
 // receiveTx is the receiving transaction of one delivery: the thread's
-// fence, the inbox's row (activeEndpointTx), then receiveBody.
+// fence with the inbox and delivery rows (fenceEndpointDelivery), then receiveBody.
 func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult, error) {
 	var r receiveResult
 	err := in.it.gate.tx(ctx, w, func(tx *sql.Tx) error {
@@ -209,38 +209,35 @@ func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult,
 	return r, err
 }
 
-// fenceEndpointDelivery is fence with lockKey, activeEndpointTx and
-// lockDelivery of deliveryID, in one round trip on PostgreSQL
-// (store.Lease.FenceLockedEndpointDelivery).
+// fenceEndpointDelivery is fenceEndpointDeliveries for one delivery.
 func (w *Worker) fenceEndpointDelivery(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey, deliveryID string) (domain.EmailEndpoint, store.EmailDelivery, error) {
-	if w.stopping.Load() {
-		return domain.EmailEndpoint{}, store.EmailDelivery{}, errLeaseLost
-	}
-	cur, d, err := l.FenceLockedEndpointDelivery(ctx, tx, lockKey, deliveryID)
-	if errors.Is(err, store.ErrLeaseLost) {
-		return cur, d, errLeaseLost
-	}
+	cur, ds, err := w.fenceEndpointDeliveries(ctx, tx, l, lockKey, []string{deliveryID})
 	if err != nil {
-		return cur, d, err
+		return cur, store.EmailDelivery{}, err
 	}
-	if cur.Status != domain.EndpointActive {
-		return cur, d, errInboxStopped
-	}
-	return cur, d, nil
+	return cur, ds[0], nil
 }
 
-// activeEndpointTx reads the inbox's whole row under the share lock of a
-// status read, so the credential re-check before a wake needs no second
-// read; an inbox that is not active is errInboxStopped.
-func (w *Worker) activeEndpointTx(ctx context.Context, tx *sql.Tx, endpointID string) (domain.EmailEndpoint, error) {
-	cur, err := w.st.EndpointShared(ctx, tx, endpointID)
+// fenceEndpointDeliveries is fence with lockKey, the inbox row under a
+// share lock and the row locks of the deliveries ids, in one round trip on
+// PostgreSQL (store.Lease.FenceLockedEndpointDeliveries). A lost lease (or
+// a stopping worker) is errLeaseLost, an inbox that is not active
+// errInboxStopped.
+func (w *Worker) fenceEndpointDeliveries(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey string, ids []string) (domain.EmailEndpoint, []store.EmailDelivery, error) {
+	if w.stopping.Load() {
+		return domain.EmailEndpoint{}, nil, errLeaseLost
+	}
+	cur, ds, err := l.FenceLockedEndpointDeliveries(ctx, tx, lockKey, ids)
+	if errors.Is(err, store.ErrLeaseLost) {
+		return cur, nil, errLeaseLost
+	}
 	if err != nil {
-		return cur, err
+		return cur, nil, err
 	}
 	if cur.Status != domain.EndpointActive {
-		return cur, errInboxStopped
+		return cur, nil, errInboxStopped
 	}
-	return cur, nil
+	return cur, ds, nil
 }
 
 // receiveBody receives one delivery inside a transaction that holds its

@@ -199,30 +199,20 @@ func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chun
 	}
 }
 
-// fenceDeliveries fences the thread of lock key key (its advisory lock and
-// lease) and locks the inbox row and the rows of the deliveries in ins that
-// share that key, for receiveChunk. The first call of a transaction sets
-// cur, the inbox as the transaction read it; an inbox that is not active
-// is errInboxStopped.
+// fenceDeliveries is fenceEndpointDeliveries of the deliveries in ins
+// whose thread has lock key key, for receiveChunk, returned by id. The
+// first call of a transaction sets cur, the inbox as the transaction read
+// it.
 func (w *Worker) fenceDeliveries(ctx context.Context, tx *sql.Tx, l *store.Lease, key, endpointID string, ins []receiveInput, cur **txInbox) (map[string]store.EmailDelivery, error) {
-	if w.stopping.Load() {
-		return nil, errLeaseLost
-	}
 	var ids []string
 	for _, in := range ins {
 		if threadLockKey(endpointID, in.msg.ThreadID) == key {
 			ids = append(ids, in.it.d.ID)
 		}
 	}
-	ep, ds, err := l.FenceLockedEndpointDeliveries(ctx, tx, key, ids)
-	if errors.Is(err, store.ErrLeaseLost) {
-		return nil, errLeaseLost
-	}
+	ep, ds, err := w.fenceEndpointDeliveries(ctx, tx, l, key, ids)
 	if err != nil {
 		return nil, err
-	}
-	if ep.Status != domain.EndpointActive {
-		return nil, errInboxStopped
 	}
 	if *cur == nil {
 		*cur = &txInbox{EmailEndpoint: ep}
