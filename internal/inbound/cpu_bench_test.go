@@ -26,13 +26,59 @@ const clockTick = 10 * time.Millisecond
 type cpuMeter struct {
 	postmaster int
 	self0, db0 time.Duration
+	pg         *sql.DB
+	b          *testing.B
+}
+
+// statementProfile reports whether the measured runs should also log the
+// PostgreSQL statements they ran (PAPERCLIP_BENCH_STATEMENTS=1 on a
+// cluster started with shared_preload_libraries=pg_stat_statements; the
+// extension's own cost inflates the CPU figures, so it is a diagnosis,
+// not a measurement).
+func statementProfile() bool { return os.Getenv("PAPERCLIP_BENCH_STATEMENTS") == "1" }
+
+// resetStatements empties pg_stat_statements for a statement profile.
+func resetStatements(b *testing.B, pg *sql.DB) {
+	ctx := context.Background()
+	if _, err := pg.ExecContext(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		b.Fatalf("statement profile: %v", err)
+	}
+	if _, err := pg.ExecContext(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
+		b.Fatalf("statement profile: %v", err)
+	}
+}
+
+// logStatements logs the statements run since resetStatements, the most
+// expensive (by total execution time) first.
+func logStatements(b *testing.B, pg *sql.DB) {
+	rows, err := pg.QueryContext(context.Background(), `SELECT calls, total_exec_time, rows,
+		regexp_replace(left(query, 140), '\s+', ' ', 'g') FROM pg_stat_statements
+		WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 25`)
+	if err != nil {
+		b.Fatalf("statement profile: %v", err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var calls, n int64
+		var ms float64
+		var q string
+		if err := rows.Scan(&calls, &ms, &n, &q); err != nil {
+			b.Fatalf("statement profile: %v", err)
+		}
+		lines = append(lines, fmt.Sprintf("%7d calls %9.1f ms %7d rows  %s", calls, ms, n, q))
+	}
+	b.Logf("statements, by total execution time:\n%s", strings.Join(lines, "\n"))
 }
 
 // startCPU begins a measurement; pg is a handle on the PostgreSQL database
 // under test, or nil.
 func startCPU(b *testing.B, pg *sql.DB) *cpuMeter {
 	b.Helper()
-	m := &cpuMeter{}
+	m := &cpuMeter{pg: pg, b: b}
+	if pg != nil && statementProfile() {
+		resetStatements(b, pg)
+	}
 	if pg != nil {
 		var backend int
 		if err := pg.QueryRowContext(context.Background(), `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
@@ -57,6 +103,9 @@ func (m *cpuMeter) stop() (self, dbCPU time.Duration) {
 	if m.postmaster != 0 {
 		dbCPU = m.dbCPU() - m.db0
 	}
+	if m.pg != nil && statementProfile() {
+		logStatements(m.b, m.pg)
+	}
 	return self, dbCPU
 }
 
@@ -71,6 +120,24 @@ func (m *cpuMeter) report(b *testing.B, n int, unit string) {
 		total += dbCPU
 	}
 	b.ReportMetric(per(total), "cpu-ms/"+unit)
+}
+
+// stealTime is the CPU time the hypervisor gave to other guests while this
+// machine's CPUs wanted to run (the steal column of /proc/stat's cpu
+// line), 0 where unknown. A benchmark logs it: on a shared host a run
+// with seconds of steal measured the neighbours, not the code.
+func stealTime() time.Duration {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	ticks, _ := strconv.ParseInt(f[8], 10, 64)
+	return time.Duration(ticks) * clockTick
 }
 
 func selfCPU() time.Duration {
