@@ -109,6 +109,20 @@ func (s *Store) InsertDelivery(ctx context.Context, q db.Querier, d *EmailDelive
 	return n == 1, nil
 }
 
+// notHeldBack is the condition that no older delivery of d's provider
+// thread is waiting for a later retry ($2 being now). Why the inner terms
+// repeat the predicate of the partial index email_deliveries_held
+// (migration 00018): that index holds only deliveries waiting with a retry
+// time, usually none, so the probe costs nothing however many deliveries
+// the inbox holds. Without it PostgreSQL, misled by statistics that
+// put a handful of rows under each inbox (a thousand inboxes, or a fresh
+// table), probed by inbox alone and filtered every delivery the inbox ever
+// had, for each waiting delivery: 21 ms a call during a 600-email burst.
+const notHeldBack = `NOT EXISTS (SELECT 1 FROM email_deliveries o WHERE o.endpoint_id = d.endpoint_id
+			AND d.provider_thread_id IS NOT NULL AND o.provider_thread_id = d.provider_thread_id
+			AND o.next_attempt_at IS NOT NULL AND o.state IN ('received', 'processing', 'retry') AND o.next_attempt_at > $2
+			AND (o.received_at < d.received_at OR (o.received_at = d.received_at AND o.id < d.id)))`
+
 // DueDeliveries returns up to limit of the endpoint's deliveries that are
 // waiting (received, processing or retry) and due at now, oldest admission
 // first. A delivery is held back while an older delivery of the same
@@ -118,10 +132,7 @@ func (s *Store) DueDeliveries(ctx context.Context, q db.Querier, endpointID stri
 	return queryAll(ctx, q, "list due email deliveries", scanDelivery, `SELECT `+deliveryCols+` FROM email_deliveries d
 		WHERE d.endpoint_id = $1 AND d.state IN ('received', 'processing', 'retry')
 		AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= $2)
-		AND NOT EXISTS (SELECT 1 FROM email_deliveries o WHERE o.endpoint_id = d.endpoint_id
-			AND d.provider_thread_id IS NOT NULL AND o.provider_thread_id = d.provider_thread_id
-			AND o.state IN ('received', 'processing', 'retry') AND o.next_attempt_at > $2
-			AND (o.received_at < d.received_at OR (o.received_at = d.received_at AND o.id < d.id)))
+		AND `+notHeldBack+`
 		ORDER BY d.received_at, d.id LIMIT `+fmt.Sprint(limit), endpointID, now)
 }
 
@@ -137,10 +148,7 @@ func (s *Store) NextDeliveryAttempt(ctx context.Context, q db.Querier, endpointI
 	var next sql.NullTime
 	err := q.QueryRowContext(ctx, `SELECT d.next_attempt_at FROM email_deliveries d WHERE d.endpoint_id = $1
 		AND d.state IN ('received', 'processing', 'retry')
-		AND NOT EXISTS (SELECT 1 FROM email_deliveries o WHERE o.endpoint_id = d.endpoint_id
-			AND d.provider_thread_id IS NOT NULL AND o.provider_thread_id = d.provider_thread_id
-			AND o.state IN ('received', 'processing', 'retry') AND o.next_attempt_at > $2
-			AND (o.received_at < d.received_at OR (o.received_at = d.received_at AND o.id < d.id)))
+		AND `+notHeldBack+`
 		ORDER BY (CASE WHEN d.next_attempt_at IS NULL THEN 0 ELSE 1 END), d.next_attempt_at LIMIT 1`, endpointID, now).Scan(&next)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
