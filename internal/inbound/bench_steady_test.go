@@ -133,7 +133,7 @@ func (bi *benchInbox) phase(b *testing.B, tag string, n int) phaseResult {
 	q0, r0, steal := bi.ee.Inbound.Queries(), bi.ee.Em.RequestCount(), stealTime()
 	rates := make([]float64, n)
 	for i := range n {
-		rates[i] = bi.burst(b, fmt.Sprintf("%s%d", tag, i+1), benchEmails, benchThreads).rate
+		rates[i], _ = bi.burst(b, fmt.Sprintf("%s%d", tag, i+1), benchEmails, benchThreads)
 	}
 	self, dbCPU := cpu.stop()
 	emails := float64(n * benchEmails)
