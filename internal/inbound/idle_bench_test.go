@@ -96,13 +96,14 @@ func benchIdleProcess(b *testing.B) {
 }
 
 func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+	if v := envCount(name, 0); v > 0 {
 		return v
 	}
 	return def
 }
 
-// envCount is envInt that also takes 0.
+// envCount is the non-negative integer in the environment variable name,
+// or def when it is unset or not one (envInt also refuses 0).
 func envCount(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
 		return v
