@@ -181,7 +181,7 @@ func (s *Service) presentConnection(ctx context.Context, q db.Querier, id string
 }
 
 // credentialAccess checks the actor may use a saved credential and returns
-// its vaulted key (docs/email-setup.md, "2. Save a credential").
+// its vaulted key (docs/email-setup.md, "2. Save a credential (optional)").
 func (s *Service) credentialAccess(ctx context.Context, q db.Querier, a authz.Actor, c domain.EmailConnection) (string, error) {
 	if c.Status != "active" {
 		return "", httpx.Errorf(http.StatusNotFound, "Active AgentMail connection not found")
@@ -244,9 +244,10 @@ func (s *Service) AgentHasAccess(ctx context.Context, q db.Querier, c domain.Ema
 }
 
 // allowAgent gives the setup's final agent access to the credential
-// (docs/email-setup.md, "2. Save a credential"): a connection created by this same setup request whose
-// installs are still exactly the initial ones has them replaced by the final
-// agent; otherwise the agent is added unless it already has access.
+// (docs/email-setup.md, "2. Save a credential (optional)"): a connection
+// created by this same setup request whose installs are still exactly the
+// initial ones has them replaced by the final agent; otherwise the agent is
+// added unless it already has access.
 func (s *Service) allowAgent(ctx context.Context, tx *sql.Tx, a authz.Actor, c domain.EmailConnection, agentID, setupRequestID string) error {
 	if err := s.Store.LockEmailConnection(ctx, tx, c.ID); err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-// Health messages of the live connection (docs/email-pipeline.md, "Live connection").
+// Health messages of the live connection (docs/email-pipeline.md, "Live connection (WebSocket)").
 const (
 	healthSocketClosed   = "Live email connection closed; reconnecting and catching up."
 	healthAdmitFailed    = "Email event could not be recorded; catch-up will retry."
@@ -46,7 +46,7 @@ type socketState struct {
 }
 
 // maintainSocket keeps exactly one live socket per inbox across replicas
-// (docs/email-pipeline.md, "Live connection"): when this process holds no socket for the inbox, it
+// (docs/email-pipeline.md, "Live connection (WebSocket)"): when this process holds no socket for the inbox, it
 // acquires the free socket lease and starts a connection (renewLoop renews
 // all of this process's socket leases at once), and it returns when the
 // socket next needs attention (zero: only a signal). A replica that finds

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The wizard's sealed key handle (docs/ui.md, "Email"): when a pasted key
+// The wizard's sealed key handle (docs/ui.md, "Pages"): when a pasted key
 // turns out to be scoped to one inbox, the page offers "Use the existing
 // inbox instead" without asking for the key again and without rendering
 // it. The key travels as AES-256-GCM ciphertext under a key derived from

@@ -1,6 +1,6 @@
 package ui
 
-// The email pages' labels and fixed copy (docs/ui.md, "Email"). Tests and
+// The email pages' labels and fixed copy (docs/ui.md, "Pages"). Tests and
 // templates use these constants; the typographic apostrophe ’ is part of
 // the copy.
 

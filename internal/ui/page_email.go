@@ -13,7 +13,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/email"
 )
 
-// The email pages (docs/ui.md, "Email"): Apps, AgentMail, connecting a
+// The email pages (docs/ui.md, "Pages"): Apps, AgentMail, connecting a
 // credential and its permissions, the "give an agent an email address"
 // wizard, and an inbox's detail pages. Like every page they act through
 // the JSON API in-process; provider operations run detached from the
