@@ -53,7 +53,8 @@ func (p ProcessAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Resul
 			env[k] = v
 		}
 	}
-	env["HOME"] = spec.Workdir
+	// On the host: the run's fresh HOME (the sandbox sets its own below).
+	env["HOME"] = spec.Home
 	for k, v := range cfg.Env {
 		env[k] = spec.secretValue("env."+k, v)
 	}

@@ -32,6 +32,11 @@ func (s *Service) Start(ctx context.Context) error {
 			return fmt.Errorf("heartbeat: recover orphaned runs: %w", err)
 		}
 	}
+	// Run directories of a previous process (stopped before recording its
+	// runs) still hold run tokens and CLI state: remove them.
+	if err := s.sweepRunDirs(ctx); err != nil {
+		s.log.Error("sweep run directories", "err", err)
+	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	go s.loop(lctx)
@@ -247,6 +252,12 @@ func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agen
 	})
 	if err != nil {
 		s.log.Error("record run outcome", "run", run.ID, "err", err)
+	}
+	// The run's own files go with it: its MCP configuration holds the run
+	// token, its CODEX_HOME and HOME what the CLI kept. A directory left
+	// by a crash is swept at the next start (sweepRunDirs).
+	if err := removeRunDir(spec.RunDir); err != nil {
+		s.log.Error("remove run directory", "run", run.ID, "err", err)
 	}
 	if s.opts.Observer.RunFinished != nil && run.StartedAt != nil {
 		s.opts.Observer.RunFinished(res.Status, time.Since(*run.StartedAt))
