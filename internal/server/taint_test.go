@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
@@ -106,9 +107,11 @@ func TestSandboxWrittenDirectoryNeverFeedsHostRun(t *testing.T) {
 		if !strings.HasPrefix(home, filepath.Join(e.inst.Home, "instance", "runs", testkit.ID(run))+"/") {
 			t.Fatalf("host run HOME %q, want a directory of its own run", home)
 		}
-		if _, err := os.Stat(home); !os.IsNotExist(err) {
-			t.Fatalf("the run's HOME outlived the run: %v", err)
-		}
+		// Removed with the run's directory once the outcome is recorded.
+		testkit.Eventually(t, 30*time.Second, "the run's HOME removed", func() bool {
+			_, err := os.Stat(home)
+			return os.IsNotExist(err)
+		})
 
 		// A shared local_path project directory is never written by a
 		// member's sandboxed agent.
