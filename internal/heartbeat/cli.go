@@ -222,6 +222,11 @@ func (a CLIAdapter) previousSession(ctx context.Context, spec RunSpec) string {
 	if ts.AdapterType != a.Type || ts.Workdir != spec.Workdir {
 		return ""
 	}
+	// Checked again before use: a stored id is data from a CLI's output
+	// and must never become an option of the command line.
+	if !agentcli.ValidSessionID(ts.SessionID) {
+		return ""
+	}
 	return ts.SessionID
 }
 
