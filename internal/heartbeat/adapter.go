@@ -123,6 +123,10 @@ type Result struct {
 	Log       []byte
 	LogSize   int64
 	Truncated bool
+	// Secrets are further values the run held (the instance's passEnv
+	// credentials of a CLI agent, a process agent's env values): the
+	// scheduler masks them, with the vaulted ones, in the stored log.
+	Secrets []string
 }
 
 // Adapter executes runs of one adapter type.

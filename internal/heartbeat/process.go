@@ -118,6 +118,11 @@ func (p ProcessAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Resul
 		waitErr = p.stop(cmd, done)
 	}
 	res := Result{}
+	// The agent's env values (vaulted ones are masked anyway; values
+	// stored before the vault existed too).
+	for k, v := range cfg.Env {
+		res.Secrets = append(res.Secrets, spec.secretValue("env."+k, v))
+	}
 	res.Log, res.LogSize, res.Truncated = out.result()
 	code := -1
 	if cmd.ProcessState != nil {

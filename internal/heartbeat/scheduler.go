@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -231,7 +233,15 @@ func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agen
 	// Record the outcome even when the server is shutting down.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	logText := redactSecrets(sanitizeLog(res.Log), spec.Secrets)
+	// Every secret the run held is masked in its log (viewers read it,
+	// backups keep it) and in its error: vaulted values, the adapter's
+	// own (the instance's passEnv credentials) and the run token.
+	held := append(slices.Collect(maps.Values(spec.Secrets)), res.Secrets...)
+	if spec.Token != "" {
+		held = append(held, spec.Token)
+	}
+	logText := maskSecrets(sanitizeLog(res.Log), held)
+	res.Error = maskSecrets(res.Error, held)
 	err := s.st.Tx(fctx, func(tx *sql.Tx) error {
 		ok, err := s.st.FinishRun(fctx, tx, run.ID, s.opts.RunnerID, res.Status, res.ExitCode, res.Error)
 		if err != nil || !ok {
@@ -297,18 +307,6 @@ func (s *Service) prepareAndRun(ctx context.Context, spec *RunSpec) Result {
 		return Result{Status: domain.RunFailed, Error: "no adapter for type " + spec.Agent.AdapterType}
 	}
 	return adapter.Run(ctx, *spec, s.opts.LogMaxBytes)
-}
-
-// redactSecrets masks the agent's write-only adapter values in its run log,
-// which viewers and the agent's later runs can read. Values shorter than
-// four bytes are left alone: masking them would garble the log.
-func redactSecrets(log string, secrets map[string]string) string {
-	for _, v := range secrets {
-		if len(v) >= 4 {
-			log = strings.ReplaceAll(log, v, domain.WriteOnlyValue)
-		}
-	}
-	return log
 }
 
 // sanitizeLog makes captured output storable as text on both databases
