@@ -16,23 +16,64 @@ func TestClaudeArgs(t *testing.T) {
 		MCPConfigPath: "/run/x/mcp.json", Resume: "3a4d9271-a1ce-45d0-a841-a07ecfc36cbb"})
 	want := []string{"-p", "--output-format", "stream-json", "--verbose", "--mcp-config", "/run/x/mcp.json", "--strict-mcp-config",
 		"--allowedTools", "mcp__paperclip", "Read", "Bash(git diff *)", "--model", "sonnet", "--max-turns", "7",
-		"--resume", "3a4d9271-a1ce-45d0-a841-a07ecfc36cbb"}
+		"--resume=3a4d9271-a1ce-45d0-a841-a07ecfc36cbb"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("args:\n got %q\nwant %q", got, want)
 	}
 	fresh := ClaudeArgs(Invocation{MCPConfigPath: "/m.json"})
-	if slices.Contains(fresh, "--resume") || slices.Contains(fresh, "--model") || slices.Contains(fresh, "--max-turns") {
+	if slices.ContainsFunc(fresh, func(a string) bool { return strings.HasPrefix(a, "--resume") }) || slices.Contains(fresh, "--model") || slices.Contains(fresh, "--max-turns") {
 		t.Fatalf("fresh default args carry optional flags: %q", fresh)
 	}
 }
 
 func TestCodexArgs(t *testing.T) {
-	if got, want := CodexArgs(Invocation{Config: Config{Model: "gpt-5"}}), []string{"exec", "--json", "--skip-git-repo-check", "--strict-config", "--model", "gpt-5", "-"}; !slices.Equal(got, want) {
+	if got, want := CodexArgs(Invocation{Config: Config{Model: "gpt-5"}}), []string{"exec", "--json", "--skip-git-repo-check", "--strict-config", "--model", "gpt-5", "--", "-"}; !slices.Equal(got, want) {
 		t.Fatalf("fresh: %q", got)
 	}
 	if got, want := CodexArgs(Invocation{Resume: "01a232c2-8b20-7320-9fb5-0e018cd788a4"}),
-		[]string{"exec", "resume", "--json", "--skip-git-repo-check", "--strict-config", "01a232c2-8b20-7320-9fb5-0e018cd788a4", "-"}; !slices.Equal(got, want) {
+		[]string{"exec", "resume", "--json", "--skip-git-repo-check", "--strict-config", "--", "01a232c2-8b20-7320-9fb5-0e018cd788a4", "-"}; !slices.Equal(got, want) {
 		t.Fatalf("resume: %q", got)
+	}
+}
+
+// TestSessionIDsAreData is issue 28's option-injection regression: a
+// session id in the CLI's output stream that looks like an option is
+// never taken, and one that reaches the arguments anyway (stored by an
+// older version) never becomes an option: Claude Code gets
+// --resume=<id>, Codex its positionals after "--".
+func TestSessionIDsAreData(t *testing.T) {
+	hostile := "--dangerously-skip-permissions"
+	for _, tc := range []struct{ typ, stream string }{
+		{Claude, `{"type":"system","subtype":"init","session_id":"` + hostile + `"}` + "\n" +
+			`{"type":"result","subtype":"success","session_id":"` + hostile + `"}` + "\n"},
+		{Claude, `{"type":"system","subtype":"init","session_id":"-x"}` + "\n"},
+		{Claude, `{"type":"system","subtype":"init","session_id":"a b"}` + "\n"},
+		{Codex, `{"type":"thread.started","thread_id":"` + hostile + `"}` + "\n"},
+		{Codex, `{"type":"thread.started","thread_id":"` + strings.Repeat("a", 129) + `"}` + "\n"},
+	} {
+		p := NewParser(tc.typ)
+		_, _ = p.Write([]byte(tc.stream))
+		if got := p.Outcome().SessionID; got != "" {
+			t.Errorf("%s took session id %q from %s", tc.typ, got, tc.stream)
+		}
+	}
+	for _, bad := range []string{hostile, "-r", "--resume", "x y", "a=b", strings.Repeat("a", 129)} {
+		for _, args := range [][]string{ClaudeArgs(Invocation{MCPConfigPath: "/m.json", Resume: bad}), CodexArgs(Invocation{Resume: bad})} {
+			for _, a := range args {
+				if a == bad || strings.HasSuffix(a, "="+bad) {
+					t.Errorf("session id %q reached the arguments: %q", bad, args)
+				}
+			}
+		}
+	}
+	for _, good := range []string{"3a4d9271-a1ce-45d0-a841-a07ecfc36cbb", "session_1", "S"} {
+		if !ValidSessionID(good) {
+			t.Errorf("%q refused", good)
+		}
+	}
+	codex := CodexArgs(Invocation{Resume: "abc-123"})
+	if i := slices.Index(codex, "--"); i < 0 || !slices.Equal(codex[i+1:], []string{"abc-123", "-"}) {
+		t.Fatalf("codex positionals must follow --: %q", codex)
 	}
 }
 

@@ -43,8 +43,9 @@ type Invocation struct {
 // ClaudeArgs returns Claude Code's arguments: print mode with streamed JSON
 // events, our MCP server only (--strict-mcp-config ignores any other MCP
 // configuration the directory or home may hold), its tools allowed, and
-// the agent's model, extra tools and turn limit. The prompt is written to
-// the process's standard input, never put in argv.
+// the agent's model, extra tools and turn limit, and --resume=<id> when
+// Resume is ValidSessionID. The prompt is written to the process's
+// standard input, never put in argv.
 func ClaudeArgs(inv Invocation) []string {
 	a := []string{"-p", "--output-format", "stream-json", "--verbose",
 		"--mcp-config", inv.MCPConfigPath, "--strict-mcp-config"}
@@ -57,10 +58,28 @@ func ClaudeArgs(inv Invocation) []string {
 	if inv.Config.MaxTurns > 0 {
 		a = append(a, "--max-turns", strconv.Itoa(inv.Config.MaxTurns))
 	}
-	if inv.Resume != "" {
-		a = append(a, "--resume", inv.Resume)
+	if ValidSessionID(inv.Resume) {
+		// One argument: the id can never be read as an option.
+		a = append(a, "--resume="+inv.Resume)
 	}
 	return a
+}
+
+// ValidSessionID reports whether id has the shape of a CLI session id (a
+// UUID, or letters, digits, "_" and "-" not starting with "-", at most
+// 128). The id comes from the CLI's own output, which an agent can
+// influence; it is data, and must never become an option of the next
+// run's command line (`--resume --dangerously-skip-permissions`).
+func ValidSessionID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '-' {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // ClaudeMCPConfig renders the --mcp-config file naming our server alone.
@@ -84,14 +103,16 @@ func ClaudeMCPConfig(s MCPServer) ([]byte, error) {
 	return json.MarshalIndent(map[string]any{"mcpServers": map[string]any{MCPServerName: srv}}, "", "  ")
 }
 
-// CodexArgs returns Codex's arguments: `exec` (or `exec resume <id>`) with
-// JSONL events, outside a git repository if need be, the prompt read from
-// standard input ("-"). The MCP server, sandbox and approval policy come
+// CodexArgs returns Codex's arguments: `exec` (or `exec resume -- <id>`)
+// with JSONL events, outside a git repository if need be, the prompt read
+// from standard input ("-"). A Resume that is not ValidSessionID starts a
+// fresh session. The MCP server, sandbox and approval policy come
 // from the per-run CODEX_HOME/config.toml (CodexConfigTOML), which `exec
 // resume` reads as well; resume accepts neither --sandbox nor --cd.
 func CodexArgs(inv Invocation) []string {
+	resume := ValidSessionID(inv.Resume)
 	a := []string{"exec"}
-	if inv.Resume != "" {
+	if resume {
 		a = append(a, "resume")
 	}
 	// --strict-config: a configuration key this Codex does not know fails
@@ -100,7 +121,9 @@ func CodexArgs(inv Invocation) []string {
 	if inv.Config.Model != "" {
 		a = append(a, "--model", inv.Config.Model)
 	}
-	if inv.Resume != "" {
+	// Positionals only after "--": a session id is never parsed as an option.
+	a = append(a, "--")
+	if resume {
 		a = append(a, inv.Resume)
 	}
 	return append(a, "-")

@@ -172,7 +172,7 @@ func decodeClaude(o *Outcome, raw []byte) {
 		if ev.Subtype != "init" {
 			return
 		}
-		if ev.SessionID != "" {
+		if ValidSessionID(ev.SessionID) {
 			o.SessionID = ev.SessionID
 		}
 		for _, s := range ev.MCPServers {
@@ -191,7 +191,7 @@ func decodeClaude(o *Outcome, raw []byte) {
 		}
 	case "result":
 		o.Finished = true
-		if ev.SessionID != "" {
+		if ValidSessionID(ev.SessionID) {
 			o.SessionID = ev.SessionID
 		}
 		o.IsError = ev.IsError || (ev.Subtype != "" && ev.Subtype != "success")
@@ -246,7 +246,7 @@ func decodeCodex(o *Outcome, raw []byte) {
 	switch ev.Type {
 	case "thread.started":
 		o.Started = true
-		if ev.ThreadID != "" {
+		if ValidSessionID(ev.ThreadID) {
 			o.SessionID = ev.ThreadID
 		}
 	case "turn.completed":

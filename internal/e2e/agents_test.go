@@ -23,8 +23,15 @@ import (
 func exampleAgentEnv(t *testing.T, url, mode string) (*testkit.EmailEnv, map[string]any) {
 	t.Helper()
 	e := testkit.NewEmailEnv(t, url)
+	// The agent keeps a copy of the skill it was given (its run directory
+	// is removed when the run ends), then runs the example agent.
+	copies := filepath.Join(e.Home, "skill-copies")
+	if err := os.Mkdir(copies, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	script := `cp -p "$PAPERCLIP_SKILLS_DIR/agentmail/SKILL.md" "` + copies + `/$PAPERCLIP_RUN_ID.md" 2>/dev/null; exec "$0" example-agent ` + mode
 	e.Board.JSON("PATCH", "/api/agents/"+e.AgentID, map[string]any{"adapterConfig": map[string]any{
-		"command": testkit.Binary(t), "args": []string{"example-agent", mode}, "timeoutSec": 60}}, 200)
+		"command": "/bin/sh", "args": []string{"-c", script, testkit.Binary(t)}, "timeoutSec": 60}}, 200)
 	return e, e.Setup("helpdesk", nil)
 }
 
@@ -97,7 +104,13 @@ func TestAgentRepliesThroughCLIAndMCP(t *testing.T) {
 				if len(runs) == 0 || runs[len(runs)-1]["wakeReason"] != "email_received" {
 					t.Fatalf("runs: %v", runs)
 				}
-				skill := filepath.Join(e.Home, "instance", "runs", testkit.ID(runs[len(runs)-1]), "skills", "agentmail", "SKILL.md")
+				last := testkit.ID(runs[len(runs)-1])
+				// The run's directory goes once its outcome is recorded.
+				testkit.Eventually(t, 30*time.Second, "the run's directory removed", func() bool {
+					_, err := os.Stat(filepath.Join(e.Home, "instance", "runs", last))
+					return os.IsNotExist(err)
+				})
+				skill := filepath.Join(e.Home, "skill-copies", last+".md")
 				info, err := os.Stat(skill)
 				if err != nil || info.Mode().Perm() != 0o444 {
 					t.Fatalf("skill file: %v %v", info, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
@@ -47,7 +48,7 @@ func testFreshSession(t *testing.T, url, adapter, sessions, refusal string) {
 	task := emailTask(t, e)
 	run1 := waitCLIRuns(t, e, task, 1)[0]
 	old := run1["sessionId"].(string)
-	dir := filepath.Join(e.Home, "workspaces", e.CompanyID, task, sessions)
+	dir := filepath.Join(heartbeat.TaskDirectory(e.Config.WorkspacesDir(), e.CompanyID, task, false), sessions)
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("the first run kept no session in %s: %v", dir, err)
 	}

@@ -24,7 +24,12 @@ type RunSpec struct {
 	Workdir string
 	// RunDir is the run's private scratch directory (under the hidden runs
 	// directory): the skills directory and the sandbox bridge live there.
+	// It is removed once the run's outcome is recorded.
 	RunDir string
+	// Home is a host run's HOME: <RunDir>/home, fresh and 0700, never a
+	// directory an agent wrote before. Empty for sandboxed runs (their
+	// HOME is the task directory, inside the sandbox).
+	Home string
 	// SkillsDir is the run's read-only skills directory.
 	SkillsDir string
 	// ExtraEnv is added to the run environment by Options.Prepare hooks.
@@ -118,6 +123,10 @@ type Result struct {
 	Log       []byte
 	LogSize   int64
 	Truncated bool
+	// Secrets are further values the run held (the instance's passEnv
+	// credentials of a CLI agent, a process agent's env values): the
+	// scheduler masks them, with the vaulted ones, in the stored log.
+	Secrets []string
 }
 
 // Adapter executes runs of one adapter type.

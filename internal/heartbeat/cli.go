@@ -104,7 +104,7 @@ func (a CLIAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Result {
 		at = a.attempt(ctx, deadline, p, "", out)
 		at.usage.Add(first.usage)
 	}
-	res := Result{Status: at.status, Error: at.why, ExitCode: &at.code}
+	res := Result{Status: at.status, Error: at.why, ExitCode: &at.code, Secrets: a.passedValues(settings)}
 	res.Log, res.LogSize, res.Truncated = out.result()
 	if spec.Token != "" {
 		// Defence in depth: no CLI should echo it, but the log is readable
@@ -222,6 +222,11 @@ func (a CLIAdapter) previousSession(ctx context.Context, spec RunSpec) string {
 	if ts.AdapterType != a.Type || ts.Workdir != spec.Workdir {
 		return ""
 	}
+	// Checked again before use: a stored id is data from a CLI's output
+	// and must never become an option of the command line.
+	if !agentcli.ValidSessionID(ts.SessionID) {
+		return ""
+	}
 	return ts.SessionID
 }
 
@@ -263,6 +268,18 @@ func (a CLIAdapter) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return a.Log
+}
+
+// passedValues are the values of the instance's passEnv variables this
+// run's CLI received (provider API keys): secrets to mask in its log.
+func (a CLIAdapter) passedValues(settings domain.AgentCLISettings) []string {
+	var out []string
+	for _, k := range settings.PassEnv {
+		if v, ok := a.lookupEnv(k); ok {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (a CLIAdapter) lookupEnv(k string) (string, bool) {

@@ -100,6 +100,11 @@ func (a CLIAdapter) plan(ctx context.Context, spec RunSpec, cfg agentcli.Config,
 		if err != nil {
 			return nil, err
 		}
+		if !boxed {
+			if err := linkClaudeProjects(spec); err != nil {
+				return nil, err
+			}
+		}
 		binds = append(binds, b...)
 		p.stops = append(p.stops, stop)
 	case agentcli.Codex:
@@ -235,7 +240,12 @@ func (a CLIAdapter) env(spec RunSpec, settings domain.AgentCLISettings, boxed bo
 			delete(env, k)
 		}
 	}
-	env["HOME"] = spec.Workdir
+	// On the host the run's own fresh HOME: the CLI must not load
+	// settings, hooks or startup files an agent left in a directory.
+	env["HOME"] = spec.Home
+	if boxed {
+		env["HOME"] = spec.Workdir
+	}
 	if spec.BinDir != "" {
 		env["PATH"] = spec.BinDir + ":" + serverPath()
 	}
@@ -350,6 +360,33 @@ func stageClaudeSkill(spec RunSpec, hasSkill, boxed bool) ([]sandbox.Bind, func(
 		return nil, noop, fmt.Errorf("stage the agentmail skill: %w", err)
 	}
 	return nil, func() { remove(); root.Close() }, nil
+}
+
+// linkClaudeProjects keeps a host run's Claude Code conversations across
+// runs although each run has a fresh HOME: Claude Code keeps them in
+// $HOME/.claude/projects, here a link to <task directory>/.claude/projects
+// (a directory only host runs ever work in, see TaskDirectory).
+func linkClaudeProjects(spec RunSpec) error {
+	if spec.Home == "" {
+		return errors.New("prepare Claude Code sessions: the run has no HOME of its own")
+	}
+	root, err := os.OpenRoot(spec.Workdir)
+	if err != nil {
+		return fmt.Errorf("prepare Claude Code sessions: %w", err)
+	}
+	defer root.Close()
+	projects := filepath.Join(".claude", "projects")
+	if err := root.MkdirAll(projects, 0o700); err != nil {
+		return fmt.Errorf("prepare Claude Code sessions: %w", err)
+	}
+	dot := filepath.Join(spec.Home, ".claude")
+	if err := os.Mkdir(dot, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("prepare Claude Code sessions: %w", err)
+	}
+	if err := os.Symlink(filepath.Join(spec.Workdir, projects), filepath.Join(dot, "projects")); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("prepare Claude Code sessions: %w", err)
+	}
+	return nil
 }
 
 // codexHome writes the run's CODEX_HOME (config.toml with our MCP server)

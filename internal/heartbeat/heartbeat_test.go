@@ -34,9 +34,18 @@ func newEnv(t *testing.T, d *db.DB) *env {
 // ends, and creates a company named name.
 func startEnv(t *testing.T, d *db.DB, name string, opts heartbeat.Options) *env {
 	t.Helper()
+	return startEnvAdapters(t, d, name, opts, nil)
+}
+
+// startEnvAdapters is startEnv with further adapters by type.
+func startEnvAdapters(t *testing.T, d *db.DB, name string, opts heartbeat.Options, extra map[string]heartbeat.Adapter) *env {
+	t.Helper()
 	st := store.New(d)
 	opts.Store, opts.RunnerID, opts.APIURL = st, "test-runner", "http://127.0.0.1:1/api"
 	opts.Adapters = map[string]heartbeat.Adapter{"process": heartbeat.ProcessAdapter{KillGrace: time.Second}, "http": heartbeat.HTTPAdapter{}}
+	for k, a := range extra {
+		opts.Adapters[k] = a
+	}
 	opts.LeaseTTL, opts.ExclusiveDatabase = 3*time.Second, true
 	svc := heartbeat.New(opts)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -21,6 +21,11 @@ const (
 	RefusedUnapprovedConfig = "unapproved_config_requires_sandbox_environment"
 )
 
+// RefusedSharedDirUnapproved fails a sandboxed run of an agent no instance
+// administrator approved whose task's project works in a shared local_path
+// directory: host runs work there too, so the sandbox must not write it.
+const RefusedSharedDirUnapproved = "shared_workspace_requires_approved_agent"
+
 // sandboxNeed returns why a run of agent (through adapter, on a task that
 // is isolatedTask or not) must execute in a sandbox, or "" when it may run
 // on the host. A low-trust agent, an isolated task and a host program whose

@@ -53,7 +53,8 @@ func (p ProcessAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Resul
 			env[k] = v
 		}
 	}
-	env["HOME"] = spec.Workdir
+	// On the host: the run's fresh HOME (the sandbox sets its own below).
+	env["HOME"] = spec.Home
 	for k, v := range cfg.Env {
 		env[k] = spec.secretValue("env."+k, v)
 	}
@@ -117,6 +118,11 @@ func (p ProcessAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Resul
 		waitErr = p.stop(cmd, done)
 	}
 	res := Result{}
+	// The agent's env values (vaulted ones are masked anyway; values
+	// stored before the vault existed too).
+	for k, v := range cfg.Env {
+		res.Secrets = append(res.Secrets, spec.secretValue("env."+k, v))
+	}
 	res.Log, res.LogSize, res.Truncated = out.result()
 	code := -1
 	if cmd.ProcessState != nil {

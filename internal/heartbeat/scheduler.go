@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -31,6 +33,11 @@ func (s *Service) Start(ctx context.Context) error {
 		if err := s.sweepOrphans(ctx, true); err != nil {
 			return fmt.Errorf("heartbeat: recover orphaned runs: %w", err)
 		}
+	}
+	// Run directories of a previous process (stopped before recording its
+	// runs) still hold run tokens and CLI state: remove them.
+	if err := s.sweepRunDirs(ctx); err != nil {
+		s.log.Error("sweep run directories", "err", err)
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -226,7 +233,15 @@ func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agen
 	// Record the outcome even when the server is shutting down.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	logText := redactSecrets(sanitizeLog(res.Log), spec.Secrets)
+	// Every secret the run held is masked in its log (viewers read it,
+	// backups keep it) and in its error: vaulted values, the adapter's
+	// own (the instance's passEnv credentials) and the run token.
+	held := append(slices.Collect(maps.Values(spec.Secrets)), res.Secrets...)
+	if spec.Token != "" {
+		held = append(held, spec.Token)
+	}
+	logText := maskSecrets(sanitizeLog(res.Log), held)
+	res.Error = maskSecrets(res.Error, held)
 	err := s.st.Tx(fctx, func(tx *sql.Tx) error {
 		ok, err := s.st.FinishRun(fctx, tx, run.ID, s.opts.RunnerID, res.Status, res.ExitCode, res.Error)
 		if err != nil || !ok {
@@ -247,6 +262,12 @@ func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agen
 	})
 	if err != nil {
 		s.log.Error("record run outcome", "run", run.ID, "err", err)
+	}
+	// The run's own files go with it: its MCP configuration holds the run
+	// token, its CODEX_HOME and HOME what the CLI kept. A directory left
+	// by a crash is swept at the next start (sweepRunDirs).
+	if err := removeRunDir(spec.RunDir); err != nil {
+		s.log.Error("remove run directory", "run", run.ID, "err", err)
 	}
 	if s.opts.Observer.RunFinished != nil && run.StartedAt != nil {
 		s.opts.Observer.RunFinished(res.Status, time.Since(*run.StartedAt))
@@ -286,18 +307,6 @@ func (s *Service) prepareAndRun(ctx context.Context, spec *RunSpec) Result {
 		return Result{Status: domain.RunFailed, Error: "no adapter for type " + spec.Agent.AdapterType}
 	}
 	return adapter.Run(ctx, *spec, s.opts.LogMaxBytes)
-}
-
-// redactSecrets masks the agent's write-only adapter values in its run log,
-// which viewers and the agent's later runs can read. Values shorter than
-// four bytes are left alone: masking them would garble the log.
-func redactSecrets(log string, secrets map[string]string) string {
-	for _, v := range secrets {
-		if len(v) >= 4 {
-			log = strings.ReplaceAll(log, v, domain.WriteOnlyValue)
-		}
-	}
-	return log
 }
 
 // sanitizeLog makes captured output storable as text on both databases

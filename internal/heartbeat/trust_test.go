@@ -126,7 +126,7 @@ func TestCancelRunningRuns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dir := filepath.Join(e.workspaces, e.company, task.ID)
+			dir := heartbeat.TaskDirectory(e.workspaces, e.company, task.ID, false)
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {

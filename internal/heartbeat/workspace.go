@@ -52,11 +52,43 @@ var ErrGitWorktreeBase = errors.New("workspace_validation_failed: git_worktree_b
 var errMismatchedWorkspace = errors.New("mismatched workspace reuse")
 
 // workspaceMarker records which company and task (or agent, for runs
-// without a task) own a private directory.
+// without a task) own a private directory, and whether sandboxed or host
+// runs work in it.
 type workspaceMarker struct {
 	CompanyID string `json:"companyId"`
 	TaskID    string `json:"taskId,omitempty"`
 	AgentID   string `json:"agentId,omitempty"`
+	Mode      string `json:"mode"`
+}
+
+// Execution modes of private directories: the first component under the
+// workspaces root. Sandboxed and host runs never share a directory.
+const (
+	modeHost    = "host"
+	modeSandbox = "sandbox"
+)
+
+// TaskDirectory is the private directory of a task (name is the task id,
+// or "agent-<agentId>" for runs without a task) under the workspaces root:
+// <workspaces>/sandbox/<companyId>/<name> for sandboxed runs and
+// <workspaces>/host/<companyId>/<name> for runs on the host.
+//
+// Why two trees: whatever a sandboxed run writes (a Python .pth under
+// $HOME/.local, a .claude/settings.json hook, a .git/config with
+// core.fsmonitor) would execute as the server's user if a host run later
+// worked, or had its HOME, in the same directory. A task reassigned from a
+// sandboxed agent to a host agent therefore starts in a fresh directory;
+// the two never share one (docs/security.md, "Sandboxed and host runs
+// never share a directory").
+func TaskDirectory(workspaces, companyID, name string, sandboxed bool) string {
+	return filepath.Join(workspaces, runMode(sandboxed), companyID, name)
+}
+
+func runMode(sandboxed bool) string {
+	if sandboxed {
+		return modeSandbox
+	}
+	return modeHost
 }
 
 // markerPath is the marker's path relative to the private directory.
@@ -81,12 +113,14 @@ func isolated(is domain.Issue) bool {
 // A task's project may configure a workspace (local_path or git_worktree);
 // that explicit strategy must then be usable, and is never silently
 // replaced. Every other task, including a low-trust sandbox task whose
-// project has no workspace, works in a private directory
-// <workspaces>/<companyId>/<taskId>: 0700, free of symlinks, marked with its
-// owner, and kept across runs and reassignment. Runs without a task use
-// <workspaces>/<companyId>/agent-<agentId> the same way. A task asking for
-// an isolated workspace never works in a shared local_path directory.
-// A sandboxed run's private directory belongs to the sandbox identity.
+// project has no workspace, works in a private directory (TaskDirectory:
+// one for sandboxed runs, another for host runs): 0700, free of symlinks,
+// marked with its owner, and kept across runs and reassignment. Runs
+// without a task use the name agent-<agentId> the same way. A task asking
+// for an isolated workspace never works in a shared local_path directory,
+// nor does a sandboxed agent no instance administrator approved. A
+// sandboxed run's private directory belongs to the sandbox identity; a
+// host run gets a fresh HOME of its own in its run directory.
 func (s *Service) prepareDirs(ctx context.Context, spec *RunSpec) error {
 	if s.opts.WorkspacesDir == "" {
 		return nil
@@ -118,9 +152,18 @@ func (s *Service) prepareDirs(ctx context.Context, spec *RunSpec) error {
 	if err := os.Chmod(spec.SkillsDir, 0o755); err != nil {
 		return fmt.Errorf("prepare run directory: %w", err)
 	}
+	if !spec.Sandboxed() {
+		// A host run's HOME is its own, fresh and private, never a
+		// directory an agent wrote before (see TaskDirectory).
+		spec.Home = filepath.Join(spec.RunDir, "home")
+		if err := os.Mkdir(spec.Home, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("prepare run directory: %w", err)
+		}
+	}
 	run := spec.Run
+	mode := runMode(spec.Sandboxed())
 	if run.IssueID == "" {
-		dir, err := s.privateDir(run.CompanyID, "agent-"+run.AgentID, workspaceMarker{CompanyID: run.CompanyID, AgentID: run.AgentID})
+		dir, err := s.privateDir(run.CompanyID, "agent-"+run.AgentID, workspaceMarker{CompanyID: run.CompanyID, AgentID: run.AgentID, Mode: mode})
 		spec.Workdir = dir
 		return s.ownWorkdir(spec, err)
 	}
@@ -130,7 +173,7 @@ func (s *Service) prepareDirs(ctx context.Context, spec *RunSpec) error {
 	}
 	spec.Isolated = isolated(issue)
 	if ws == nil {
-		dir, err := s.privateDir(run.CompanyID, run.IssueID, workspaceMarker{CompanyID: run.CompanyID, TaskID: run.IssueID})
+		dir, err := s.privateDir(run.CompanyID, run.IssueID, workspaceMarker{CompanyID: run.CompanyID, TaskID: run.IssueID, Mode: mode})
 		spec.Workdir = dir
 		return s.ownWorkdir(spec, err)
 	}
@@ -142,6 +185,13 @@ func (s *Service) prepareDirs(ctx context.Context, spec *RunSpec) error {
 		if spec.Isolated {
 			return fmt.Errorf("workspace_validation_failed: the task requires an isolated workspace, but its project's workspace %q is a shared local_path directory", ws.Path)
 		}
+		if spec.Sandboxed() && !spec.Agent.HostExecutionApproved {
+			// The project directory is shared with host runs: a
+			// member-configured agent must not be able to plant anything
+			// there that a host run would execute.
+			return fmt.Errorf("%s: project workspace %q is a local_path directory shared with host runs; "+
+				"an agent configured by a member (not approved by an instance administrator) may not work in it", RefusedSharedDirUnapproved, ws.Path)
+		}
 		fi, err := os.Stat(ws.Path)
 		if err != nil || !fi.IsDir() {
 			return fmt.Errorf("workspace_validation_failed: project workspace %q is not an existing directory", ws.Path)
@@ -149,7 +199,7 @@ func (s *Service) prepareDirs(ctx context.Context, spec *RunSpec) error {
 		spec.Workdir = filepath.Clean(ws.Path)
 		return nil
 	case strategyGitWorktree:
-		dir, created, err := s.gitWorktree(ctx, run, ws.Path)
+		dir, created, err := s.gitWorktree(ctx, run, ws.Path, mode, spec.RunDir)
 		spec.Workdir = dir
 		if err == nil && created && spec.Sandboxed() {
 			// The worktree was checked out by the server; the sandbox
@@ -225,12 +275,15 @@ func (s *Service) projectWorkspace(ctx context.Context, run domain.Run) (domain.
 }
 
 // gitWorktree returns the task's worktree of the git checkout at base,
-// creating it under the task's private directory on first use (created).
-func (s *Service) gitWorktree(ctx context.Context, run domain.Run, base string) (wt string, created bool, err error) {
+// creating it under the task's private directory of mode on first use
+// (created). A sandboxed run gets a worktree of its own in its own
+// directory; the project's checkout itself is never mounted into a
+// sandbox.
+func (s *Service) gitWorktree(ctx context.Context, run domain.Run, base, mode, runDir string) (wt string, created bool, err error) {
 	if _, err := os.Lstat(filepath.Join(base, ".git")); err != nil {
 		return "", false, fmt.Errorf("%w: project workspace %q is not a git checkout", ErrGitWorktreeBase, base)
 	}
-	dir, err := s.privateDir(run.CompanyID, run.IssueID, workspaceMarker{CompanyID: run.CompanyID, TaskID: run.IssueID})
+	dir, err := s.privateDir(run.CompanyID, run.IssueID, workspaceMarker{CompanyID: run.CompanyID, TaskID: run.IssueID, Mode: mode})
 	if err != nil {
 		return "", false, err
 	}
@@ -246,17 +299,19 @@ func (s *Service) gitWorktree(ctx context.Context, run domain.Run, base string) 
 		return "", false, errors.New("workspace_validation_failed: git is required for git_worktree workspaces but was not found")
 	}
 	// Hooks of the base repository are not run: this executes on the host,
-	// outside any sandbox.
+	// outside any sandbox. HOME is the run's own directory, never the task
+	// directory (a sandboxed agent may have planted a .gitconfig there),
+	// and no global configuration is read.
 	cmd := exec.CommandContext(ctx, git, "-c", "core.hooksPath=/dev/null", "-C", base, "worktree", "add", "--detach", wt)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_TERMINAL_PROMPT=0"}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + runDir, "GIT_CONFIG_GLOBAL=" + os.DevNull, "GIT_TERMINAL_PROMPT=0"}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", false, fmt.Errorf("workspace_validation_failed: git worktree add failed: %w: %s", err, strings.TrimSpace(sanitizeLog(out)))
 	}
 	return wt, true, nil
 }
 
-// privateDir returns <workspaces>/<companyID>/<name>, creating each missing
-// component with mode 0700. An existing component that is a symlink, or not
+// privateDir returns TaskDirectory(<workspaces>, companyID, name, owner's
+// mode), creating each missing component with mode 0700. An existing component that is a symlink, or not
 // a directory, is refused: a link could point the run (and the server's
 // own writes, such as the marker) at another task or at the Paperclip home.
 // The marker must name owner; a directory marked for another company or
@@ -267,7 +322,7 @@ func (s *Service) privateDir(companyID, name string, owner workspaceMarker) (str
 		return "", fmt.Errorf("prepare workspace: %w", err)
 	}
 	dir := root
-	for _, seg := range []string{companyID, name} {
+	for _, seg := range []string{owner.Mode, companyID, name} {
 		// Ids come from the database, but never let one climb the tree.
 		if seg == "" || seg == "." || seg == ".." || strings.ContainsAny(seg, `/\`) {
 			return "", fmt.Errorf("prepare workspace: invalid path component %q", seg)

@@ -131,7 +131,7 @@ func TestPrivateTaskDirectory(t *testing.T) {
 		script := `pwd; if [ -f note ]; then echo "note:$(cat note)"; fi; echo "$PAPERCLIP_AGENT_ID" > note`
 		a1, a2 := e.shAgent(t, "", script), e.shAgent(t, "", script)
 		task := e.plainTask(t, a1.ID, e.project(t, nil))
-		dir := filepath.Join(e.workspaces, e.company, task.ID)
+		dir := heartbeat.TaskDirectory(e.workspaces, e.company, task.ID, false)
 		r, log := e.run(t, a1.ID, task.ID)
 		if r.Status != domain.RunSucceeded || !strings.HasPrefix(log, dir+"\n") || strings.Contains(log, "note:") {
 			t.Fatalf("first run %s %q: %s", r.Status, r.Error, log)
@@ -142,7 +142,7 @@ func TestPrivateTaskDirectory(t *testing.T) {
 		}
 		var marker map[string]string
 		raw, _ := os.ReadFile(filepath.Join(dir, ".paperclip", "workspace.json"))
-		if json.Unmarshal(raw, &marker) != nil || marker["companyId"] != e.company || marker["taskId"] != task.ID {
+		if json.Unmarshal(raw, &marker) != nil || marker["companyId"] != e.company || marker["taskId"] != task.ID || marker["mode"] != "host" {
 			t.Fatalf("marker %s", raw)
 		}
 		// Reassignment: another agent works on in the same directory.
@@ -167,10 +167,10 @@ func TestUnsafeTaskDirectoriesRefused(t *testing.T) {
 		elsewhere := t.TempDir()
 
 		linked := e.plainTask(t, a.ID, "")
-		if err := os.MkdirAll(filepath.Join(e.workspaces, e.company), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Dir(heartbeat.TaskDirectory(e.workspaces, e.company, "x", false)), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink(elsewhere, filepath.Join(e.workspaces, e.company, linked.ID)); err != nil {
+		if err := os.Symlink(elsewhere, heartbeat.TaskDirectory(e.workspaces, e.company, linked.ID, false)); err != nil {
 			t.Fatal(err)
 		}
 		r, log := e.run(t, a.ID, linked.ID)
@@ -180,7 +180,7 @@ func TestUnsafeTaskDirectoriesRefused(t *testing.T) {
 		}
 
 		mismatched := e.plainTask(t, a.ID, "")
-		dir := filepath.Join(e.workspaces, e.company, mismatched.ID, ".paperclip")
+		dir := filepath.Join(heartbeat.TaskDirectory(e.workspaces, e.company, mismatched.ID, false), ".paperclip")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -192,10 +192,10 @@ func TestUnsafeTaskDirectoriesRefused(t *testing.T) {
 		mustFail(t, r, "mismatched workspace reuse")
 
 		control := e.plainTask(t, a.ID, "")
-		if err := os.MkdirAll(filepath.Join(e.workspaces, e.company, control.ID), 0o700); err != nil {
+		if err := os.MkdirAll(heartbeat.TaskDirectory(e.workspaces, e.company, control.ID, false), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink(elsewhere, filepath.Join(e.workspaces, e.company, control.ID, ".paperclip")); err != nil {
+		if err := os.Symlink(elsewhere, filepath.Join(heartbeat.TaskDirectory(e.workspaces, e.company, control.ID, false), ".paperclip")); err != nil {
 			t.Fatal(err)
 		}
 		r, _ = e.run(t, a.ID, control.ID)
@@ -207,7 +207,10 @@ func TestUnsafeTaskDirectoriesRefused(t *testing.T) {
 		// A symlinked company directory is refused too.
 		d2 := newWSEnv(t, d)
 		b := d2.shAgent(t, "", "echo ran")
-		if err := os.Symlink(elsewhere, filepath.Join(d2.workspaces, d2.company)); err != nil {
+		if err := os.MkdirAll(filepath.Join(d2.workspaces, "host"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(elsewhere, filepath.Dir(heartbeat.TaskDirectory(d2.workspaces, d2.company, "x", false))); err != nil {
 			t.Fatal(err)
 		}
 		r, _ = d2.run(t, b.ID, d2.plainTask(t, b.ID, "").ID)
@@ -267,7 +270,7 @@ func TestProjectWorkspaces(t *testing.T) {
 		}
 		task := e.plainTask(t, a.ID, e.project(t, &domain.ProjectWorkspace{Strategy: "git_worktree", Path: repo}))
 		r, log = e.run(t, a.ID, task.ID)
-		want := filepath.Join(e.workspaces, e.company, task.ID, "worktree")
+		want := filepath.Join(heartbeat.TaskDirectory(e.workspaces, e.company, task.ID, false), "worktree")
 		if r.Status != domain.RunSucceeded || log != want+"\n" {
 			t.Fatalf("git_worktree run %s %q: %q", r.Status, r.Error, log)
 		}
@@ -288,7 +291,7 @@ func TestSandboxedTaskRuns(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d *db.DB) {
 		e := newWSEnv(t, d)
 		sb := e.environment(t, "sandbox", "active")
-		neighbour := filepath.Join(e.workspaces, e.company, "neighbour")
+		neighbour := heartbeat.TaskDirectory(e.workspaces, e.company, "neighbour", true)
 		if err := os.MkdirAll(neighbour, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +300,7 @@ func TestSandboxedTaskRuns(t *testing.T) {
 			`if [ -f kept ]; then echo "kept:$(cat kept)"; else echo "$PAPERCLIP_RUN_ID" > kept; fi; `+
 			`echo "api:$PAPERCLIP_API_URL"`)
 		task := e.task(t, a.ID, e.project(t, nil))
-		dir := filepath.Join(e.workspaces, e.company, task.ID)
+		dir := heartbeat.TaskDirectory(e.workspaces, e.company, task.ID, true)
 		first, log := e.run(t, a.ID, task.ID)
 		if first.Status != domain.RunSucceeded || !strings.HasPrefix(log, dir+"\n") || strings.Contains(log, "LEAK") {
 			t.Fatalf("sandboxed run %s %q: %s", first.Status, first.Error, log)

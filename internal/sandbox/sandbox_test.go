@@ -12,6 +12,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
@@ -97,7 +98,7 @@ func TestSandboxedLowTrustEmailRun(t *testing.T) {
 		envID := testkit.ID(e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/environments",
 			map[string]any{"name": "Sandbox", "driver": "sandbox", "provider": "bubblewrap"}, 201))
 		// A directory of another task of the same company must stay invisible.
-		otherTask := filepath.Join(e.Config.WorkspacesDir(), e.CompanyID, testkit.NewUUID())
+		otherTask := heartbeat.TaskDirectory(e.Config.WorkspacesDir(), e.CompanyID, testkit.NewUUID(), true)
 		if err := os.MkdirAll(otherTask, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +128,7 @@ func TestSandboxedLowTrustEmailRun(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(e.Home, "escape")); err == nil {
 			t.Fatal("the sandbox wrote into the Paperclip home")
 		}
-		taskDir := filepath.Join(e.Config.WorkspacesDir(), e.CompanyID, task.ID)
+		taskDir := heartbeat.TaskDirectory(e.Config.WorkspacesDir(), e.CompanyID, task.ID, true)
 		if fi, err := os.Stat(taskDir); err != nil || fi.Mode().Perm() != 0o700 {
 			t.Fatalf("task directory %s: %v %v", taskDir, fi, err)
 		}

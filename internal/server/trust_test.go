@@ -13,6 +13,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
@@ -351,7 +352,7 @@ while :; do sleep ` + mark + `; done`
 			"environmentId": sb, "adapterConfig": map[string]any{"command": "/bin/sh", "args": []string{"-c", script}, "timeoutSec": 120}}, 201))
 		task := e.task(cid, aid)
 		run := testkit.ID(e.board.JSON("POST", "/api/agents/"+aid+"/wakeup", map[string]any{"reason": "go", "issueId": task}, 202))
-		token := readWhenPresent(t, filepath.Join(e.inst.Config.WorkspacesDir(), cid, task, "token"))
+		token := readWhenPresent(t, filepath.Join(heartbeat.TaskDirectory(e.inst.Config.WorkspacesDir(), cid, task, true), "token"))
 		agent := e.board.As(token, run)
 		agent.JSON("GET", "/api/issues/"+task, nil, 200)
 		if n := markedProcesses(mark); n < 2 {

@@ -41,7 +41,22 @@ func parseClaude(args []string) (claudeArgs, error) {
 	}
 	for i := 0; i < len(args); i++ {
 		var err error
-		switch arg := args[i]; arg {
+		arg := args[i]
+		// Commander's --option=value form (Paperclip resumes with it).
+		if name, v, ok := strings.Cut(arg, "="); ok && strings.HasPrefix(name, "--") {
+			switch name {
+			case "--resume":
+				a.resume = v
+			case "--model":
+				a.model = v
+			case "--output-format":
+				a.outputFormat = v
+			default:
+				return a, fmt.Errorf("error: unknown option '%s'", arg)
+			}
+			continue
+		}
+		switch arg {
 		case "-p", "--print":
 			a.print = true
 		case "--verbose":

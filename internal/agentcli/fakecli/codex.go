@@ -35,6 +35,11 @@ func parseCodex(args []string) (codexArgs, error) {
 	var pos []string
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
+		if arg == "--" {
+			// clap: everything after it is positional.
+			pos = append(pos, args[i+1:]...)
+			break
+		}
 		switch {
 		case arg == "--json":
 			a.json = true
