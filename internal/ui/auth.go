@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -126,7 +127,9 @@ func (c *rc) CSRF() string { return c.u.csrfToken(c.csrfBinding()) }
 
 // page wraps a handler that needs a board actor: it resolves the actor,
 // redirects to sign-in when there is none and checks the form token of
-// every POST (multipart uploads check it themselves after parsing).
+// every POST. Only the attachment upload route (uploadRoute) takes a
+// multipart body, and checks its token itself after parsing; a multipart
+// POST to any other route is refused (415).
 func (u *UI) page(fn func(c *rc)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
@@ -148,11 +151,23 @@ func (u *UI) page(fn func(c *rc)) http.HandlerFunc {
 			u.plainError(w, r, http.StatusInternalServerError, msgSomethingWrong)
 			return
 		}
-		if r.Method == http.MethodPost && !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
-			r.Body = http.MaxBytesReader(w, r.Body, 256<<10)
-			if !u.validCSRF(r, c.csrfBinding()) {
-				c.errorPage(http.StatusForbidden, msgFormExpired)
+		if r.Method == http.MethodPost {
+			// Why by pattern: the upload handler must parse the multipart
+			// body before it can read the token in it, so only that route
+			// may skip this check; a multipart body anywhere else would
+			// carry a form past the token check, so it is refused.
+			mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+			switch {
+			case r.Pattern == uploadRoute && mt == "multipart/form-data":
+			case strings.HasPrefix(mt, "multipart/"):
+				c.errorPage(http.StatusUnsupportedMediaType, msgMultipartRefused)
 				return
+			default:
+				r.Body = http.MaxBytesReader(w, r.Body, 256<<10)
+				if !u.validCSRF(r, c.csrfBinding()) {
+					c.errorPage(http.StatusForbidden, msgFormExpired)
+					return
+				}
 			}
 		}
 		fn(c)
