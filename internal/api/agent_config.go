@@ -30,8 +30,11 @@ type adapterWrite struct {
 // out of the stored config. A value equal to domain.WriteOnlyValue keeps
 // the stored one; an empty value is stored as is (nothing to hide); any
 // other value goes to the vault and is stored as "". It reports whether a
-// value was given (a change of host-executing configuration).
-func (w *adapterWrite) writeOnly(field string, in, prev map[string]string, sameType bool) (changed bool, err error) {
+// value was given (a change of host-executing configuration). moved, when
+// not "", says which host-executing setting a non-administrator changed:
+// a stored value then is not kept (it was given for the old command or
+// URL), so sending the mask is refused.
+func (w *adapterWrite) writeOnly(field string, in, prev map[string]string, sameType bool, moved string) (changed bool, err error) {
 	for k, v := range in {
 		path := field + "." + k
 		switch {
@@ -39,6 +42,9 @@ func (w *adapterWrite) writeOnly(field string, in, prev map[string]string, sameT
 			old, ok := prev[k]
 			if !sameType || !ok {
 				return false, httpx.Errorf(http.StatusBadRequest, "adapterConfig.%s: there is no stored value to keep; send the value", path)
+			}
+			if moved != "" {
+				return false, httpx.Errorf(http.StatusBadRequest, "adapterConfig.%s: the stored value is not kept when %s changes; send the value again, or leave %s out to drop it (only an instance administrator may keep stored values across such a change)", path, moved, path)
 			}
 			if old != "" {
 				// A value stored before values moved to the vault.
@@ -87,7 +93,16 @@ func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, 
 		if sameType {
 			_ = json.Unmarshal(a.AdapterConfig, &prev)
 		}
-		envChanged, err := w.writeOnly("env", c.Env, prev.Env, sameType)
+		// Stored values follow only the configuration they were given
+		// for: a vaulted token must never reach a command (or an
+		// environment, such as BASH_ENV or LD_PRELOAD) that someone other
+		// than an instance administrator chose.
+		moved := ""
+		if !admin {
+			moved = movedSetting(!sameType, c.Command != prev.Command, !slices.Equal(c.Args, prev.Args), c.Cwd != prev.Cwd,
+				envEdited(c.Env, prev.Env))
+		}
+		envChanged, err := w.writeOnly("env", c.Env, prev.Env, sameType, moved)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +121,12 @@ func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, 
 		if sameType {
 			_ = json.Unmarshal(a.AdapterConfig, &prev)
 		}
-		if _, err := w.writeOnly("headers", c.Headers, prev.Headers, sameType); err != nil {
+		// Vaulted headers go only to the URL they were given for.
+		moved := ""
+		if !admin && sameType && c.URL != prev.URL {
+			moved = "the url"
+		}
+		if _, err := w.writeOnly("headers", c.Headers, prev.Headers, sameType, moved); err != nil {
 			return nil, err
 		}
 		changed = changed || c.URL != prev.URL
@@ -137,6 +157,43 @@ func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, 
 	}
 	a.AdapterType, a.AdapterConfig = typ, cfg
 	return w, nil
+}
+
+// movedSetting names the first changed host-executing setting of a
+// process agent, or "" when none changed.
+func movedSetting(typ, command, args, cwd, env bool) string {
+	switch {
+	case typ:
+		return "the adapter type"
+	case command:
+		return "the command"
+	case args:
+		return "the args"
+	case cwd:
+		return "the cwd"
+	case env:
+		return "another env value"
+	}
+	return ""
+}
+
+// envEdited reports whether in changes env beyond keeping stored values:
+// a new or replaced value (anything but the mask) or a removed name.
+func envEdited(in, prev map[string]string) bool {
+	for k, v := range in {
+		if v != domain.WriteOnlyValue {
+			return true
+		}
+		if _, ok := prev[k]; !ok {
+			return true
+		}
+	}
+	for k := range prev {
+		if _, ok := in[k]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // memberCommand refuses a process command that no configuration written
