@@ -2,10 +2,17 @@ package ui_test
 
 import (
 	"bytes"
+	"fmt"
 	"mime/multipart"
 	"net/http"
+	"net/http/cookiejar"
+	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
@@ -66,6 +73,83 @@ func TestMultipartPostNeedsFormToken(t *testing.T) {
 		// The upload route still refuses a multipart body without the token.
 		if p := e.multipartPost("/c/"+f.company+"/tasks/"+f.task+"/attachments", map[string]string{"x": "y"}); p.status != http.StatusForbidden {
 			t.Errorf("upload without token: %d", p.status)
+		}
+	})
+}
+
+// Issue 28 item 7: behind a trusted proxy (PAPERCLIP_TRUSTED_PROXIES) the
+// client address comes from X-Forwarded-For, so one stranger's failures
+// do not slow everyone behind the proxy; IPv6 clients are counted per /64.
+func TestLoginThrottleCountsTheClientBehindATrustedProxy(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, dbURL string) {
+		cfg := testkit.Config(t, dbURL)
+		cfg.DeploymentMode = config.ModeAuthenticated
+		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		e := startConfig(t, cfg)
+		admin, _ := e.boardUser("admin@example.com", "", "", true)
+		tok := e.csrf("/login")
+		login := func(key, client string) int {
+			return e.do("POST", "/login", url.Values{"key": {key}, "csrf": {tok}}, map[string]string{"X-Forwarded-For": client}).status
+		}
+		for i := 0; i < 10; i++ {
+			if st := login("pcb_wrong", "203.0.113.5"); st != http.StatusUnauthorized {
+				t.Fatalf("failure %d: %d", i, st)
+			}
+		}
+		if st := login("pcb_wrong", "203.0.113.5"); st != http.StatusTooManyRequests {
+			t.Fatalf("11th failure of the same client: %d", st)
+		}
+		// Another visitor behind the same proxy is not slowed; a client
+		// that writes its own X-Forwarded-For before the proxy's entry
+		// does not escape (the right-most untrusted hop counts).
+		if st := login("pcb_wrong", "203.0.113.6"); st != http.StatusUnauthorized {
+			t.Fatalf("another client behind the proxy: %d", st)
+		}
+		if st := login("pcb_wrong", "198.51.100.1, 203.0.113.5"); st != http.StatusTooManyRequests {
+			t.Fatalf("spoofed left-most hop: %d", st)
+		}
+		// IPv6: one /64 is one client.
+		for i := 1; i <= 10; i++ {
+			login("pcb_wrong", fmt.Sprintf("2001:db8:1:1::%x", i))
+		}
+		if st := login("pcb_wrong", "2001:db8:1:1::ffff"); st != http.StatusTooManyRequests {
+			t.Fatalf("another address of the same /64: %d", st)
+		}
+		if st := login("pcb_wrong", "2001:db8:1:2::1"); st != http.StatusUnauthorized {
+			t.Fatalf("another /64: %d", st)
+		}
+		// The throttled client's valid key signs in.
+		if st := login(admin, "203.0.113.5"); st != http.StatusSeeOther {
+			t.Fatalf("valid key of the throttled client: %d", st)
+		}
+	})
+}
+
+// Issue 28 item 12: the sign-in form's token is bound to the browser (a
+// cookie the sign-in page sets), not the constant "login": a token taken
+// from one browser does not sign another browser in (login CSRF).
+func TestLoginFormTokenIsBoundToTheBrowser(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, dbURL string) {
+		e, admin, _ := startAuth(t, dbURL)
+		attackerTok := e.csrf("/login")
+		// The victim's browser: its own cookies.
+		jar, _ := cookiejar.New(nil)
+		victim := &env{t: t, inst: e.inst, base: e.base, api: e.api,
+			http: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+		// Without any cookie (a cross-site form post to a first-time visitor).
+		if p := victim.do("POST", "/login", url.Values{"key": {admin}, "csrf": {attackerTok}}, nil); p.status != http.StatusForbidden {
+			t.Fatalf("attacker's token without the cookie: %d", p.status)
+		}
+		// With the victim's own cookie.
+		victimTok := victim.csrf("/login")
+		if victimTok == attackerTok {
+			t.Fatal("two browsers got the same sign-in token")
+		}
+		if p := victim.do("POST", "/login", url.Values{"key": {admin}, "csrf": {attackerTok}}, nil); p.status != http.StatusForbidden {
+			t.Fatalf("attacker's token in the victim's browser: %d", p.status)
+		}
+		if p := victim.do("POST", "/login", url.Values{"key": {admin}, "csrf": {victimTok}}, nil); p.status != http.StatusSeeOther {
+			t.Fatalf("the browser's own token: %d %s", p.status, p.body)
 		}
 	})
 }

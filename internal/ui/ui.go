@@ -59,7 +59,7 @@ type UI struct {
 
 // New builds the UI handler.
 func New(d Deps) (*UI, error) {
-	u := &UI{d: d, mux: http.NewServeMux(), log: d.Logger, now: d.Now, limiter: newLoginLimiter()}
+	u := &UI{d: d, mux: http.NewServeMux(), log: d.Logger, now: d.Now, limiter: newLoginLimiter(loginLimiterMax)}
 	if u.log == nil {
 		u.log = slog.New(slog.DiscardHandler)
 	}
