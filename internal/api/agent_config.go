@@ -121,15 +121,21 @@ func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, 
 		if sameType {
 			_ = json.Unmarshal(a.AdapterConfig, &prev)
 		}
-		// Vaulted headers go only to the URL they were given for.
+		// Vaulted headers and URL credentials go only to the destination
+		// they were given for.
 		moved := ""
-		if !admin && sameType && c.URL != prev.URL {
+		if !admin && sameType && urlDestination(c.URL) != urlDestination(prev.URL) {
 			moved = "the url"
 		}
 		if _, err := w.writeOnly("headers", c.Headers, prev.Headers, sameType, moved); err != nil {
 			return nil, err
 		}
-		changed = changed || c.URL != prev.URL
+		masked, urlChanged, err := w.urlSecrets(c.URL, prev.URL, sameType, moved)
+		if err != nil {
+			return nil, err
+		}
+		changed = changed || urlChanged || masked != domain.MaskURL(prev.URL)
+		c.URL = masked
 		if changed && !admin {
 			u, _ := url.Parse(c.URL)
 			if !netguard.PublicHost(ctx, u.Hostname()) {
@@ -157,6 +163,73 @@ func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, 
 	}
 	a.AdapterType, a.AdapterConfig = typ, cfg
 	return w, nil
+}
+
+// urlDestination is where an http agent's URL sends its request: the URL
+// without its userinfo, query and fragment.
+func urlDestination(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
+}
+
+// urlParts returns the userinfo and query of an http agent URL (the
+// write-only parts), as written in the URL; a part shown masked is
+// domain.WriteOnlyValue.
+func urlParts(raw string) (userinfo, query string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", ""
+	}
+	if u.User != nil {
+		userinfo = u.User.String()
+		if u.User.Username() == domain.WriteOnlyValue {
+			userinfo = domain.WriteOnlyValue
+		}
+	}
+	return userinfo, u.RawQuery
+}
+
+// urlSecrets moves the userinfo and query of an http agent URL (where
+// credentials travel) to the vault like env values, returning the URL to
+// store (masked, domain.MaskURL) and whether a part was given a new value.
+// A part sent as the mask keeps the stored one, unless moved (see
+// writeOnly).
+func (w *adapterWrite) urlSecrets(raw, prevRaw string, sameType bool, moved string) (string, bool, error) {
+	user, query := urlParts(raw)
+	var prevUser, prevQuery string
+	if sameType {
+		prevUser, prevQuery = urlParts(prevRaw)
+	}
+	changed := false
+	for _, p := range []struct{ path, name, val, prev string }{
+		{domain.URLUserinfoPath, "userinfo", user, prevUser},
+		{domain.URLQueryPath, "query", query, prevQuery},
+	} {
+		switch {
+		case p.val == "":
+		case p.val == domain.WriteOnlyValue:
+			if p.prev == "" {
+				return "", false, httpx.Errorf(http.StatusBadRequest, "adapterConfig.url: there is no stored %s to keep; send the value", p.name)
+			}
+			if moved != "" {
+				return "", false, httpx.Errorf(http.StatusBadRequest, "adapterConfig.url: the stored %s is not kept when the url's host or path changes; send the value again, or leave it out (only an instance administrator may keep stored values across such a change)", p.name)
+			}
+			if p.prev != domain.WriteOnlyValue {
+				// A URL stored before its credentials moved to the vault.
+				w.set[p.path] = p.prev
+			}
+			w.keep[p.path] = true
+		default:
+			w.set[p.path] = p.val
+			w.keep[p.path] = true
+			changed = true
+		}
+	}
+	return domain.MaskURL(raw), changed, nil
 }
 
 // movedSetting names the first changed host-executing setting of a

@@ -1,7 +1,11 @@
 package server_test
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -70,6 +74,68 @@ func TestMaskedSecretsNeverFollowAChangedCommand(t *testing.T) {
 			"headers": map[string]string{"X-Api-Key": "********"}}}, 200)
 		if bound, err := e.inst.Vault.ResolveBound(t.Context(), e.inst.DB, "agent", hid); err != nil || bound["headers.X-Api-Key"] != canary {
 			t.Fatalf("the administrator's kept header: %v", err)
+		}
+	})
+}
+
+// Issue 28 item 12: an http agent URL's userinfo and query (where hook
+// credentials travel) are write-only like env: vaulted, shown masked to
+// everyone, put back only for the request itself, and kept by sending
+// the masked URL back.
+func TestHTTPAgentURLCredentialsAreWriteOnly(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e := setup(t, url)
+		cid := e.company("Hook Co")
+		var mu sync.Mutex
+		var gotQuery, gotUser, gotPass string
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			gotQuery = r.URL.RawQuery
+			gotUser, gotPass, _ = r.BasicAuth()
+			mu.Unlock()
+		}))
+		defer hook.Close()
+		canary := "canary" + strings.ReplaceAll(testkit.NewUUID(), "-", "")
+		target := strings.Replace(hook.URL, "://", "://hookuser:"+canary+"u@", 1) + "/hook?token=" + canary + "q"
+		created := e.board.JSON("POST", "/api/companies/"+cid+"/agents", map[string]any{"name": "Hook", "adapterType": "http",
+			"adapterConfig": map[string]any{"url": target}}, 201)
+		aid := testkit.ID(created)
+		want := "http://********@" + strings.TrimPrefix(hook.URL, "http://") + "/hook?********"
+		viewer := e.member(cid, "viewer@example.com", "viewer")
+		for who, c := range map[string]*testkit.Client{"admin": e.board, "viewer": viewer} {
+			_, body := c.Do("GET", "/api/agents/"+aid, nil)
+			if strings.Contains(string(body), canary) || !strings.Contains(string(body), `"url":"`+want+`"`) {
+				t.Fatalf("%s reads the URL: %s", who, body)
+			}
+		}
+		if strings.Contains(fmt.Sprint(created), canary) {
+			t.Fatalf("the create answer shows the URL's credentials: %v", created)
+		}
+		var stored string
+		if err := e.inst.DB.QueryRowContext(t.Context(), `SELECT adapter_config FROM agents WHERE id = $1`, aid).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(stored, canary) {
+			t.Fatalf("the agent row holds the URL's credentials: %s", stored)
+		}
+		// The run's request carries them.
+		run := e.board.JSON("POST", "/api/agents/"+aid+"/wakeup", map[string]any{"reason": "try"}, 202)
+		e.waitRun(testkit.ID(run), "succeeded")
+		mu.Lock()
+		if gotQuery != "token="+canary+"q" || gotUser != "hookuser" || gotPass != canary+"u" {
+			t.Errorf("the hook got query %q, user %q, password %q", gotQuery, gotUser, gotPass)
+		}
+		mu.Unlock()
+		// Sending the masked URL back keeps them; a member moving the URL
+		// elsewhere cannot take them along.
+		e.board.JSON("PATCH", "/api/agents/"+aid, map[string]any{"adapterConfig": map[string]any{"url": want, "timeoutSec": 30}}, 200)
+		bound, err := e.inst.Vault.ResolveBound(t.Context(), e.inst.DB, "agent", aid)
+		if err != nil || bound["url.query"] != "token="+canary+"q" || bound["url.userinfo"] != "hookuser:"+canary+"u" {
+			t.Fatalf("kept URL credentials: %v", err)
+		}
+		mc := e.member(cid, "member@example.com", "member")
+		if st, body := mc.Do("PATCH", "/api/agents/"+aid, map[string]any{"adapterConfig": map[string]any{"url": "https://********@collector.example.com/x?********"}}); st != 400 {
+			t.Fatalf("member moving the masked URL: %d %s", st, body)
 		}
 	})
 }
