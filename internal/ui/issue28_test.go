@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"mime/multipart"
 	"net/http"
@@ -10,8 +11,11 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -150,6 +154,49 @@ func TestLoginFormTokenIsBoundToTheBrowser(t *testing.T) {
 		}
 		if p := victim.do("POST", "/login", url.Values{"key": {admin}, "csrf": {victimTok}}, nil); p.status != http.StatusSeeOther {
 			t.Fatalf("the browser's own token: %d %s", p.status, p.body)
+		}
+	})
+}
+
+// Issue 28 item 10: a sender's Unicode format characters (a right-to-left
+// override making "invoice\u202efdp.exe" read "invoiceexe.pdf", isolates
+// that reorder a display name) are removed from attachment file names and
+// shown as visible escapes in sender names, subjects and task titles:
+// no page applies one.
+func TestFormatCharactersAreNeverApplied(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, dbURL string) {
+		m := startMailUI(t, dbURL)
+		subject := "Payment \u202eoverdue\u202c notice"
+		_, err := m.em.Deliver("help@agentmail.to", emulator.DeliverRequest{From: "\"Bank\u2066 Support\u2069\" <mallory@example.com>",
+			Subject: subject, Text: "See the invoice.",
+			Attachments: []emulator.DeliverAttachment{{Filename: "invoice\u202efdp.exe", ContentType: "application/pdf",
+				ContentBase64: base64.StdEncoding.EncodeToString([]byte("%PDF-1.4 not really"))}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := m.task(t, subject)
+		testkit.Eventually(t, 30*time.Second, "the email and its attachment on the task", func() bool {
+			msgs, _ := m.thread(t, task)["messages"].([]any)
+			return len(msgs) == 1 && len(msgs[0].(map[string]any)["attachmentIds"].([]any)) == 1
+		})
+		atts := m.board.List("/api/issues/" + task + "/attachments")
+		if len(atts) != 1 || atts[0]["filename"] != "invoicefdp.exe" {
+			t.Fatalf("attachment name: %v", atts)
+		}
+		for _, path := range []string{"/c/" + m.cid + "/tasks/" + task, "/c/" + m.cid + "/tasks", "/c/" + m.cid, "/c/" + m.cid + "/apps/agentmail/inboxes/" + m.eid + "/conversations"} {
+			p := m.admin.get(path)
+			if p.status != 200 {
+				t.Fatalf("%s: %d", path, p.status)
+			}
+			if i := strings.IndexFunc(p.body, safetext.IsFormat); i >= 0 {
+				t.Errorf("%s applies a format character: …%s…", path, p.body[max(0, i-60):min(len(p.body), i+60)])
+			}
+		}
+		page := m.admin.get("/c/" + m.cid + "/tasks/" + task).body
+		for _, want := range []string{"Payment &lt;U&#43;202E&gt;overdue&lt;U&#43;202C&gt; notice", "Bank&lt;U&#43;2066&gt; Support&lt;U&#43;2069&gt;", "invoicefdp.exe"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("task page lacks the visible escape %q", want)
+			}
 		}
 	})
 }
