@@ -100,7 +100,8 @@ func (u *UI) pollInterval(ms int) int {
 	return ms
 }
 
-// uploadRoute is the one UI route whose POST body may be multipart/form-data.
+// uploadRoute is the one UI route whose POST body may be multipart/form-data
+// (written out in routes too, where the route table's tests read it).
 const uploadRoute = "POST /c/{cid}/tasks/{tid}/attachments"
 
 func (u *UI) routes() {
@@ -127,7 +128,7 @@ func (u *UI) routes() {
 	m.HandleFunc("POST /c/{cid}/tasks/{tid}", u.company(u.updateTask))
 	m.HandleFunc("POST /c/{cid}/tasks/{tid}/comments", u.company(u.addComment))
 	m.HandleFunc("POST /c/{cid}/tasks/{tid}/wake", u.company(u.wakeForTask))
-	m.HandleFunc(uploadRoute, u.company(u.uploadAttachment))
+	m.HandleFunc("POST /c/{cid}/tasks/{tid}/attachments", u.company(u.uploadAttachment)) // uploadRoute
 	m.HandleFunc("GET /c/{cid}/tasks/{tid}/attachments/{aid}", u.company(u.legacyAttachment))
 	m.HandleFunc("GET /c/{cid}/attachments/{aid}", u.company(u.downloadAttachment))
 	m.HandleFunc("POST /c/{cid}/tasks/{tid}/deliveries/{pid}/resolve", u.company(u.resolveDelivery))
