@@ -514,6 +514,9 @@ const (
 // UnmaskURL returns the masked stored URL with the vaulted userinfo and
 // query put back (secrets by path, as bound to the agent).
 func UnmaskURL(stored string, secrets map[string]string) string {
+	if !strings.Contains(stored, WriteOnlyValue) {
+		return stored // nothing vaulted: the URL exactly as written
+	}
 	u, err := url.Parse(stored)
 	if err != nil {
 		return stored
