@@ -30,8 +30,11 @@ type adapterWrite struct {
 // out of the stored config. A value equal to domain.WriteOnlyValue keeps
 // the stored one; an empty value is stored as is (nothing to hide); any
 // other value goes to the vault and is stored as "". It reports whether a
-// value was given (a change of host-executing configuration).
-func (w *adapterWrite) writeOnly(field string, in, prev map[string]string, sameType bool) (changed bool, err error) {
+// value was given (a change of host-executing configuration). moved, when
+// not "", says which host-executing setting a non-administrator changed:
+// a stored value then is not kept (it was given for the old command or
+// URL), so sending the mask is refused.
+func (w *adapterWrite) writeOnly(field string, in, prev map[string]string, sameType bool, moved string) (changed bool, err error) {
 	for k, v := range in {
 		path := field + "." + k
 		switch {
@@ -39,6 +42,9 @@ func (w *adapterWrite) writeOnly(field string, in, prev map[string]string, sameT
 			old, ok := prev[k]
 			if !sameType || !ok {
 				return false, httpx.Errorf(http.StatusBadRequest, "adapterConfig.%s: there is no stored value to keep; send the value", path)
+			}
+			if moved != "" {
+				return false, httpx.Errorf(http.StatusBadRequest, "adapterConfig.%s: the stored value is not kept when %s changes; send the value again, or leave %s out to drop it (only an instance administrator may keep stored values across such a change)", path, moved, path)
 			}
 			if old != "" {
 				// A value stored before values moved to the vault.
@@ -87,7 +93,16 @@ func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, 
 		if sameType {
 			_ = json.Unmarshal(a.AdapterConfig, &prev)
 		}
-		envChanged, err := w.writeOnly("env", c.Env, prev.Env, sameType)
+		// Stored values follow only the configuration they were given
+		// for: a vaulted token must never reach a command (or an
+		// environment, such as BASH_ENV or LD_PRELOAD) that someone other
+		// than an instance administrator chose.
+		moved := ""
+		if !admin {
+			moved = movedSetting(!sameType, c.Command != prev.Command, !slices.Equal(c.Args, prev.Args), c.Cwd != prev.Cwd,
+				envEdited(c.Env, prev.Env))
+		}
+		envChanged, err := w.writeOnly("env", c.Env, prev.Env, sameType, moved)
 		if err != nil {
 			return nil, err
 		}
@@ -106,10 +121,21 @@ func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, 
 		if sameType {
 			_ = json.Unmarshal(a.AdapterConfig, &prev)
 		}
-		if _, err := w.writeOnly("headers", c.Headers, prev.Headers, sameType); err != nil {
+		// Vaulted headers and URL credentials go only to the destination
+		// they were given for.
+		moved := ""
+		if !admin && sameType && urlDestination(c.URL) != urlDestination(prev.URL) {
+			moved = "the url"
+		}
+		if _, err := w.writeOnly("headers", c.Headers, prev.Headers, sameType, moved); err != nil {
 			return nil, err
 		}
-		changed = changed || c.URL != prev.URL
+		masked, urlChanged, err := w.urlSecrets(c.URL, prev.URL, sameType, moved)
+		if err != nil {
+			return nil, err
+		}
+		changed = changed || urlChanged || masked != domain.MaskURL(prev.URL)
+		c.URL = masked
 		if changed && !admin {
 			u, _ := url.Parse(c.URL)
 			if !netguard.PublicHost(ctx, u.Hostname()) {
@@ -137,6 +163,110 @@ func (s *Server) applyAdapter(ctx context.Context, a *domain.Agent, typ string, 
 	}
 	a.AdapterType, a.AdapterConfig = typ, cfg
 	return w, nil
+}
+
+// urlDestination is where an http agent's URL sends its request: the URL
+// without its userinfo, query and fragment.
+func urlDestination(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
+}
+
+// urlParts returns the userinfo and query of an http agent URL (the
+// write-only parts), as written in the URL; a part shown masked is
+// domain.WriteOnlyValue.
+func urlParts(raw string) (userinfo, query string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", ""
+	}
+	if u.User != nil {
+		userinfo = u.User.String()
+		if u.User.Username() == domain.WriteOnlyValue {
+			userinfo = domain.WriteOnlyValue
+		}
+	}
+	return userinfo, u.RawQuery
+}
+
+// urlSecrets moves the userinfo and query of an http agent URL (where
+// credentials travel) to the vault like env values, returning the URL to
+// store (masked, domain.MaskURL) and whether a part was given a new value.
+// A part sent as the mask keeps the stored one, unless moved (see
+// writeOnly).
+func (w *adapterWrite) urlSecrets(raw, prevRaw string, sameType bool, moved string) (string, bool, error) {
+	user, query := urlParts(raw)
+	var prevUser, prevQuery string
+	if sameType {
+		prevUser, prevQuery = urlParts(prevRaw)
+	}
+	changed := false
+	for _, p := range []struct{ path, name, val, prev string }{
+		{domain.URLUserinfoPath, "userinfo", user, prevUser},
+		{domain.URLQueryPath, "query", query, prevQuery},
+	} {
+		switch {
+		case p.val == "":
+		case p.val == domain.WriteOnlyValue:
+			if p.prev == "" {
+				return "", false, httpx.Errorf(http.StatusBadRequest, "adapterConfig.url: there is no stored %s to keep; send the value", p.name)
+			}
+			if moved != "" {
+				return "", false, httpx.Errorf(http.StatusBadRequest, "adapterConfig.url: the stored %s is not kept when the url's host or path changes; send the value again, or leave it out (only an instance administrator may keep stored values across such a change)", p.name)
+			}
+			if p.prev != domain.WriteOnlyValue {
+				// A URL stored before its credentials moved to the vault.
+				w.set[p.path] = p.prev
+			}
+			w.keep[p.path] = true
+		default:
+			w.set[p.path] = p.val
+			w.keep[p.path] = true
+			changed = true
+		}
+	}
+	return domain.MaskURL(raw), changed, nil
+}
+
+// movedSetting names the first changed host-executing setting of a
+// process agent, or "" when none changed.
+func movedSetting(typ, command, args, cwd, env bool) string {
+	switch {
+	case typ:
+		return "the adapter type"
+	case command:
+		return "the command"
+	case args:
+		return "the args"
+	case cwd:
+		return "the cwd"
+	case env:
+		return "another env value"
+	}
+	return ""
+}
+
+// envEdited reports whether in changes env beyond keeping stored values:
+// a new or replaced value (anything but the mask) or a removed name.
+func envEdited(in, prev map[string]string) bool {
+	for k, v := range in {
+		if v != domain.WriteOnlyValue {
+			return true
+		}
+		if _, ok := prev[k]; !ok {
+			return true
+		}
+	}
+	for k := range prev {
+		if _, ok := in[k]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // memberCommand refuses a process command that no configuration written

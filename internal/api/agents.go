@@ -133,9 +133,10 @@ type agentInput struct {
 }
 
 // applyAgentInput validates in and writes it onto a (create when isNew).
-// admin is whether the actor is an instance administrator. The returned
-// adapter write, if any, must be stored once the agent row exists.
-func (s *Server) applyAgentInput(ctx context.Context, q db.Querier, a *domain.Agent, in agentInput, isNew, admin bool) (*adapterWrite, error) {
+// admin is whether the actor is an instance administrator, role the
+// actor's role in the agent's company. The returned adapter write, if any,
+// must be stored once the agent row exists.
+func (s *Server) applyAgentInput(ctx context.Context, q db.Querier, a *domain.Agent, in agentInput, isNew, admin bool, role string) (*adapterWrite, error) {
 	var w *adapterWrite
 	if in.Name != nil || isNew {
 		name, err := validName("name", deref(in.Name), 200)
@@ -175,17 +176,30 @@ func (s *Server) applyAgentInput(ctx context.Context, q db.Querier, a *domain.Ag
 		}
 		a.Permissions = *in.Permissions
 	}
-	if in.BudgetMonthlyCents != nil {
+	// Budgets are the owners' and admins' spending decisions: a member
+	// may send the stored values back (a client round-tripping an agent)
+	// but not change them, or an agent out of budget would be refilled by
+	// whoever it works for.
+	budgetRole := role == domain.RoleOwner || role == domain.RoleAdmin
+	if in.BudgetMonthlyCents != nil && *in.BudgetMonthlyCents != a.BudgetMonthlyCents {
 		if *in.BudgetMonthlyCents < 0 {
 			return nil, httpx.Errorf(http.StatusBadRequest, "budgetMonthlyCents must be zero (unlimited) or positive")
 		}
+		if !budgetRole {
+			return nil, httpx.Errorf(http.StatusForbidden, "only a company owner or admin may change budgetMonthlyCents")
+		}
 		a.BudgetMonthlyCents = *in.BudgetMonthlyCents
 	}
-	if in.SpentMonthlyCents != nil {
-		if *in.SpentMonthlyCents < 0 {
-			return nil, httpx.Errorf(http.StatusBadRequest, "spentMonthlyCents must not be negative")
+	if in.SpentMonthlyCents != nil && *in.SpentMonthlyCents != a.SpentMonthlyCents {
+		// Spend is counted by the runs; the only write is a reset to 0
+		// by an owner or admin, which the caller audits.
+		if *in.SpentMonthlyCents != 0 {
+			return nil, httpx.Errorf(http.StatusBadRequest, "spentMonthlyCents is counted by runs: it can only be reset to 0")
 		}
-		a.SpentMonthlyCents = *in.SpentMonthlyCents
+		if !budgetRole {
+			return nil, httpx.Errorf(http.StatusForbidden, "only a company owner or admin may reset spentMonthlyCents")
+		}
+		a.SpentMonthlyCents = 0
 		a.SpendPeriod = s.Store.Now().Format("2006-01")
 	}
 	if in.EnvironmentID != nil {
@@ -248,7 +262,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	}
 	agent := domain.Agent{CompanyID: companyID, Status: domain.AgentActive, Permissions: domain.AgentPermissions{TrustPreset: domain.TrustStandard}}
 	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		w, err := s.applyAgentInput(r.Context(), tx, &agent, in, true, authz.RequireInstanceAdmin(a) == nil)
+		w, err := s.applyAgentInput(r.Context(), tx, &agent, in, true, authz.RequireInstanceAdmin(a) == nil, acc.Role)
 		if err != nil {
 			return err
 		}
@@ -302,10 +316,16 @@ func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request) error {
 		if err := authz.RequireRole(acc, domain.RoleOwner, domain.RoleAdmin, domain.RoleMember); err != nil {
 			return err
 		}
-		before := agent.Status
-		aw, err := s.applyAgentInput(r.Context(), tx, &agent, in, false, authz.RequireInstanceAdmin(a) == nil)
+		before, spentBefore := agent.Status, agent.SpentMonthlyCents
+		aw, err := s.applyAgentInput(r.Context(), tx, &agent, in, false, authz.RequireInstanceAdmin(a) == nil, acc.Role)
 		if err != nil {
 			return err
+		}
+		if agent.SpentMonthlyCents != spentBefore {
+			if err := s.Audit(r.Context(), tx, a, agent.CompanyID, "agent.spend_reset", "agent", agent.ID,
+				map[string]any{"previousSpentMonthlyCents": spentBefore, "budgetMonthlyCents": agent.BudgetMonthlyCents}); err != nil {
+				return err
+			}
 		}
 		if err := s.Store.UpdateAgent(r.Context(), tx, &agent); err != nil {
 			return err

@@ -29,6 +29,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -211,14 +212,15 @@ var dotsRE = regexp.MustCompile(`\.{2,}`)
 
 // SanitizeFilename makes a client's or sender's filename safe to store,
 // show and offer for download: only the base name is kept (either slash
-// separates directories), control characters and double quotes are
-// dropped, runs of dots become "_", leading dots, underscores and spaces go,
+// separates directories), control characters, Unicode format characters
+// (bidirectional overrides that make "invoice\u202efdp.exe" read as
+// "invoiceexe.pdf", zero-width characters) and double quotes are dropped, runs of dots become "_", leading dots, underscores and spaces go,
 // the name is cut to 200 bytes on a character boundary, and an empty
 // result is "attachment". So "../context.txt" becomes "context.txt".
 func SanitizeFilename(name string) string {
 	name = path.Base(strings.ReplaceAll(name, "\\", "/"))
 	name = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '/' || r == '"' {
+		if unicode.IsControl(r) || safetext.IsFormat(r) || r == '/' || r == '"' {
 			return -1
 		}
 		return r

@@ -21,6 +21,10 @@ func TestSanitizeFilename(t *testing.T) {
 		{"..", "attachment"},
 		{"/", "attachment"},
 		{strings.Repeat("é", 150), strings.Repeat("é", 100)},
+		// Issue 28 item 10: format characters would make this read
+		// "invoiceexe.pdf".
+		{"invoice\u202efdp.exe", "invoicefdp.exe"},
+		{"\ufeffa\u200bb\u2066c\u2069\u200e.txt", "abc.txt"},
 	} {
 		if got := attachment.SanitizeFilename(tc.in); got != tc.want {
 			t.Errorf("SanitizeFilename(%q) = %q, want %q", tc.in, got, tc.want)

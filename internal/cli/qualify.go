@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,7 +90,7 @@ func newQualifyCmd() *cobra.Command {
 				if err := rep.Markdown(&buf); err != nil {
 					return err
 				}
-				if err := os.WriteFile(reportFile, buf.Bytes(), 0o644); err != nil {
+				if err := writeReport(reportFile, buf.Bytes()); err != nil {
 					return fmt.Errorf("write the report: %w", err)
 				}
 				fmt.Fprintf(progressOut, "Report written to %s\n", reportFile)
@@ -164,4 +165,37 @@ func readAgentMailKey(cmd *cobra.Command, file string) (string, error) {
 		return "", errors.New("the AgentMail key is empty or spans several lines")
 	}
 	return key, nil
+}
+
+// writeReport writes a qualification report readable by its owner only
+// (it names inboxes, addresses and provider message ids). It never
+// follows a symbolic link at path: the command may run as root, and a
+// link planted where the report goes would otherwise have it overwrite
+// the link's target. An existing report is truncated and made 0600.
+func writeReport(path string, data []byte) error {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link: refusing to follow it; choose another path", path)
+	}
+	// O_NOFOLLOW closes the race between the check above and the open.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("%s is a symbolic link: refusing to follow it; choose another path", path)
+	}
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", path)
+	}
+	if err == nil {
+		err = f.Chmod(0o600)
+	}
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

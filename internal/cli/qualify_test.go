@@ -249,6 +249,9 @@ func TestQualifyAgainstEmulator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if fi, err := os.Stat(report); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("the report is not private: %v %v", fi.Mode(), err)
+		}
 		for _, want := range []string{"# Email live qualification: PASS", rep.Inbound[0].ProviderMessageID, rep.Replies[0].ProviderMessageID,
 			"Admission → wake", "Sent → delivered"} {
 			if !strings.Contains(string(md), want) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -73,6 +74,10 @@ type Config struct {
 	EmailLeaseTTL        time.Duration
 	EmailCatchupInterval time.Duration
 	EmailReconnectMin    time.Duration
+	// TrustedProxies are the reverse proxies (addresses or CIDR prefixes,
+	// PAPERCLIP_TRUSTED_PROXIES, comma-separated) whose X-Forwarded-For
+	// names the client; see ClientAddr.
+	TrustedProxies []netip.Prefix
 }
 
 // Flags holds the raw flag values; empty means "not given".
@@ -181,6 +186,13 @@ func Load(f Flags, getenv Getenv) (Config, error) {
 			*o.dst = d
 		}
 	}
+	if v := getenv("PAPERCLIP_TRUSTED_PROXIES"); v != "" {
+		ps, err := ParseTrustedProxies(v)
+		if err != nil {
+			return c, err
+		}
+		c.TrustedProxies = ps
+	}
 	if v := getenv("PAPERCLIP_SHUTDOWN_GRACE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
@@ -259,4 +271,75 @@ func IsLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// ParseTrustedProxies parses PAPERCLIP_TRUSTED_PROXIES: comma-separated
+// IP addresses (one host) or CIDR prefixes.
+func ParseTrustedProxies(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("config: PAPERCLIP_TRUSTED_PROXIES: %q is neither an IP address nor a CIDR prefix", f)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// trustedProxy reports whether a is one of the trusted proxies.
+func (c Config) trustedProxy(a netip.Addr) bool {
+	for _, p := range c.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// ClientAddr returns the address of the client behind a request that
+// arrived from remoteAddr (host:port) carrying forwardedFor (the values
+// of its X-Forwarded-For headers). Only a trusted proxy's word counts:
+// from a peer that is not a trusted proxy the peer is the client; from a
+// trusted proxy, the right-most X-Forwarded-For address that is not
+// itself a trusted proxy (addresses further left were written by the
+// client and prove nothing). An unparsable entry ends the walk at the
+// last trusted hop. The zero Addr means the peer address is unparsable.
+func (c Config) ClientAddr(remoteAddr string, forwardedFor []string) netip.Addr {
+	peer, err := netip.ParseAddrPort(remoteAddr)
+	var addr netip.Addr
+	if err == nil {
+		addr = peer.Addr().Unmap()
+	} else if a, err := netip.ParseAddr(remoteAddr); err == nil {
+		addr = a.Unmap()
+	} else {
+		return netip.Addr{}
+	}
+	if !c.trustedProxy(addr) {
+		return addr
+	}
+	var hops []string
+	for _, v := range forwardedFor {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			return addr
+		}
+		addr = a.Unmap()
+		if !c.trustedProxy(addr) {
+			return addr
+		}
+	}
+	return addr
 }

@@ -4,6 +4,8 @@ package domain
 
 import (
 	"encoding/json"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -450,6 +452,12 @@ func MaskAdapterConfig(cfg json.RawMessage) json.RawMessage {
 	if err := json.Unmarshal(cfg, &m); err != nil {
 		return json.RawMessage(`{}`)
 	}
+	if raw, ok := m["url"]; ok {
+		var u string
+		if json.Unmarshal(raw, &u) == nil {
+			m["url"], _ = json.Marshal(MaskURL(u))
+		}
+	}
 	for _, f := range writeOnlyFields {
 		raw, ok := m[f]
 		if !ok {
@@ -472,4 +480,58 @@ func MaskAdapterConfig(cfg json.RawMessage) json.RawMessage {
 		return json.RawMessage(`{}`)
 	}
 	return b
+}
+
+// MaskURL returns raw with its userinfo and query (where credentials
+// travel: https://user:token@host/hook?key=…) replaced by WriteOnlyValue;
+// the http adapter's URL shows them like env values. A URL that does not
+// parse is masked whole.
+func MaskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return WriteOnlyValue
+	}
+	hasUser, hasQuery := u.User != nil, u.RawQuery != ""
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	// Spliced in as text: url.URL.String would percent-escape the mask.
+	s := u.String()
+	if hasUser {
+		s = strings.Replace(s, "://", "://"+WriteOnlyValue+"@", 1)
+	}
+	if hasQuery {
+		s += "?" + WriteOnlyValue
+	}
+	return s
+}
+
+// URL secret paths: the http adapter URL's userinfo and query are vaulted
+// under these config paths.
+const (
+	URLUserinfoPath = "url.userinfo"
+	URLQueryPath    = "url.query"
+)
+
+// UnmaskURL returns the masked stored URL with the vaulted userinfo and
+// query put back (secrets by path, as bound to the agent).
+func UnmaskURL(stored string, secrets map[string]string) string {
+	if !strings.Contains(stored, WriteOnlyValue) {
+		return stored // nothing vaulted: the URL exactly as written
+	}
+	u, err := url.Parse(stored)
+	if err != nil {
+		return stored
+	}
+	if u.User != nil && u.User.Username() == WriteOnlyValue {
+		if v, ok := secrets[URLUserinfoPath]; ok {
+			if p, err := url.Parse("http://" + v + "@x/"); err == nil && p.User != nil {
+				u.User = p.User
+			}
+		}
+	}
+	if u.RawQuery == WriteOnlyValue {
+		if v, ok := secrets[URLQueryPath]; ok {
+			u.RawQuery = v
+		}
+	}
+	return u.String()
 }

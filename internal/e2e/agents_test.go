@@ -307,7 +307,8 @@ func TestAgentSendAuthority(t *testing.T) {
 		if acc["outcome"] != "queued" {
 			t.Fatalf("acceptance: %v", acc)
 		}
-		e.Board.JSON("PATCH", "/api/agents/"+e.AgentID, map[string]any{"budgetMonthlyCents": 100, "spentMonthlyCents": 100}, 200)
+		e.Board.JSON("PATCH", "/api/agents/"+e.AgentID, map[string]any{"budgetMonthlyCents": 100}, 200)
+		e.SetSpend(t, e.AgentID, 100)
 		if err := lease.Release(ctx); err != nil {
 			t.Fatal(err)
 		}

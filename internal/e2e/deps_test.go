@@ -78,9 +78,9 @@ func TestLayering(t *testing.T) {
 		"internal/domain":     nil, // the vocabulary
 		"internal/notify":     nil,
 		"internal/db":         nil,
-		"internal/attachment": {"internal/store", "internal/db", "internal/domain"}, // content lives in the database
-		"internal/agentmail":  {"internal/netguard"},                                // the provider client stands alone
-		"internal/emulator":   nil,                                                  // the fake must not share the client's mistakes
+		"internal/attachment": {"internal/store", "internal/db", "internal/domain", "internal/safetext"}, // content lives in the database; names are cleaned like text
+		"internal/agentmail":  {"internal/netguard"},                                                     // the provider client stands alone
+		"internal/emulator":   nil,                                                                       // the fake must not share the client's mistakes
 		"internal/store":      {"internal/db", "internal/domain"},
 		"internal/httpx":      {"internal/authz", "internal/safetext", "internal/store", "internal/db", "internal/domain"},
 	}

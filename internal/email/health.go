@@ -50,10 +50,12 @@ const (
 const WebhookSignatureProblem = "Webhook deliveries are being refused: their signature does not verify with this inbox's signing secret. " +
 	"If the webhook was changed in AgentMail, reconnect the inbox with receiveMode webhook; otherwise someone else is posting to its URL"
 
-// ForActor trims a summary for its reader: agents do not learn which
-// replica (host and process) holds their inbox's live connection.
+// ForActor trims a summary for its reader: only instance administrators
+// learn which replica (host name and process id) holds an inbox's live
+// connection; members, company owners and agents do not learn the
+// server's infrastructure.
 func ForActor(a authz.Actor, sum domain.EmailEndpointSummary) domain.EmailEndpointSummary {
-	if a.Kind == authz.KindAgent {
+	if authz.RequireInstanceAdmin(a) != nil {
 		sum.SocketOwner = nil
 	}
 	return sum

@@ -43,7 +43,7 @@ func (s *Service) Routes(rt httpx.Router) {
 // experimental flag); routes of other packages use it too.
 func (s *Service) Gate(h httpx.HandlerFunc) httpx.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if err := s.requireEnabled(r.Context()); err != nil {
+		if err := s.RequireEnabled(r.Context()); err != nil {
 			return err
 		}
 		return h(w, r)

@@ -133,8 +133,12 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// requireEnabled enforces the experimental flag gate on every email route.
-func (s *Service) requireEnabled(ctx context.Context) error {
+// RequireEnabled is the email channel's gate (the experimental switch
+// experimental.enableChatConnectors, and any later gate): every email
+// route and every service operation an agent reaches through another
+// transport (the MCP tools, the sandbox bridge) checks it, so no
+// transport can skip it.
+func (s *Service) RequireEnabled(ctx context.Context) error {
 	st, err := s.Store.GetSettings(ctx, s.Store.DB)
 	if err != nil {
 		return err

@@ -59,7 +59,9 @@ func (h HTTPAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Result {
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, cfg.URL, bytes.NewReader(body))
+	// The stored URL shows its userinfo and query masked; the vault holds them.
+	target := domain.UnmaskURL(cfg.URL, spec.Secrets)
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return Result{Status: domain.RunFailed, Error: "invalid http adapter url"}
 	}
@@ -82,7 +84,13 @@ func (h HTTPAdapter) Run(ctx context.Context, spec RunSpec, logMax int) Result {
 		if errors.Is(err, netguard.ErrBlocked) {
 			return Result{Status: domain.RunFailed, Error: "http adapter refused: the URL does not resolve to a public address (only an instance administrator may point an agent at a private one)"}
 		}
-		return Result{Status: domain.RunFailed, Error: "http adapter request failed: " + strings.TrimSpace(scrubURL(err.Error(), cfg.URL))}
+		msg := scrubURL(scrubURL(err.Error(), target), cfg.URL)
+		for _, path := range []string{domain.URLUserinfoPath, domain.URLQueryPath} {
+			if v := spec.Secrets[path]; len(v) >= 4 {
+				msg = strings.ReplaceAll(msg, v, domain.WriteOnlyValue)
+			}
+		}
+		return Result{Status: domain.RunFailed, Error: "http adapter request failed: " + strings.TrimSpace(msg)}
 	}
 	defer resp.Body.Close()
 	buf := &capBuffer{max: logMax}

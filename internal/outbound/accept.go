@@ -46,6 +46,9 @@ func digest(req SendRequest, a email.Sender) string {
 // the same publication; with different content it is a 409.
 func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID string, req SendRequest) (SendSummary, error) {
 	var zero SendSummary
+	if err := s.Email.RequireEnabled(ctx); err != nil {
+		return zero, err
+	}
 	if err := req.Validate(); err != nil {
 		return zero, err
 	}

@@ -61,6 +61,9 @@ var listOutcomes = []domain.SendOutcome{domain.OutcomeQueued, domain.OutcomeSent
 // resolution needs.
 func (s *Service) ListSends(ctx context.Context, a authz.Actor, companyID string, q ListQuery) (SendList, error) {
 	var zero SendList
+	if err := s.Email.RequireEnabled(ctx); err != nil {
+		return zero, err
+	}
 	if err := s.Email.RequireConnectionManager(ctx, a, companyID); err != nil {
 		return zero, err
 	}

@@ -52,6 +52,9 @@ func nonNil(s []string) []string {
 // no email conversation. Agents must be able to read the task and own the
 // inbox.
 func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID string) (*ThreadSummary, error) {
+	if err := s.Email.RequireEnabled(ctx); err != nil {
+		return nil, err
+	}
 	notFound := &httpx.Error{Status: http.StatusNotFound, Message: "Email task not found"}
 	task, err := s.Store.GetIssue(ctx, s.Store.DB, issueID)
 	if err != nil || task.CompanyID != companyID {
@@ -130,6 +133,9 @@ func (s *Service) agentMayRead(ctx context.Context, ep domain.EmailEndpoint) err
 // calls a send's status its delivery). Agents must be able to read its task
 // and own the inbox.
 func (s *Service) SendStatus(ctx context.Context, a authz.Actor, companyID, pubID string) (SendSummary, error) {
+	if err := s.Email.RequireEnabled(ctx); err != nil {
+		return SendSummary{}, err
+	}
 	notFound := &httpx.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
 	pub, err := s.Store.GetPublication(ctx, s.Store.DB, pubID)
 	if err != nil || pub.CompanyID != companyID {

@@ -27,6 +27,9 @@ type ResolveInput struct {
 // records the manager's word and message id unverified.
 func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID string, in ResolveInput) (SendSummary, error) {
 	var zero SendSummary
+	if err := s.Email.RequireEnabled(ctx); err != nil {
+		return zero, err
+	}
 	if in.Outcome != domain.OutcomeSent && in.Outcome != domain.OutcomeFailed {
 		return zero, badRequest("outcome must be sent or failed")
 	}

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -222,4 +223,42 @@ func walk(v any, path string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// IsFormat reports the Unicode format characters (category Cf): the
+// bidirectional controls (U+200E/F, U+202A–E, U+2066–9), zero-width
+// characters, U+FEFF and the like. They are invisible but reorder or hide
+// the text around them: "invoice\u202efdp.exe" displays as
+// "invoiceexe.pdf".
+func IsFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
+
+// StripFormat removes every format character (IsFormat) from s.
+func StripFormat(s string) string {
+	if strings.IndexFunc(s, IsFormat) < 0 {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if IsFormat(r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// ShowFormat returns s with every format character replaced by a visible
+// escape such as "<U+202E>", so a person reading a sender name or subject
+// sees that it is there instead of having it applied.
+func ShowFormat(s string) string {
+	if strings.IndexFunc(s, IsFormat) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if IsFormat(r) {
+			fmt.Fprintf(&b, "<U+%04X>", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

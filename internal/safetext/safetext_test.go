@@ -96,3 +96,25 @@ func TestCleanTextAndLine(t *testing.T) {
 		}
 	}
 }
+
+// Issue 28 item 10: Unicode format characters are removed from names, or
+// shown as visible escapes, never applied.
+func TestFormatCharacters(t *testing.T) {
+	for _, r := range []rune{0x200e, 0x200f, 0x202a, 0x202e, 0x2066, 0x2069, 0xfeff, 0x200b, 0x00ad} {
+		if !safetext.IsFormat(r) {
+			t.Errorf("U+%04X is not a format character", r)
+		}
+	}
+	if safetext.IsFormat('a') || safetext.IsFormat('é') || safetext.IsFormat('\n') {
+		t.Error("ordinary characters counted as format characters")
+	}
+	if got := safetext.StripFormat("invoice\u202efdp.exe"); got != "invoicefdp.exe" {
+		t.Errorf("StripFormat: %q", got)
+	}
+	if got := safetext.ShowFormat("Bank\u202e \u2066Support\u2069"); got != "Bank<U+202E> <U+2066>Support<U+2069>" {
+		t.Errorf("ShowFormat: %q", got)
+	}
+	if s := "plain é text"; safetext.ShowFormat(s) != s || safetext.StripFormat(s) != s {
+		t.Error("text without format characters changed")
+	}
+}

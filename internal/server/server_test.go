@@ -205,7 +205,7 @@ func TestBudgetRefusal(t *testing.T) {
 		e := setup(t, url)
 		cid := e.company("Budget Co")
 		aid := e.shellAgent(cid, "Spender", "true", map[string]any{"budgetMonthlyCents": 500})
-		e.board.JSON("PATCH", "/api/agents/"+aid, map[string]any{"spentMonthlyCents": 500}, 200)
+		e.inst.SetSpend(t, aid, 500)
 		run := e.board.JSON("POST", "/api/agents/"+aid+"/wakeup", map[string]any{"reason": "try"}, 202)
 		if run["status"] != "refused" || run["refusalReason"] != "budget_exceeded" {
 			t.Fatalf("over-budget wake: %v", run)

@@ -126,7 +126,9 @@ func TestMembersCannotExecuteOnTheHost(t *testing.T) {
 		if got := mc.JSON("PATCH", "/api/agents/"+admins, map[string]any{"adapterConfig": same}, 200); got["hostExecutionApproved"] != true {
 			t.Fatalf("a timeout change withdrew the approval: %v", got)
 		}
-		changed := map[string]any{"command": "/bin/sh", "args": []string{"-c", "id"}, "env": map[string]string{"TOKEN": "********"}}
+		// (The stored TOKEN is not kept across a member's command change:
+		// TestMaskedSecretsNeverFollowAChangedCommand.)
+		changed := map[string]any{"command": "/bin/sh", "args": []string{"-c", "id"}}
 		if got := mc.JSON("PATCH", "/api/agents/"+admins, map[string]any{"adapterConfig": changed}, 200); got["hostExecutionApproved"] != false {
 			t.Fatalf("a member's command change kept the approval: %v", got)
 		}

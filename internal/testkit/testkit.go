@@ -263,3 +263,19 @@ func ParseTime(t testing.TB, v any) time.Time {
 	}
 	return tm
 }
+
+// SetSpend records that agentID has spent cents this month, as charged
+// runs would: the API never writes spend (only an owner's or admin's
+// reset to 0), so tests of an exhausted budget set it here.
+func (i *Instance) SetSpend(t testing.TB, agentID string, cents int64) {
+	t.Helper()
+	ctx := context.Background()
+	a, err := i.Store.GetAgent(ctx, i.DB, agentID)
+	if err != nil {
+		t.Fatalf("set spend: %v", err)
+	}
+	a.SpentMonthlyCents, a.SpendPeriod = cents, i.Store.Now().Format("2006-01")
+	if err := i.Store.UpdateAgent(ctx, i.DB, &a); err != nil {
+		t.Fatalf("set spend: %v", err)
+	}
+}

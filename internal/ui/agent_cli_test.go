@@ -78,9 +78,13 @@ func TestCLIAgentForms(t *testing.T) {
 			}
 		}
 
-		// A rename and a budget change keep the adapter and its config, and
-		// the host approval; a forged instance setting is ignored.
-		f := claudeForm("Claude Code agent", "sonnet", "25")
+		// A member's budget change is refused (budgets are owners' and
+		// admins', issue 28); a rename keeps the adapter, its config, the
+		// budget and the host approval; a forged instance setting is ignored.
+		if p := m.post(c+"/agents/"+aid+"/edit", c+"/agents/"+aid, claudeForm("Claude", "sonnet", "99")); p.status != http.StatusForbidden {
+			t.Fatalf("member budget change: %d", p.status)
+		}
+		f := claudeForm("Claude Code agent", "sonnet", "20")
 		f.Set("claude_local.command", "/tmp/evil")
 		f.Set("claude_local.passEnv", "PGPASSWORD")
 		if p := m.post(c+"/agents/"+aid+"/edit", c+"/agents/"+aid, f); p.status != http.StatusSeeOther {
@@ -88,7 +92,7 @@ func TestCLIAgentForms(t *testing.T) {
 		}
 		got := e.api.JSON("GET", "/api/agents/"+aid, nil, 200)
 		cfg := got["adapterConfig"].(map[string]any)
-		if got["name"] != "Claude Code agent" || got["budgetMonthlyCents"] != float64(2500) || got["adapterType"] != "claude_local" ||
+		if got["name"] != "Claude Code agent" || got["budgetMonthlyCents"] != float64(2000) || got["adapterType"] != "claude_local" ||
 			cfg["model"] != "sonnet" || cfg["maxTurns"] != float64(30) || cfg["timeoutSec"] != float64(900) || got["hostExecutionApproved"] != true {
 			t.Fatalf("after a member's rename: %v", got)
 		}
@@ -97,7 +101,7 @@ func TestCLIAgentForms(t *testing.T) {
 		}
 		// A model change writes the config (and keeps the approval: the
 		// tools did not change).
-		if p := m.post(c+"/agents/"+aid+"/edit", c+"/agents/"+aid, claudeForm("Claude Code agent", "opus", "25")); p.status != http.StatusSeeOther {
+		if p := m.post(c+"/agents/"+aid+"/edit", c+"/agents/"+aid, claudeForm("Claude Code agent", "opus", "20")); p.status != http.StatusSeeOther {
 			t.Fatalf("member model change: %d %s", p.status, p.body)
 		}
 		got = e.api.JSON("GET", "/api/agents/"+aid, nil, 200)
@@ -105,7 +109,7 @@ func TestCLIAgentForms(t *testing.T) {
 			t.Fatalf("after a model change: %v", got)
 		}
 		// Bad input: a clear error, nothing written.
-		bad := claudeForm("Renamed again", "opus", "25")
+		bad := claudeForm("Renamed again", "opus", "20")
 		bad.Set("maxTurns", "lots")
 		if p := m.post(c+"/agents/"+aid+"/edit", c+"/agents/"+aid, bad); p.status != http.StatusBadRequest || !strings.Contains(p.body, "Max turns must be a whole number") {
 			t.Fatalf("bad max turns: %d", p.status)
@@ -115,7 +119,7 @@ func TestCLIAgentForms(t *testing.T) {
 		}
 		// A Codex agent from the form, with its prices.
 		codex := url.Values{"name": {"Codex"}, "adapter": {"codex_local"}, "codexModel": {"gpt-5-codex"}, "priceInput": {"1.25"},
-			"priceCached": {"0.125"}, "priceOutput": {"10"}, "timeout": {"600"}, "budget": {"20"}, "trust": {"standard"}, "kind": {"project"}}
+			"priceCached": {"0.125"}, "priceOutput": {"10"}, "timeout": {"600"}, "budget": {""}, "trust": {"standard"}, "kind": {"project"}}
 		p := m.post(c+"/agents/new", c+"/agents", codex)
 		if p.status != http.StatusSeeOther {
 			t.Fatalf("create a Codex agent: %d %s", p.status, p.body)
@@ -154,7 +158,7 @@ func TestCLIAgentForms(t *testing.T) {
 				t.Errorf("the administrator's form lacks %s", want)
 			}
 		}
-		f = claudeForm("Refused", "opus", "25")
+		f = claudeForm("Refused", "opus", "20")
 		f.Set("claude_local.command", filepath.Join(fake, "claude"))
 		f.Set("claude_local.passEnv", "PAPERCLIP_SECRETS_MASTER_KEY")
 		f.Set("claude_local.installDir", "")

@@ -1,11 +1,14 @@
 package ui
 
 import (
+	"container/list"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -126,7 +129,9 @@ func (c *rc) CSRF() string { return c.u.csrfToken(c.csrfBinding()) }
 
 // page wraps a handler that needs a board actor: it resolves the actor,
 // redirects to sign-in when there is none and checks the form token of
-// every POST (multipart uploads check it themselves after parsing).
+// every POST. Only the attachment upload route (uploadRoute) takes a
+// multipart body, and checks its token itself after parsing; a multipart
+// POST to any other route is refused (415).
 func (u *UI) page(fn func(c *rc)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
@@ -148,11 +153,23 @@ func (u *UI) page(fn func(c *rc)) http.HandlerFunc {
 			u.plainError(w, r, http.StatusInternalServerError, msgSomethingWrong)
 			return
 		}
-		if r.Method == http.MethodPost && !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
-			r.Body = http.MaxBytesReader(w, r.Body, 256<<10)
-			if !u.validCSRF(r, c.csrfBinding()) {
-				c.errorPage(http.StatusForbidden, msgFormExpired)
+		if r.Method == http.MethodPost {
+			// Why by pattern: the upload handler must parse the multipart
+			// body before it can read the token in it, so only that route
+			// may skip this check; a multipart body anywhere else would
+			// carry a form past the token check, so it is refused.
+			mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+			switch {
+			case r.Pattern == uploadRoute && mt == "multipart/form-data":
+			case strings.HasPrefix(mt, "multipart/"):
+				c.errorPage(http.StatusUnsupportedMediaType, msgMultipartRefused)
 				return
+			default:
+				r.Body = http.MaxBytesReader(w, r.Body, 256<<10)
+				if !u.validCSRF(r, c.csrfBinding()) {
+					c.errorPage(http.StatusForbidden, msgFormExpired)
+					return
+				}
 			}
 		}
 		fn(c)
@@ -203,48 +220,103 @@ func (c *rc) capsFor(cid string) caps {
 	return caps{}
 }
 
-// loginLimiter counts failed sign-ins per remote IP (in memory).
+// loginLimiter counts failed sign-ins per client address prefix (in
+// memory, per replica). Only failures are counted and only failures are
+// refused: a valid key always signs in, so a stranger's bad guesses from
+// a shared address (an office NAT, the documented proxy) lock nobody out.
+// Memory is bounded: past max prefixes the one whose last failure is
+// oldest is forgotten, never everyone at once.
 type loginLimiter struct {
 	mu    sync.Mutex
-	fails map[string][]time.Time
+	max   int
+	byKey map[string]*list.Element
+	// lru orders the entries by last failure, most recent at the front.
+	lru *list.List
 }
 
-func newLoginLimiter() *loginLimiter { return &loginLimiter{fails: map[string][]time.Time{}} }
+type limiterEntry struct {
+	key   string
+	fails []time.Time
+}
 
-func remoteIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+// loginLimiterMax bounds the prefixes remembered.
+const loginLimiterMax = 10000
+
+func newLoginLimiter(max int) *loginLimiter {
+	return &loginLimiter{max: max, byKey: map[string]*list.Element{}, lru: list.New()}
+}
+
+// limiterKey is the prefix an address is counted under: the address for
+// IPv4, its /64 for IPv6 (one subscriber's allocation, so an attacker
+// cannot rotate through a network of addresses).
+func limiterKey(a netip.Addr) string {
+	if !a.IsValid() {
+		return "unknown"
 	}
-	return host
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
 }
 
-// blocked reports whether ip has too many recent failures.
-func (l *loginLimiter) blocked(ip string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	recent := l.fails[ip][:0]
-	for _, t := range l.fails[ip] {
+// recent returns e's failures inside the window (dropping older ones).
+func (e *limiterEntry) recent(now time.Time) []time.Time {
+	keep := e.fails[:0]
+	for _, t := range e.fails {
 		if now.Sub(t) < loginFailWindow {
-			recent = append(recent, t)
+			keep = append(keep, t)
 		}
 	}
-	if len(recent) == 0 {
-		delete(l.fails, ip)
-	} else {
-		l.fails[ip] = recent
-	}
-	return len(recent) >= loginFailLimit
+	e.fails = keep
+	return keep
 }
 
-func (l *loginLimiter) fail(ip string, now time.Time) {
+// blocked reports whether key has too many recent failures.
+func (l *loginLimiter) blocked(key string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.fails) > 10000 {
-		// Bound memory under a spray of addresses: forget everyone.
-		l.fails = map[string][]time.Time{}
+	el, ok := l.byKey[key]
+	if !ok {
+		return false
 	}
-	l.fails[ip] = append(l.fails[ip], now)
+	e := el.Value.(*limiterEntry)
+	if len(e.recent(now)) == 0 {
+		l.lru.Remove(el)
+		delete(l.byKey, key)
+		return false
+	}
+	return len(e.fails) >= loginFailLimit
+}
+
+// fail records a failed sign-in from key.
+func (l *loginLimiter) fail(key string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	el, ok := l.byKey[key]
+	if !ok {
+		for l.lru.Len() >= l.max {
+			old := l.lru.Back()
+			l.lru.Remove(old)
+			delete(l.byKey, old.Value.(*limiterEntry).key)
+		}
+		el = l.lru.PushFront(&limiterEntry{key: key})
+		l.byKey[key] = el
+	}
+	l.lru.MoveToFront(el)
+	e := el.Value.(*limiterEntry)
+	e.recent(now)
+	if len(e.fails) >= loginFailLimit {
+		// Only whether the limit is reached matters: keep the newest.
+		e.fails = e.fails[1:]
+	}
+	e.fails = append(e.fails, now)
+}
+
+// clientKey is the limiter key of r's client (PAPERCLIP_TRUSTED_PROXIES
+// decides whose X-Forwarded-For counts).
+func (u *UI) clientKey(r *http.Request) string {
+	return limiterKey(u.d.Config.ClientAddr(r.RemoteAddr, r.Header.Values("X-Forwarded-For")))
 }
 
 type loginData struct {
@@ -267,8 +339,40 @@ func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.renderLogin(http.StatusOK, loginData{Next: safeNext(r.URL.Query().Get("next"))})
 }
 
+// loginCookieName is the cookie that binds the sign-in form's token to
+// one browser (a random value, set by the sign-in page).
+func (u *UI) loginCookieName(r *http.Request) string {
+	if u.secure(r) {
+		return "__Host-paperclip_login"
+	}
+	return "paperclip_login"
+}
+
+// loginBinding returns what the sign-in form's token is bound to: the
+// browser's login cookie, set here when missing (create). Without it, a
+// constant token would let another site sign a visitor in to the other
+// site's account (login CSRF).
+func (c *rc) loginBinding(create bool) (string, bool) {
+	name := c.u.loginCookieName(c.r)
+	if ck, err := c.r.Cookie(name); err == nil && strings.HasPrefix(ck.Value, "pcl_") && len(ck.Value) < 100 {
+		return "login:" + ck.Value, true
+	}
+	if !create {
+		return "", false
+	}
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	v := "pcl_" + base64.RawURLEncoding.EncodeToString(b)
+	http.SetCookie(c.w, &http.Cookie{Name: name, Value: v, Path: "/", HttpOnly: true, Secure: c.u.secure(c.r), SameSite: http.SameSiteLaxMode})
+	// The form below is rendered with this request, so the new value
+	// must count for it too.
+	c.r.AddCookie(&http.Cookie{Name: name, Value: v})
+	return "login:" + v, true
+}
+
 func (c *rc) renderLogin(status int, d loginData) {
-	d.CSRF = c.u.csrfToken("login")
+	binding, _ := c.loginBinding(true)
+	d.CSRF = c.u.csrfToken(binding)
 	if d.Next == "/" {
 		d.Next = ""
 	}
@@ -283,7 +387,7 @@ func (u *UI) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &rc{u: u, w: w, r: r}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if !u.validCSRF(r, "login") {
+	if binding, ok := c.loginBinding(false); !ok || !u.validCSRF(r, binding) {
 		c.errorPage(http.StatusForbidden, msgFormExpired)
 		return
 	}
@@ -293,14 +397,19 @@ func (u *UI) loginSubmit(w http.ResponseWriter, r *http.Request) {
 		u.d.Redact(key)
 	}
 	now := u.now().UTC()
-	ip := remoteIP(r)
-	if u.limiter.blocked(ip, now) {
-		c.renderLogin(http.StatusTooManyRequests, loginData{Next: next, Error: msgLoginRateLimited})
-		return
+	client := u.clientKey(r)
+	// refuse answers a failed sign-in: 429 once the client's prefix has
+	// too many recent failures (its valid keys still sign in), else msg.
+	refuse := func(msg string) {
+		if u.limiter.blocked(client, now) {
+			c.renderLogin(http.StatusTooManyRequests, loginData{Next: next, Error: msgLoginRateLimited})
+			return
+		}
+		u.limiter.fail(client, now)
+		c.renderLogin(http.StatusUnauthorized, loginData{Next: next, Error: msg})
 	}
 	if strings.HasPrefix(key, "pcr_") {
-		u.limiter.fail(ip, now)
-		c.renderLogin(http.StatusUnauthorized, loginData{Next: next, Error: msgLoginRunToken})
+		refuse(msgLoginRunToken)
 		return
 	}
 	ctx := r.Context()
@@ -317,8 +426,7 @@ func (u *UI) loginSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !ok {
-		u.limiter.fail(ip, now)
-		c.renderLogin(http.StatusUnauthorized, loginData{Next: next, Error: msgLoginInvalid})
+		refuse(msgLoginInvalid)
 		return
 	}
 	b := make([]byte, 32)

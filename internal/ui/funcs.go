@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -38,12 +39,16 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339)
 	},
-	"duration":   runDuration,
-	"bytes":      humanBytes,
-	"short":      shortID,
-	"comment":    RenderComment,
-	"plain":      RenderPlainText,
-	"join":       strings.Join,
+	"duration": runDuration,
+	"bytes":    humanBytes,
+	"short":    shortID,
+	"comment":  RenderComment,
+	"plain":    RenderPlainText,
+	"join":     strings.Join,
+	// vis shows Unicode format characters (bidirectional overrides,
+	// zero-width characters) as visible escapes instead of applying them:
+	// used on sender names, subjects, titles and file names.
+	"vis":        safetext.ShowFormat,
 	"add":        func(a, b int) int { return a + b },
 	"prettyJSON": prettyJSON,
 	"deref":      deref,

@@ -30,6 +30,12 @@ func start(t *testing.T, dbURL, mode string) *env {
 	t.Helper()
 	cfg := testkit.Config(t, dbURL)
 	cfg.DeploymentMode = mode
+	return startConfig(t, cfg)
+}
+
+// startConfig starts a server with cfg and a browser-like client.
+func startConfig(t *testing.T, cfg config.Config) *env {
+	t.Helper()
 	inst := testkit.Start(t, cfg)
 	jar, _ := cookiejar.New(nil)
 	e := &env{t: t, inst: inst, base: inst.URL(), api: testkit.NewClient(t, inst.URL()),

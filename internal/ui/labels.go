@@ -8,6 +8,7 @@ const (
 	msgRemote           = "This Paperclip instance runs in local_trusted mode and accepts only local connections."
 	msgSessionExpired   = "Your session has expired. Sign in again."
 	msgFormExpired      = "This form has expired. Reload the page and try again."
+	msgMultipartRefused = "This form cannot be sent as a file upload. Reload the page and try again."
 	msgSomethingWrong   = "Something went wrong."
 	msgNotFound         = "Not found"
 	msgNotFoundText     = "This page doesn’t exist, or you don’t have access to it."

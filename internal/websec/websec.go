@@ -27,7 +27,10 @@ import (
 type Options struct {
 	// LocalOnly accepts only loopback IP literals, "localhost" and the
 	// hosts of TrustedOrigins as the request's Host (local_trusted mode,
-	// where a request from loopback acts as the instance administrator).
+	// where a request from loopback acts as the instance administrator),
+	// and refuses requests that came through a reverse proxy (see
+	// ProxyHeader) unless they name a trusted origin's host, under which
+	// no request is the local board.
 	LocalOnly bool
 	// TrustedOrigins are extra browser origins ("https://host[:port]",
 	// such as the public URL) whose cross-origin requests are accepted.
@@ -71,6 +74,14 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 			WriteError(w, http.StatusForbidden, fmt.Sprintf("host %q is not allowed: a local_trusted server answers only to localhost and loopback addresses", truncate(r.Host, 100)))
 			return
 		}
+		if g.opts.LocalOnly && !g.trustedHosts[strings.ToLower(r.Host)] {
+			if h := ProxyHeader(r); h != "" {
+				// A reverse proxy on this machine makes every visitor a
+				// loopback peer naming localhost: the local board.
+				WriteError(w, http.StatusForbidden, fmt.Sprintf("request came through a proxy (it carries %s): a local_trusted server treats every local request as the instance administrator, so it refuses proxied requests; behind a reverse proxy run the server in authenticated mode (PAPERCLIP_DEPLOYMENT_MODE=authenticated)", h))
+				return
+			}
+		}
 		if err := g.CheckOrigin(r); err != nil {
 			WriteError(w, http.StatusForbidden, err.Error())
 			return
@@ -78,6 +89,21 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 		g.limitBody(w, r)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// proxyHeaders are the request headers a reverse proxy adds.
+var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP"}
+
+// ProxyHeader returns the name of the first reverse-proxy header
+// (Forwarded, X-Forwarded-For, X-Forwarded-Host, X-Real-IP) the request
+// carries, or "" when it carries none.
+func ProxyHeader(r *http.Request) string {
+	for _, h := range proxyHeaders {
+		if len(r.Header.Values(h)) > 0 {
+			return h
+		}
+	}
+	return ""
 }
 
 // CheckOrigin reports why a browser request with an unsafe method is
