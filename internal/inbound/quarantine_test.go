@@ -321,3 +321,26 @@ func TestSuppressionsListAndLift(t *testing.T) {
 		testkit.MustEqual(t, "lift audits", audits, 1)
 	})
 }
+
+// A sync AgentMail refuses shows failed with the reason in fixed words
+// (never provider text) and is retried until it succeeds.
+func TestSenderRulesSyncRetried(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e := newEnv(t, url, "retry", nil)
+		e.Em.AddFault(emulator.Fault{Match: emulator.FaultMatch{Operation: "create_list_entry"}, Status: 500, Times: 3,
+			Body: json.RawMessage(`{"name":"InternalServerError","message":"secret provider detail"}`)})
+		e.Board.JSON("PUT", e.rulesPath(), map[string]any{"receive": map[string]any{"block": []string{"spam.example"}}}, 200)
+		var failed map[string]any
+		testkit.Eventually(t, wait, "a failed sync", func() bool {
+			failed = e.Board.JSON("GET", e.rulesPath(), nil, 200)["sync"].(map[string]any)
+			return failed["state"] == "failed"
+		})
+		msg, _ := failed["error"].(string)
+		if !strings.Contains(msg, "status 500") || !strings.Contains(msg, "create_list_entry") || strings.Contains(msg, "secret") ||
+			failed["nextAttemptAt"] == nil {
+			t.Fatalf("failed sync: %v", failed)
+		}
+		e.waitSynced()
+		testkit.MustEqual(t, "provider lists", strings.Join(e.providerEntries(), ","), "receive/block/spam.example")
+	})
+}
