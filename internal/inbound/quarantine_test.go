@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -271,6 +272,15 @@ func TestSenderRulesQuarantineAndRelease(t *testing.T) {
 		tasks := len(e.tasks())
 		e.deliver(emulator.DeliverRequest{From: "angry@evil.example", Subject: "A new question", Text: "hello"})
 		testkit.Eventually(t, wait, "new mail from a reply-blocked sender becomes a task", func() bool { return len(e.tasks()) == tasks+1 })
+
+		// Content past the retention period is purged; the entry stays.
+		if n, err := e.Store.PurgeQuarantine(ctx, e.Store.DB, e.Store.Now().Add(time.Minute)); err != nil || n == 0 {
+			t.Fatalf("purge: %d %v", n, err)
+		}
+		purged := e.Board.JSON("GET", "/api/email/quarantine/"+qr["id"].(string), nil, 200)
+		if purged["text"] != nil || purged["purged"] != true || purged["from"] != "angry@evil.example" {
+			t.Fatalf("purged message: %v", purged)
+		}
 	})
 }
 
