@@ -47,6 +47,10 @@ type ListMessagesParams struct {
 	// Labels keeps only messages carrying every listed label; each label is
 	// sent as a repeated query parameter.
 	Labels []string
+	// IncludeSpam, IncludeBlocked and IncludeUnauthenticated list the mail
+	// the provider filtered too (hidden by default; also needs the key's
+	// label_*_read permission).
+	IncludeSpam, IncludeBlocked, IncludeUnauthenticated bool
 }
 
 func (p ListMessagesParams) query() url.Values {
@@ -59,6 +63,14 @@ func (p ListMessagesParams) query() url.Values {
 	}
 	for _, l := range p.Labels {
 		q.Add("labels", l)
+	}
+	for _, inc := range []struct {
+		on   bool
+		name string
+	}{{p.IncludeSpam, "include_spam"}, {p.IncludeBlocked, "include_blocked"}, {p.IncludeUnauthenticated, "include_unauthenticated"}} {
+		if inc.on {
+			q.Set(inc.name, "true")
+		}
 	}
 	return q
 }

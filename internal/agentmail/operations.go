@@ -24,6 +24,10 @@ const (
 	OpSendMessage    = "send_message"
 	OpReplyMessage   = "reply_message"
 	OpGetAttachment  = "get_attachment"
+	// The inbox-scoped allow/block lists (sender rules).
+	OpListListEntries = "list_list_entries"
+	OpCreateListEntry = "create_list_entry"
+	OpDeleteListEntry = "delete_list_entry"
 
 	// OpRequest names every REST request that matches none of the fixed
 	// patterns (for example listing webhooks, reply-all or a PATCH).
@@ -63,12 +67,15 @@ var operationPatterns = []operationPattern{
 	{http.MethodPost, []string{"inboxes", "*", "messages", "send"}, OpSendMessage},
 	{http.MethodPost, []string{"inboxes", "*", "messages", "*", "reply"}, OpReplyMessage},
 	{http.MethodGet, []string{"inboxes", "*", "messages", "*", "attachments", "*"}, OpGetAttachment},
+	{http.MethodGet, []string{"inboxes", "*", "lists", "*", "*"}, OpListListEntries},
+	{http.MethodPost, []string{"inboxes", "*", "lists", "*", "*"}, OpCreateListEntry},
+	{http.MethodDelete, []string{"inboxes", "*", "lists", "*", "*", "*"}, OpDeleteListEntry},
 }
 
 // OperationFor returns the fixed operation name of a REST request, given its
 // method and its escaped path relative to the API base URL (for example
 // "/inboxes/agent%40agentmail.to/messages"). Any query string is ignored.
-// Requests that match none of the 16 fixed patterns are [OpRequest].
+// Requests that match none of the 19 fixed patterns are [OpRequest].
 func OperationFor(method, path string) string {
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]

@@ -2,7 +2,7 @@ package agentmail
 
 import "testing"
 
-// TestOperationFor: the 16 fixed operation names and
+// TestOperationFor: the 19 fixed operation names and
 // the "request" fallback.
 func TestOperationFor(t *testing.T) {
 	t.Parallel()
@@ -25,6 +25,9 @@ func TestOperationFor(t *testing.T) {
 		{"POST", "/inboxes/a%40b.c/messages/send", OpSendMessage},
 		{"POST", "/inboxes/a%40b.c/messages/%3Cm%40d%3E/reply", OpReplyMessage},
 		{"GET", "/inboxes/a%40b.c/messages/%3Cm%40d%3E/attachments/att_1", OpGetAttachment},
+		{"GET", "/inboxes/a%40b.c/lists/receive/block?limit=100", OpListListEntries},
+		{"POST", "/inboxes/a%40b.c/lists/reply/allow", OpCreateListEntry},
+		{"DELETE", "/inboxes/a%40b.c/lists/receive/block/spam.example", OpDeleteListEntry},
 		// Lower-case methods are normalized.
 		{"get", "/auth/me", OpInspectKey},
 		// An id containing an escaped slash is one segment.

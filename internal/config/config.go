@@ -78,6 +78,9 @@ type Config struct {
 	// PAPERCLIP_TRUSTED_PROXIES, comma-separated) whose X-Forwarded-For
 	// names the client; see ClientAddr.
 	TrustedProxies []netip.Prefix
+	// QuarantineDays is how long the content of quarantined inbound mail
+	// is kept before it is purged (PAPERCLIP_QUARANTINE_DAYS, default 30).
+	QuarantineDays int
 }
 
 // Flags holds the raw flag values; empty means "not given".
@@ -140,6 +143,14 @@ func Load(f Flags, getenv Getenv) (Config, error) {
 		BodyReadTimeout:     60 * time.Second,
 		HeaderReadTimeout:   10 * time.Second,
 		IdleTimeout:         2 * time.Minute,
+		QuarantineDays:      30,
+	}
+	if v := getenv("PAPERCLIP_QUARANTINE_DAYS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 3650 {
+			return c, errors.New("config: PAPERCLIP_QUARANTINE_DAYS must be a whole number of days from 1 to 3650")
+		}
+		c.QuarantineDays = n
 	}
 	if v := getenv("PAPERCLIP_ATTACHMENT_MAX_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

@@ -2,7 +2,6 @@ package conformance_test
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"testing"
 
@@ -10,16 +9,15 @@ import (
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
-	"github.com/paperclipai/paperclipai/internal/inbound"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 // Spam, blocked and unauthenticated mail, classified by the provider, never
 // starts work, end to end: the emulator labels it and emits the filtered
 // event variants (to which Paperclip does not subscribe), the catch-up scan
-// does not list it, a plain message.received event for it is filtered by
-// the provider's labels on the fetched message, and inside an existing
-// conversation it is not retained when the thread is next read.
+// lists it and it is quarantined with its label as the reason (nothing is
+// dropped without a trace), and inside an existing conversation it is not
+// retained when the thread is next read.
 func TestProviderFilteredMail(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		e := newEnv(t, url)
@@ -61,36 +59,31 @@ func TestProviderFilteredMail(t *testing.T) {
 		// A legitimate reply makes Paperclip read the thread again.
 		e.deliver(emulator.DeliverRequest{Subject: "Re: Legit", Text: "following up", InReplyTo: legit.MessageID})
 		testkit.Eventually(t, wait, "the follow-up's wake", func() bool { return len(e.wakes(task)) == 2 })
-		// A catch-up scan after an interruption lists none of them.
+		// A catch-up scan after an interruption lists them (AgentMail hides
+		// them unless asked): each is admitted, finished as filtered and
+		// quarantined with its label as the reason.
 		e.Control(t, e.ep, "pause")
 		e.Control(t, e.ep, "resume")
 		e.waitReceiving()
-		e.settled()
-		for _, id := range filtered {
-			if _, ok := e.deliveryOf(id); ok {
-				t.Fatalf("filtered message %s was admitted by a transport or the scan", id)
+		testkit.Eventually(t, wait, "every filtered message admitted by the scan", func() bool {
+			for _, id := range filtered {
+				if _, ok := e.deliveryOf(id); !ok {
+					return false
+				}
 			}
-		}
-
-		// The label path: a plain message.received event naming each of
-		// them (as a provider may send) is filtered on the fetched labels.
-		ep, err := e.Store.GetEndpoint(ctx, e.Store.DB, e.ep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, id := range filtered {
-			frame, _ := json.Marshal(map[string]any{"type": "event", "event_type": "message.received", "event_id": "evt_" + id,
-				"message": map[string]any{"inbox_id": e.addr, "message_id": id}})
-			if ok, err := e.Inbound.AdmitRaw(ctx, ep, frame, inbound.SourceWebSocket); err != nil || !ok {
-				t.Fatalf("admit %s: %v %v", id, ok, err)
-			}
-		}
+			return true
+		})
 		e.settled()
-		for _, id := range filtered {
+		for i, id := range filtered {
 			d, ok := e.deliveryOf(id)
 			if !ok || d.State != domain.DeliveryFiltered {
 				t.Fatalf("label-filtered delivery of %s: %+v", id, d)
 			}
+			var reason string
+			if err := e.Store.DB.QueryRowContext(ctx, `SELECT reason FROM email_quarantine WHERE provider_message_id = $1`, id).Scan(&reason); err != nil {
+				t.Fatalf("quarantine of %s: %v", id, err)
+			}
+			testkit.MustEqual(t, "quarantine reason", reason, kinds[i/2].label)
 		}
 		for _, k := range kinds {
 			testkit.MustEqual(t, "tasks for "+k.label+" mail", len(e.tasksTitled("Filtered "+k.label)), 0)

@@ -37,6 +37,7 @@ func (s *Service) Routes(rt httpx.Router) {
 	h("POST /api/email/inboxes/{endpointId}/reconnect", s.reconnect)
 	h("GET /api/email/inboxes/{endpointId}/conversations", s.listConversations)
 	h("GET /api/email/inboxes/{endpointId}/activity", s.inboxActivity)
+	s.senderRulesRoutes(h)
 }
 
 // Gate serves h only while email connections are enabled (the

@@ -62,6 +62,15 @@ type Options struct {
 	// unfinished sends there, so none is left queued on a disconnected
 	// inbox.
 	Disconnected func(ctx context.Context, tx *sql.Tx, endpointID string) error
+	// RulesChanged is signalled after an inbox's sender rules change; the
+	// RulesWorker waits on it (New makes one when unset).
+	RulesChanged notify.Signal
+	// BounceRateHigh, when set, is called by the RulesWorker when an
+	// inbox's bounce rate over its last BounceWindow sends crosses
+	// BounceRateLimit (its health turns to attention, code
+	// bounce_rate_high): the place to emit an inbox.bounce_rate_high
+	// notification event.
+	BounceRateHigh func(ctx context.Context, endpointID string, sends, bounced int)
 }
 
 // Service is the email channel's core: credentials and their grants,
@@ -79,6 +88,9 @@ func New(o Options) *Service {
 	}
 	if o.WorkLeaseTTL <= 0 {
 		o.WorkLeaseTTL = 2 * time.Minute
+	}
+	if o.RulesChanged == nil {
+		o.RulesChanged = notify.New()
 	}
 	return &Service{Options: o}
 }

@@ -106,6 +106,7 @@ func (s *Service) Summaries(ctx context.Context, eps []domain.EmailEndpoint) []d
 			sum.StandardAgentWarning = ag.Permissions.TrustPreset != domain.TrustLowTrustReview
 		}
 		s.health(ctx, e, in, &sum)
+		s.bounceHealth(ctx, e, &sum)
 		out[i] = sum
 	}
 	return out

@@ -88,6 +88,20 @@ func (s *Server) apiRoutes() []*route {
 			r("PATCH", prefix+"webhooks/{webhook_id}/headers", "", "webhook_update", (*call).updateWebhookHeaders),
 		)
 	}
+	// Allow/block list routes exist org-wide, per pod and per inbox.
+	// The inbox variants carry the client's fixed operation names.
+	for _, prefix := range []string{"", "inboxes/{inbox_id}/", "pods/{pod_id}/"} {
+		listOp, createOp, deleteOp := "", "", ""
+		if prefix == "inboxes/{inbox_id}/" {
+			listOp, createOp, deleteOp = "list_list_entries", "create_list_entry", "delete_list_entry"
+		}
+		routes = append(routes,
+			r("GET", prefix+"lists/{direction}/{type}", listOp, "list_entry_read", (*call).listEntries),
+			r("POST", prefix+"lists/{direction}/{type}", createOp, "list_entry_create", (*call).createListEntry),
+			r("GET", prefix+"lists/{direction}/{type}/{entry}", "", "list_entry_read", (*call).getListEntry),
+			r("DELETE", prefix+"lists/{direction}/{type}/{entry}", deleteOp, "list_entry_delete", (*call).deleteListEntry),
+		)
+	}
 	// Pod-scoped variants of inboxes, keys and domains.
 	routes = append(routes,
 		r("GET", "pods/{pod_id}/inboxes", "", "inbox_read", (*call).listInboxes),

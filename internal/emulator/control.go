@@ -204,9 +204,10 @@ func (s *Server) VerifyDomain(name string) error {
 	return err
 }
 
-// SetBlockList replaces the inbox's receive block list; entries are
-// addresses or bare domains. Mail from a blocked sender gets the blocked
-// label and fires message.received.blocked.
+// SetBlockList replaces the inbox's receive block list (its inbox-scoped
+// receive/block entries); entries are addresses or bare domains. Mail
+// from a blocked sender gets the blocked label and fires
+// message.received.blocked.
 func (s *Server) SetBlockList(inboxID string, entries []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -215,13 +216,25 @@ func (s *Server) SetBlockList(inboxID string, entries []string) error {
 		return fmt.Errorf("set block list: %w: %s", ErrNoSuchInbox, inboxID)
 	}
 	s.markDirty()
-	ib.blockList = nil
-	for _, e := range entries {
-		if e = strings.ToLower(strings.TrimSpace(e)); e != "" {
-			ib.blockList = append(ib.blockList, e)
+	s.setInboxBlockListLocked(ib, entries)
+	return nil
+}
+
+func (s *Server) setInboxBlockListLocked(ib *inbox, entries []string) {
+	for k, e := range s.state.lists {
+		if e.inboxID == ib.id && e.direction == "receive" && e.listType == "block" {
+			delete(s.state.lists, k)
 		}
 	}
-	return nil
+	for _, v := range entries {
+		entry, typ, err := normalizeListEntry(v)
+		if err != nil {
+			continue
+		}
+		e := &listEntry{orgID: ib.orgID, podID: ib.podID, inboxID: ib.id, direction: "receive", listType: "block",
+			entry: entry, entryType: typ, seq: s.state.nextSeq(), createdAt: s.state.now()}
+		s.state.lists[e.key()] = e
+	}
 }
 
 // WebhookAttempts returns recorded webhook delivery attempts, optionally

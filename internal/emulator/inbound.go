@@ -38,7 +38,13 @@ func (s *Server) receiveLocked(ib *inbox, in *inboundMail) *message {
 	if strings.EqualFold(strings.TrimSpace(headerValue(in.headers, "X-Emulator-Auth")), "fail") {
 		labels = append(labels, "unauthenticated")
 	}
-	if senderBlocked(ib, in.from) {
+	// A reply to the inbox's own mail is checked against the reply lists
+	// only, other mail against the receive lists.
+	direction := "receive"
+	if s.isReplyToOwnLocked(ib, in.inReplyTo) {
+		direction = "reply"
+	}
+	if s.listVerdictLocked(ib, in.from, direction) {
 		labels = append(labels, "blocked")
 	}
 	for _, l := range normalizeLabels(in.labels) {
@@ -93,19 +99,6 @@ func headerValue(h map[string]string, key string) string {
 		}
 	}
 	return ""
-}
-
-// senderBlocked reports whether the sender's address or domain is on the
-// inbox's receive block list.
-func senderBlocked(ib *inbox, from string) bool {
-	addr := addrOnly(from)
-	dom := domainPart(from)
-	for _, e := range ib.blockList {
-		if e == addr || (dom != "" && e == dom) {
-			return true
-		}
-	}
-	return false
 }
 
 func estimateSize(m *message) int {

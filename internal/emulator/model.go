@@ -42,7 +42,6 @@ type inbox struct {
 	metadata             map[string]any
 	seq                  uint64
 	createdAt, updatedAt time.Time
-	blockList            []string // lower-case addresses or domains
 }
 
 type apiKey struct {

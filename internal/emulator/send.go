@@ -541,6 +541,13 @@ func (c *call) commitSend(o *outgoing) (*wireSendResponse, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The send lists: a recipient on a send block list, or missing from an
+	// active send allow list, refuses the whole send.
+	for _, r := range recipients {
+		if s.listVerdictLocked(ib, r, "send") {
+			return nil, errMessageRejected("Recipient " + addrOnly(r) + " is blocked by a send list")
+		}
+	}
 	now := s.state.now()
 	from := ib.id
 	if ib.displayName != "" {

@@ -30,6 +30,7 @@ type snapshot struct {
 	Domains  []snapDomain    `json:"domains"`
 	Outbox   []snapOutbox    `json:"outbox"`
 	Idem     []snapIdemEntry `json:"idempotency"`
+	Lists    []snapListEntry `json:"lists,omitempty"`
 }
 
 type snapOrg struct {
@@ -48,7 +49,16 @@ type snapInbox struct {
 	Metadata                                map[string]any
 	Seq                                     uint64
 	CreatedAt, UpdatedAt                    time.Time
-	BlockList                               []string
+	// BlockList is the receive block list of state files written before
+	// the lists API; it is read as inbox-scoped receive/block entries.
+	BlockList []string `json:",omitempty"`
+}
+
+type snapListEntry struct {
+	OrgID, PodID, InboxID, Direction, ListType, Entry, EntryType, Reason string
+	ReadOnly                                                             bool
+	Seq                                                                  uint64
+	CreatedAt                                                            time.Time
 }
 
 type snapKey struct {
@@ -134,7 +144,7 @@ func (s *Server) snapshotLocked() snapshot {
 	}
 	for _, ib := range st.inboxes {
 		out.Inboxes = append(out.Inboxes, snapInbox{ib.id, ib.orgID, ib.podID, ib.displayName, ib.clientID,
-			copyAnyMap(ib.metadata), ib.seq, ib.createdAt, ib.updatedAt, copyStrings(ib.blockList)})
+			copyAnyMap(ib.metadata), ib.seq, ib.createdAt, ib.updatedAt, nil})
 	}
 	for _, k := range st.keys {
 		out.Keys = append(out.Keys, snapKey{k.id, k.secret, k.prefix, k.name, k.orgID, k.podID, k.inboxID,
@@ -171,6 +181,11 @@ func (s *Server) snapshotLocked() snapshot {
 			copyStrings(w.eventTypes), copyStrings(w.podIDs), copyStrings(w.inboxIDs), copyStringMap(w.headers),
 			w.enabled, w.scopePodID, w.scopeInboxID, w.seq, w.createdAt, w.updatedAt})
 	}
+	for _, e := range st.lists {
+		out.Lists = append(out.Lists, snapListEntry{e.orgID, e.podID, e.inboxID, e.direction, e.listType, e.entry, e.entryType,
+			e.reason, e.readOnly, e.seq, e.createdAt})
+	}
+	sort.Slice(out.Lists, func(i, j int) bool { return out.Lists[i].Seq < out.Lists[j].Seq })
 	for _, d := range st.domains {
 		out.Domains = append(out.Domains, snapDomain{d.name, d.orgID, d.podID, d.clientID, d.status,
 			d.feedbackEnabled, d.subdomainsEnabled, d.trackingEnabled, d.seq, d.createdAt, d.updatedAt})
@@ -218,7 +233,10 @@ func (s *Server) restoreLocked(snap snapshot) error {
 	}
 	for _, ib := range snap.Inboxes {
 		st.inboxes[ib.ID] = &inbox{id: ib.ID, orgID: ib.OrgID, podID: ib.PodID, displayName: ib.DisplayName, clientID: ib.ClientID,
-			metadata: ib.Metadata, seq: ib.Seq, createdAt: ib.CreatedAt, updatedAt: ib.UpdatedAt, blockList: ib.BlockList}
+			metadata: ib.Metadata, seq: ib.Seq, createdAt: ib.CreatedAt, updatedAt: ib.UpdatedAt}
+		if len(ib.BlockList) > 0 {
+			s.setInboxBlockListLocked(st.inboxes[ib.ID], ib.BlockList)
+		}
 	}
 	for _, k := range snap.Keys {
 		key := &apiKey{id: k.ID, secret: k.Secret, prefix: k.Prefix, name: k.Name, orgID: k.OrgID, podID: k.PodID, inboxID: k.InboxID,
@@ -254,6 +272,11 @@ func (s *Server) restoreLocked(snap snapshot) error {
 		st.webhooks[w.ID] = &webhook{id: w.ID, orgID: w.OrgID, url: w.URL, secret: w.Secret, clientID: w.ClientID,
 			eventTypes: w.EventTypes, podIDs: w.PodIDs, inboxIDs: w.InboxIDs, headers: w.Headers, enabled: w.Enabled,
 			scopePodID: w.ScopePodID, scopeInboxID: w.ScopeInboxID, seq: w.Seq, createdAt: w.CreatedAt, updatedAt: w.UpdatedAt}
+	}
+	for _, e := range snap.Lists {
+		le := &listEntry{orgID: e.OrgID, podID: e.PodID, inboxID: e.InboxID, direction: e.Direction, listType: e.ListType,
+			entry: e.Entry, entryType: e.EntryType, reason: e.Reason, readOnly: e.ReadOnly, seq: e.Seq, createdAt: e.CreatedAt}
+		st.lists[le.key()] = le
 	}
 	for _, d := range snap.Domains {
 		st.domains[d.Name] = &domain{name: d.Name, orgID: d.OrgID, podID: d.PodID, clientID: d.ClientID, status: d.Status,

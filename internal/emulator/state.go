@@ -41,6 +41,7 @@ type state struct {
 	webhooks    map[string]*webhook
 	domains     map[string]*domain // by lower-case name
 	idem        map[idemKey]*idemEntry
+	lists       map[listKey]*listEntry
 
 	outbox     []*outboxEntry
 	faults     []*fault
@@ -67,6 +68,7 @@ func (st *state) init(delay time.Duration) {
 	st.webhooks = map[string]*webhook{}
 	st.domains = map[string]*domain{}
 	st.idem = map[idemKey]*idemEntry{}
+	st.lists = map[listKey]*listEntry{}
 }
 
 func (st *state) nextSeq() uint64 {

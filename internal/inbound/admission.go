@@ -44,6 +44,9 @@ type deliveryEvent struct {
 	IssueID     string `json:"issueId,omitempty"`
 	CommentID   string `json:"commentId,omitempty"`
 	WakePending *bool  `json:"wakePending,omitempty"`
+	// Released: a quarantined message released by a board user, received
+	// past the filters that quarantined it (quarantine.go).
+	Released bool `json:"released,omitempty"`
 }
 
 // taskRecorded reports whether the receiving transaction has committed for

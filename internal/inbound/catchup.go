@@ -92,7 +92,10 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 	admitted := 0
 	pageToken := ""
 	for range 10_000 {
-		page, err := client.ListMessages(ctx, ep.Address, agentmail.ListMessagesParams{Limit: 100, Ascending: true, PageToken: pageToken})
+		// Mail the provider filtered is listed too: it is admitted and
+		// quarantined with its reason, so nothing is dropped without a trace.
+		page, err := client.ListMessages(ctx, ep.Address, agentmail.ListMessagesParams{Limit: 100, Ascending: true, PageToken: pageToken,
+			IncludeSpam: true, IncludeBlocked: true, IncludeUnauthenticated: true})
 		if err != nil {
 			return admitted, err
 		}
@@ -102,7 +105,7 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 			if !it.CreatedAt.IsZero() && beforeCutoff(it.CreatedAt, after) {
 				continue
 			}
-			if labelsFiltered(it.Labels) {
+			if hasLabel(it.Labels, "trash") {
 				continue
 			}
 			for _, kind := range catchupKinds(it.Labels) {
@@ -129,7 +132,7 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 						return admitted, err
 					}
 					m = cleanMessage(m)
-					if providerFiltered(m) {
+					if hasLabel(m.Labels, "trash") {
 						continue
 					}
 					receipt = receiptTime(m)

@@ -22,6 +22,8 @@ type Metrics struct {
 	// Deliveries counts finished deliveries by outcome (processed,
 	// filtered, retry, duplicate).
 	Deliveries *prometheus.CounterVec
+	// Quarantined counts received mail quarantined, by reason.
+	Quarantined *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them with reg when reg is
@@ -44,9 +46,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paperclip_email_deliveries_total", Help: "Inbound email deliveries by outcome.",
 		}, []string{"outcome"}),
+		Quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paperclip_email_quarantined_total", Help: "Received email that did not become work, by quarantine reason.",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Admission, m.Processing, m.Wake, m.Deliveries)
+		reg.MustRegister(m.Admission, m.Processing, m.Wake, m.Deliveries, m.Quarantined)
 	}
 	return m
 }

@@ -75,8 +75,14 @@ func (w *Worker) prepareReceive(ctx context.Context, ep domain.EmailEndpoint, cl
 		return in, false, errInboxMismatch
 	}
 	received := it.ev.Kind == agentmail.EventMessageReceived
-	if providerFiltered(msg) || ep.ActivationAt == nil || (received && beforeCutoff(receiptTime(msg), *ep.ActivationAt)) {
+	if ep.ActivationAt == nil || (received && beforeCutoff(receiptTime(msg), *ep.ActivationAt)) {
 		return in, true, w.finishFiltered(ctx, l, it.d.ID)
+	}
+	if providerFiltered(msg) && !it.ev.Released {
+		return in, true, w.finishProviderFiltered(ctx, l, ep, it, msg, received)
+	}
+	if it.ev.Released {
+		msg = releasedMessage(msg)
 	}
 	threadMsgs, err := w.fetchThread(ctx, client, ep.Address, msg, it.listing)
 	if err != nil {
@@ -105,6 +111,9 @@ func (w *Worker) received(it *item, res receiveResult) (done bool, err error) {
 		return false, res.wakeErr
 	}
 	w.m.Deliveries.WithLabelValues(string(res.state)).Inc()
+	if res.quarantined != "" {
+		w.m.Quarantined.WithLabelValues(res.quarantined).Inc()
+	}
 	if res.woke != nil {
 		w.observeWake(*res.woke)
 	}
@@ -192,6 +201,9 @@ type receiveResult struct {
 	// wakeErr is the failure of that wake: the mail was committed with the
 	// wake pending.
 	wakeErr error
+	// quarantined is the quarantine reason of a message that did not
+	// become work ("" otherwise).
+	quarantined string
 }
 
 // receiveTx is the receiving transaction of one delivery: the thread's
@@ -287,13 +299,28 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur *txInbox, d st
 			return r, err
 		}
 	}
+	if in.received && !ev.Released && !mine {
+		// Paperclip's own sender check (quarantine.go), inside the
+		// transaction so a release or a rules change is seen consistently.
+		q := w.senderVerdict(ctx, tx, ep, msg, in.threadMsgs)
+		if q.err != nil {
+			return r, q.err
+		}
+		if q.reason != "" {
+			if err := w.quarantineTx(ctx, tx, ep, d, msg, q.reason, q.detail); err != nil {
+				return r, err
+			}
+			r.ev, r.state, r.quarantined = ev, domain.DeliveryFiltered, q.reason
+			return r, w.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
+		}
+	}
 	tf, err := w.st.ReadThreadFacts(ctx, tx, ep.ID, ep.CompanyID, msg.ThreadID, msg.MessageID, !mine, messageIDs(in.threadMsgs, msg))
 	if err != nil {
 		return r, err
 	}
 	conv, retained := tf.Conversation, tf.Retained
 	mine = mine || tf.Published
-	f := facts{receipt: !in.received, known: tf.Known, automatic: automatic(msg), own: mine, status: tf.Status}
+	f := facts{receipt: !in.received, known: tf.Known, automatic: automatic(msg) && !ev.Released, own: mine, status: tf.Status}
 	commentID := ""
 	for {
 		a := decide(f)
@@ -316,6 +343,13 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur *txInbox, d st
 			return r, w.finishTx(ctx, tx, &d, domain.DeliveryProcessed)
 		case actDrop:
 			r.ev, r.state = ev, domain.DeliveryFiltered
+			if in.received && f.automatic && !f.own {
+				// Automatic mail starting a thread: kept in the quarantine.
+				if err := w.quarantineTx(ctx, tx, ep, d, msg, store.QuarantineAutomatic, automaticDetail); err != nil {
+					return r, err
+				}
+				r.quarantined = store.QuarantineAutomatic
+			}
 			return r, w.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
 		case actCreate:
 			if conv, err = w.createTask(ctx, tx, ep, msg); err != nil {

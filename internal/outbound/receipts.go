@@ -85,7 +85,7 @@ func (s *Service) suppress(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpo
 	}
 	for _, a := range addrs {
 		if a = strings.ToLower(addressOf(a)); a != "" {
-			if err := s.Store.Suppress(ctx, tx, ep.CompanyID, ep.ID, a, ev.Kind); err != nil {
+			if err := s.Store.SuppressFrom(ctx, tx, ep.CompanyID, ep.ID, a, ev.Kind, ev.MessageID); err != nil {
 				return err
 			}
 		}

@@ -109,6 +109,12 @@ func TestBounceFailsTheSendAndSticks(t *testing.T) {
 		if again := e.delivery(key); again["outcome"] != "failed" || again["error"] != "AgentMail reported message.bounced" {
 			t.Fatalf("the re-import erased the bounce: %v", again)
 		}
+		// One bounce in one send is over the 5 % bounce-rate limit: the
+		// inbox's health says so (unless something worse is wrong).
+		testkit.Eventually(t, 30*time.Second, "the bounce-rate warning", func() bool {
+			ib := e.Board.JSON("GET", "/api/email/inboxes/"+e.endpoint, nil, 200)
+			return ib["healthCode"] == "bounce_rate_high" && ib["health"] == "attention"
+		})
 	})
 }
 

@@ -3,9 +3,12 @@ package server
 import (
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/inbound"
 	"github.com/paperclipai/paperclipai/internal/notify"
@@ -47,8 +50,13 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 	s.Email.Routes(s.API)
 	s.Outbound.Routes(s.API)
 	s.Inbound.Routes(s.API)
+	s.Inbound.QuarantineRoutes(s.API, s.Email.Gate)
 	s.registerEmailMetrics()
-	s.workers = append(s.workers, s.Inbound, s.SendWorker)
+	rules := email.NewRulesWorker(s.Email)
+	s.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paperclip_email_bounce_rate_high_inboxes",
+		Help: "Active inboxes of which more than 5 % of the last 100 sends bounced (checked every minute by this process)."},
+		func() float64 { return float64(rules.HighBounceInboxes()) }))
+	s.workers = append(s.workers, s.Inbound, s.SendWorker, rules)
 }
 
 // inboundTiming applies the configuration's email timing overrides. A

@@ -75,6 +75,12 @@ var routeActions = map[string]string{
 	"POST /c/{cid}/apps/agentmail/inboxes/{eid}/resume":                     "change this inbox",
 	"POST /c/{cid}/apps/agentmail/inboxes/{eid}/reconnect":                  "change this inbox",
 	"POST /c/{cid}/apps/agentmail/inboxes/{eid}/disconnect":                 "disconnect this inbox",
+	"POST /c/{cid}/apps/agentmail/inboxes/{eid}/quarantine":                 "release or block quarantined email",
+	"POST /c/{cid}/apps/agentmail/inboxes/{eid}/senders":                    "change who may write to this inbox",
+	"GET /c/{cid}/apps/agentmail/quarantine":                                "see the quarantine",
+	"POST /c/{cid}/apps/agentmail/quarantine":                               "release or block quarantined email",
+	"GET /c/{cid}/apps/agentmail/quarantine/{qid}":                          "see this quarantined email",
+	"POST /c/{cid}/apps/agentmail/suppressions/lift":                        "lift a suppression",
 }
 
 // routeAction is the action of the request's route, or a general one for a

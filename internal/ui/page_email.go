@@ -69,6 +69,7 @@ func (u *UI) emailRoutes(m *http.ServeMux) {
 	m.HandleFunc("POST /c/{cid}/apps/agentmail/inboxes/{eid}/resume", u.company(u.inboxControl("resume")))
 	m.HandleFunc("POST /c/{cid}/apps/agentmail/inboxes/{eid}/reconnect", u.company(u.inboxReconnect))
 	m.HandleFunc("POST /c/{cid}/apps/agentmail/inboxes/{eid}/disconnect", u.company(u.inboxDisconnect))
+	u.inboundRoutes(m)
 }
 
 // agentmailPath is the AgentMail page of the request's company, plus rest.

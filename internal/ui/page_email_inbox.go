@@ -13,7 +13,7 @@ import (
 // E6 an email address's detail pages (Settings, Access, Conversations,
 // Activity) and E7 its disconnect confirmation.
 
-var inboxTabs = []string{"settings", "access", "conversations", "activity"}
+var inboxTabs = []string{"settings", "access", "conversations", "activity", "senders", "quarantine"}
 
 type inboxData struct {
 	Inbox       inboxView
@@ -45,6 +45,9 @@ type inboxData struct {
 	ConvErr  bool
 	Activity email.InboxActivity
 	ActErr   bool
+
+	// Senders and Quarantine (page_email_quarantine.go).
+	Inbound *inboundData
 }
 
 // TabLabel names a tab.
@@ -129,6 +132,8 @@ func (u *UI) renderInbox(c *rc, status int, d *inboxData) {
 		if e := c.api("GET", "/email/inboxes/"+d.Inbox.ID+"/activity", nil, &d.Activity); e != nil {
 			d.ActErr = true
 		}
+	case "senders", "quarantine":
+		u.loadInbound(c, d)
 	}
 	title := d.Inbox.Addr()
 	if title == "" {

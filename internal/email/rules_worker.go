@@ -1,0 +1,199 @@
+package email
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// RulesWorker is the background side of "who may write to an agent": it
+// syncs pending sender rules to AgentMail (durably: the state is in the
+// database, so a sync cut short by a crash is retried by any replica),
+// checks synced rules for drift, and purges quarantined content older than
+// PAPERCLIP_QUARANTINE_DAYS.
+type RulesWorker struct {
+	s *Service
+	// Interval is the polling period (default 5 s); a rules change wakes
+	// the worker at once (Options.RulesChanged).
+	Interval time.Duration
+	// DriftEvery is how often each synced inbox is checked for drift
+	// (default 1 hour).
+	DriftEvery time.Duration
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// high holds the inboxes whose bounce rate was over the limit at the
+	// last check (loop goroutine only); highCount is its size, for the
+	// paperclip_email_bounce_rate_high_inboxes gauge.
+	high      map[string]bool
+	highCount atomic.Int64
+}
+
+// HighBounceInboxes is how many active inboxes had a bounce rate over
+// BounceRateLimit at the last check.
+func (w *RulesWorker) HighBounceInboxes() int64 { return w.highCount.Load() }
+
+// NewRulesWorker returns the worker of s.
+func NewRulesWorker(s *Service) *RulesWorker {
+	return &RulesWorker{s: s, Interval: 5 * time.Second, DriftEvery: time.Hour}
+}
+
+// Start runs the worker until Shutdown.
+func (w *RulesWorker) Start(context.Context) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	w.wg.Add(1)
+	go w.loop(ctx)
+	return nil
+}
+
+// Shutdown stops the worker and waits for it, at most until ctx ends.
+func (w *RulesWorker) Shutdown(ctx context.Context) error {
+	if w.cancel == nil {
+		return nil
+	}
+	w.cancel()
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *RulesWorker) loop(ctx context.Context) {
+	defer w.wg.Done()
+	t := time.NewTicker(w.Interval)
+	defer t.Stop()
+	var lastPurge, lastBounce time.Time
+	for {
+		w.syncDue(ctx)
+		w.checkDrift(ctx)
+		if time.Since(lastBounce) > time.Minute {
+			lastBounce = time.Now()
+			w.checkBounces(ctx)
+		}
+		if time.Since(lastPurge) > time.Hour {
+			lastPurge = time.Now()
+			w.purge(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.s.RulesChanged:
+		case <-t.C:
+		}
+	}
+}
+
+// rulesLeaseKey serializes the syncs of one inbox across replicas: two
+// concurrent syncs of different versions could otherwise interleave their
+// list writes and leave AgentMail with the older version marked current.
+const rulesLeaseKey = "email-rules"
+
+// syncDue syncs every inbox whose rules wait, each under its lease.
+func (w *RulesWorker) syncDue(ctx context.Context) {
+	s := w.s
+	due, err := s.Store.DueSenderRules(ctx, s.Store.DB, 50)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.Log.Warn("read due sender rules", "err", err)
+		}
+		return
+	}
+	for _, row := range due {
+		if ctx.Err() != nil {
+			return
+		}
+		w.underLease(ctx, row.CompanyID, row.EndpointID, func() {
+			// Re-read under the lease: another replica may have synced it.
+			cur, err := s.Store.GetSenderRules(ctx, s.Store.DB, row.EndpointID)
+			if err != nil || cur.SyncState == store.RulesSynced {
+				return
+			}
+			if err := s.SyncSenderRules(ctx, cur); err != nil && ctx.Err() == nil {
+				s.Log.Warn("record sender rules sync", "endpoint", row.EndpointID, "err", err)
+			}
+		})
+	}
+}
+
+func (w *RulesWorker) underLease(ctx context.Context, companyID, endpointID string, fn func()) {
+	s := w.s
+	l, _, err := s.Store.TryLease(ctx, s.Store.DB, companyID, endpointID, rulesLeaseKey, s.Holder, 2*time.Minute)
+	if err != nil || l == nil {
+		return
+	}
+	defer func() { _ = l.Release(ctx) }()
+	fn()
+}
+
+// checkDrift compares the synced rules of inboxes not checked for
+// DriftEvery with AgentMail's lists.
+func (w *RulesWorker) checkDrift(ctx context.Context) {
+	s := w.s
+	rows, err := s.Store.SenderRulesToCheck(ctx, s.Store.DB, s.Store.Now().Add(-w.DriftEvery), 20)
+	if err != nil {
+		return
+	}
+	for _, row := range rows {
+		ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, row.EndpointID)
+		if err != nil || ctx.Err() != nil {
+			return
+		}
+		if err := s.CheckDrift(ctx, ep); err != nil {
+			// Checked: try again at the next period, not every round.
+			_ = s.Store.SetSenderRulesDrift(ctx, s.Store.DB, ep.ID, row.Drift)
+		}
+	}
+}
+
+func (w *RulesWorker) purge(ctx context.Context) {
+	s := w.s
+	days := s.Config.QuarantineDays
+	if days <= 0 {
+		days = 30
+	}
+	n, err := s.Store.PurgeQuarantine(ctx, s.Store.DB, s.Store.Now().AddDate(0, 0, -days))
+	if err != nil {
+		if ctx.Err() == nil {
+			s.Log.Warn("purge quarantine", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		s.Log.Info("purged quarantined email content", "messages", n, "days", days)
+	}
+}
+
+// checkBounces recomputes which active inboxes bounce too much. An inbox
+// that crosses the limit is logged and handed to Options.BounceRateHigh:
+// the seam where an inbox.bounce_rate_high notification event is emitted
+// once notification webhooks exist.
+func (w *RulesWorker) checkBounces(ctx context.Context) {
+	s := w.s
+	rates, err := s.Store.ActiveBounceRates(ctx, s.Store.DB, BounceSendError, BounceWindow)
+	if err != nil {
+		return
+	}
+	now := map[string]bool{}
+	for _, b := range rates {
+		if !bounceHigh(b.Sends, b.Bounced) {
+			continue
+		}
+		now[b.EndpointID] = true
+		if !w.high[b.EndpointID] {
+			s.Log.Warn("inbox bounce rate high", "endpoint", b.EndpointID, "sends", b.Sends, "bounced", b.Bounced)
+			if s.BounceRateHigh != nil {
+				s.BounceRateHigh(ctx, b.EndpointID, b.Sends, b.Bounced)
+			}
+		}
+	}
+	w.high = now
+	w.highCount.Store(int64(len(now)))
+}
