@@ -18,8 +18,8 @@ import (
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-// Who may write to an agent (docs/email-setup.md, "Who may write to your
-// agent"): an inbox's sender rules are kept here and written to
+// Who may write to an agent (docs/email-setup.md, "5. Who may write to
+// your agent"): an inbox's sender rules are kept here and written to
 // AgentMail's inbox-scoped allow/block lists, so the provider drops mail
 // before it costs anything; receiving enforces the same rules again.
 

@@ -167,7 +167,7 @@ func (s *Service) liftSuppression(w http.ResponseWriter, r *http.Request) error 
 // side's receipt error for message.bounced).
 const BounceSendError = "AgentMail reported message.bounced"
 
-// Bounce-rate alert (docs/email-setup.md, "Who may write to your agent"):
+// Bounce-rate alert (docs/email-setup.md, "5. Who may write to your agent"):
 // over an inbox's last BounceWindow attempted sends, more than
 // BounceRateLimit bounced.
 const (

@@ -17,7 +17,7 @@ import (
 )
 
 // QuarantineItem is one quarantined message in a listing (docs/api.md,
-// "Quarantine").
+// "Email").
 type QuarantineItem struct {
 	ID                string    `json:"id"`
 	EndpointID        string    `json:"endpointId"`
