@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -107,13 +108,53 @@ type IssueFilter struct {
 	Status          string
 	ParentID        string
 	OriginKind      string
-	ProjectIDs      []string
-	Limit           int
-	// Offset skips that many of the newest matching tasks (paging).
-	Offset int
+	// Origin is "email" (tasks opened by an email conversation) or
+	// "other" (every other task).
+	Origin string
+	// EndpointID keeps the tasks with a conversation in that inbox.
+	EndpointID string
+	ProjectIDs []string
+	// Sort is "created" (the default), "updated" or "priority"; every
+	// order is newest first within its key.
+	Sort string
+	// Limit bounds the rows returned (0: 500); After continues a listing
+	// in the same Sort (a keyset cursor, see Page).
+	Limit int
+	After *Cursor
 }
 
-// ListIssues returns a company's tasks, newest first.
+// IssueSorts are the orders ListIssues accepts.
+var IssueSorts = []string{"created", "updated", "priority"}
+
+// issuePriorityRank orders priorities most urgent first.
+const issuePriorityRank = `(CASE priority WHEN 'critical' THEN 0 WHEN 'high' THEN 1 WHEN 'medium' THEN 2 ELSE 3 END)`
+
+// IssuePriorityRank is the rank of a priority in the "priority" order.
+func IssuePriorityRank(p string) int {
+	switch p {
+	case "critical":
+		return 0
+	case "high":
+		return 1
+	case "medium":
+		return 2
+	}
+	return 3
+}
+
+// IssueCursor is the cursor after task i in the listing order sort.
+func IssueCursor(i domain.Issue, sort string) Cursor {
+	switch sort {
+	case "updated":
+		return Cursor{At: i.UpdatedAt, ID: i.ID}
+	case "priority":
+		return Cursor{At: i.CreatedAt, ID: i.ID, Key: strconv.Itoa(IssuePriorityRank(i.Priority))}
+	}
+	return Cursor{At: i.CreatedAt, ID: i.ID}
+}
+
+// ListIssues returns a company's tasks in f.Sort order (newest first).
+// Paging is keyset: f.After continues after a row of an earlier page.
 func (s *Store) ListIssues(ctx context.Context, q db.Querier, companyID string, f IssueFilter) ([]domain.Issue, error) {
 	where := []string{"company_id = $1"}
 	args := []any{companyID}
@@ -127,6 +168,16 @@ func (s *Store) ListIssues(ctx context.Context, q db.Querier, companyID string, 
 	add("status", f.Status)
 	add("parent_id", f.ParentID)
 	add("origin_kind", f.OriginKind)
+	switch f.Origin {
+	case "email":
+		where = append(where, "origin_kind = 'chat_channel' AND origin_id LIKE 'email%'")
+	case "other":
+		where = append(where, "NOT (COALESCE(origin_kind, '') = 'chat_channel' AND COALESCE(origin_id, '') LIKE 'email%')")
+	}
+	if f.EndpointID != "" {
+		args = append(args, f.EndpointID)
+		where = append(where, fmt.Sprintf("id IN (SELECT issue_id FROM email_conversations WHERE endpoint_id = $%d)", len(args)))
+	}
 	if f.ProjectIDs != nil {
 		if len(f.ProjectIDs) == 0 {
 			return []domain.Issue{}, nil
@@ -139,11 +190,35 @@ func (s *Store) ListIssues(ctx context.Context, q db.Querier, companyID string, 
 		where = append(where, "project_id IN ("+strings.Join(ph, ", ")+")")
 	}
 	limit := f.Limit
-	if limit <= 0 || limit > 500 {
+	if limit <= 0 {
 		limit = 500
 	}
-	query := `SELECT ` + issueCols + ` FROM issues WHERE ` + strings.Join(where, " AND ") +
-		fmt.Sprintf(` ORDER BY created_at DESC, id LIMIT %d OFFSET %d`, limit, max(f.Offset, 0))
+	timeCol := "created_at"
+	if f.Sort == "updated" {
+		timeCol = "updated_at"
+	}
+	order := fmt.Sprintf(` ORDER BY %s DESC, id DESC LIMIT %d`, timeCol, limit)
+	if f.Sort == "priority" {
+		order = fmt.Sprintf(` ORDER BY %s, created_at DESC, id DESC LIMIT %d`, issuePriorityRank, limit)
+	}
+	if c := f.After; c != nil {
+		n := len(args)
+		args = append(args, c.At.UTC(), c.ID)
+		// Keyset continuation on the listing's order; the pair (time, id)
+		// is unique, so a row inserted meanwhile sorts before or after the
+		// cursor and never shifts the rows still to come.
+		cont := fmt.Sprintf("(%[1]s < $%[2]d OR (%[1]s = $%[2]d AND id < $%[3]d))", timeCol, n+1, n+2)
+		if f.Sort == "priority" {
+			rank, err := strconv.Atoi(c.Key)
+			if err != nil {
+				return nil, fmt.Errorf("list issues: %w: a priority cursor needs a rank", ErrBadCursor)
+			}
+			args = append(args, rank)
+			cont = fmt.Sprintf("(%[1]s > $%[2]d OR (%[1]s = $%[2]d AND %[3]s))", issuePriorityRank, n+3, cont)
+		}
+		where = append(where, cont)
+	}
+	query := `SELECT ` + issueCols + ` FROM issues WHERE ` + strings.Join(where, " AND ") + order
 	return queryAll(ctx, q, "list issues", scanIssue, query, args...)
 }
 

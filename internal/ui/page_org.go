@@ -20,7 +20,7 @@ type projectsData struct {
 func (u *UI) projectsPage(c *rc) { u.renderProjects(c, http.StatusOK, projectsData{}) }
 
 func (u *UI) renderProjects(c *rc, status int, d projectsData) {
-	if e := c.api("GET", "/companies/"+c.cid+"/projects", nil, &d.Projects); e != nil {
+	if e := apiAll(c, "/companies/"+c.cid+"/projects", &d.Projects); e != nil {
 		c.fail(e)
 		return
 	}
@@ -78,7 +78,7 @@ func (u *UI) activityPage(c *rc) {
 	}
 	_, idx, _ := c.agents()
 	var members []domain.Membership
-	_ = c.api("GET", "/companies/"+c.cid+"/members", nil, &members)
+	_ = apiAll(c, "/companies/"+c.cid+"/members", &members)
 	emails := map[string]string{}
 	for _, m := range members {
 		emails[m.UserID] = personName(m.Email)
@@ -134,7 +134,7 @@ type membersData struct {
 func (u *UI) membersPage(c *rc) { u.renderMembers(c, http.StatusOK, membersData{}) }
 
 func (u *UI) renderMembers(c *rc, status int, d membersData) {
-	if e := c.api("GET", "/companies/"+c.cid+"/members", nil, &d.Members); e != nil {
+	if e := apiAll(c, "/companies/"+c.cid+"/members", &d.Members); e != nil {
 		c.fail(e)
 		return
 	}
