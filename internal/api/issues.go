@@ -239,13 +239,32 @@ func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
 
 // loadIssue reads the path's task and checks read or write authority.
 func (s *Server) loadIssue(r *http.Request, q db.Querier, write bool) (domain.Issue, error) {
-	id, err := httpx.PathID(r, "issueId")
-	if err != nil {
-		return domain.Issue{}, err
-	}
-	issue, err := s.Store.GetIssue(r.Context(), q, id)
-	if err != nil {
-		return issue, err
+	var issue domain.Issue
+	if v := r.PathValue("issueId"); store.IssueIdentifierPattern.MatchString(v) {
+		// A short identifier (ACME-12): the task of that identifier the
+		// caller may read (prefixes are unique per company, and nearly
+		// always across companies).
+		found, err := s.Store.IssuesByIdentifier(r.Context(), q, "", v)
+		if err != nil {
+			return issue, err
+		}
+		for _, is := range found {
+			if s.Authz.CanReadIssue(r.Context(), q, httpx.Actor(r), is) == nil {
+				issue = is
+				break
+			}
+		}
+		if issue.ID == "" {
+			return issue, store.NotFound("get issue")
+		}
+	} else {
+		id, err := httpx.PathID(r, "issueId")
+		if err != nil {
+			return issue, httpx.Errorf(http.StatusBadRequest, "invalid issueId: must be a UUID or a task identifier such as ACME-12")
+		}
+		if issue, err = s.Store.GetIssue(r.Context(), q, id); err != nil {
+			return issue, err
+		}
 	}
 	if write {
 		return issue, s.Authz.CanWriteIssue(r.Context(), q, httpx.Actor(r), issue)

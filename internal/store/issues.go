@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -13,19 +14,22 @@ import (
 
 const issueCols = `id, company_id, title, description, status, priority, assignee_agent_id, parent_id, project_id,
 	origin_kind, origin_id, idempotency_key, execution_workspace_settings, execution_run_id, checkout_run_id,
-	responsible_user_id, created_by_user_id, created_by_agent_id, created_at, updated_at, completed_at, cancelled_at`
+	responsible_user_id, created_by_user_id, created_by_agent_id, created_at, updated_at, completed_at, cancelled_at, number, identifier`
 
 func scanIssue(row rowScanner) (domain.Issue, error) {
 	var i domain.Issue
 	var assignee, parent, project, originID, idem, execRun, checkoutRun, responsible, byUser, byAgent sql.NullString
 	var ews []byte
 	var completed, cancelled sql.NullTime
+	var number sql.NullInt64
+	var ident sql.NullString
 	err := row.Scan(&i.ID, &i.CompanyID, &i.Title, &i.Description, &i.Status, &i.Priority, &assignee, &parent, &project,
 		&i.OriginKind, &originID, &idem, &ews, &execRun, &checkoutRun, &responsible, &byUser, &byAgent,
-		&i.CreatedAt, &i.UpdatedAt, &completed, &cancelled)
+		&i.CreatedAt, &i.UpdatedAt, &completed, &cancelled, &number, &ident)
 	if err != nil {
 		return i, err
 	}
+	i.Number, i.Identifier = number.Int64, ident.String
 	i.AssigneeAgentID, i.ParentID, i.ProjectID = assignee.String, parent.String, project.String
 	i.OriginID, i.IdempotencyKey = originID.String, idem.String
 	i.ExecutionWorkspaceSettings = rawJSON(ews)
@@ -52,14 +56,22 @@ func (s *Store) CreateIssue(ctx context.Context, q db.Querier, i *domain.Issue) 
 	if i.OriginKind == "" {
 		i.OriginKind = "manual"
 	}
+	// The company's next number: an atomic increment, so two tasks never
+	// share one (an idempotent repeat below leaves a gap, which is fine).
+	var prefix string
+	if err := q.QueryRowContext(ctx, `UPDATE companies SET issue_counter = issue_counter + 1 WHERE id = $1
+		RETURNING issue_counter, issue_prefix`, i.CompanyID).Scan(&i.Number, &prefix); err != nil {
+		return false, fmt.Errorf("create issue: number: %w", err)
+	}
+	i.Identifier = prefix + "-" + strconv.FormatInt(i.Number, 10)
 	res, err := q.ExecContext(ctx, `INSERT INTO issues (`+issueCols+`)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24)
 		ON CONFLICT (company_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
 		i.ID, i.CompanyID, i.Title, i.Description, i.Status, i.Priority, nullString(i.AssigneeAgentID),
 		nullString(i.ParentID), nullString(i.ProjectID), i.OriginKind, nullString(i.OriginID), nullString(i.IdempotencyKey),
 		nullJSON(i.ExecutionWorkspaceSettings), nullString(i.ExecutionRunID), nullString(i.CheckoutRunID),
 		nullString(i.ResponsibleUserID), nullString(i.CreatedByUserID), nullString(i.CreatedByAgentID),
-		i.CreatedAt, i.UpdatedAt, nullTime(i.CompletedAt), nullTime(i.CancelledAt))
+		i.CreatedAt, i.UpdatedAt, nullTime(i.CompletedAt), nullTime(i.CancelledAt), i.Number, i.Identifier)
 	if err != nil {
 		return false, fmt.Errorf("create issue: %w", err)
 	}
@@ -67,6 +79,22 @@ func (s *Store) CreateIssue(ctx context.Context, q db.Querier, i *domain.Issue) 
 		return queryOne(ctx, q, "create issue: read existing", scanIssue,
 			`SELECT `+issueCols+` FROM issues WHERE company_id = $1 AND idempotency_key = $2`, i.CompanyID, i.IdempotencyKey)
 	})
+}
+
+// IssueIdentifierPattern matches a short task identifier (ACME-12).
+var IssueIdentifierPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,12}-[0-9]{1,12}$`)
+
+// IssuesByIdentifier returns the tasks with a short identifier (ACME-12,
+// any case), of one company when companyID is set. Prefixes are unique
+// per company but not guaranteed across companies, so without a company
+// more than one task can answer.
+func (s *Store) IssuesByIdentifier(ctx context.Context, q db.Querier, companyID, ident string) ([]domain.Issue, error) {
+	ident = strings.ToUpper(ident)
+	if companyID != "" {
+		return queryAll(ctx, q, "find issue", scanIssue, `SELECT `+issueCols+` FROM issues WHERE identifier = $1 AND company_id = $2`,
+			ident, companyID)
+	}
+	return queryAll(ctx, q, "find issue", scanIssue, `SELECT `+issueCols+` FROM issues WHERE identifier = $1`, ident)
 }
 
 // GetIssue returns a task by id.

@@ -26,7 +26,30 @@ DROP INDEX attachments_issue;
 DROP INDEX activity_log_company_created;
 DROP INDEX heartbeat_runs_company_created;
 
+-- Short task identifiers per company (ACME-12): the company's prefix and
+-- counter, each task's number and identifier (prefix-number, kept on the
+-- task so a lookup is one index read). Existing tasks are numbered in
+-- creation order; new ones take the next number of their company
+-- (store.CreateIssue).
+ALTER TABLE companies ADD COLUMN issue_prefix TEXT NOT NULL DEFAULT '';
+ALTER TABLE companies ADD COLUMN issue_counter INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE issues ADD COLUMN number INTEGER;
+ALTER TABLE issues ADD COLUMN identifier TEXT;
+UPDATE companies SET issue_prefix = COALESCE(NULLIF(upper(substr(regexp_replace(name, '[^A-Za-z0-9]', '', 'g'), 1, 4)), ''), 'TASK');
+UPDATE issues SET number = r.rn FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY company_id ORDER BY created_at, id) AS rn FROM issues) r
+    WHERE r.id = issues.id;
+UPDATE issues SET identifier = (SELECT c.issue_prefix FROM companies c WHERE c.id = issues.company_id) || '-' || number;
+UPDATE companies SET issue_counter = COALESCE((SELECT MAX(i.number) FROM issues i WHERE i.company_id = companies.id), 0);
+CREATE UNIQUE INDEX issues_company_number ON issues (company_id, number);
+CREATE INDEX issues_identifier ON issues (identifier);
+
 -- +goose Down
+DROP INDEX issues_identifier;
+DROP INDEX issues_company_number;
+ALTER TABLE issues DROP COLUMN identifier;
+ALTER TABLE issues DROP COLUMN number;
+ALTER TABLE companies DROP COLUMN issue_counter;
+ALTER TABLE companies DROP COLUMN issue_prefix;
 CREATE INDEX heartbeat_runs_company_created ON heartbeat_runs (company_id, created_at);
 CREATE INDEX activity_log_company_created ON activity_log (company_id, created_at);
 CREATE INDEX attachments_issue ON attachments (issue_id, created_at);
