@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/attachment"
@@ -175,14 +176,17 @@ func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
-	f := store.IssueFilter{Status: q.Get("status"), OriginKind: q.Get("originKind")}
+	if q.Has("offset") {
+		return httpx.Errorf(http.StatusBadRequest, "offset is not supported: follow the X-Next-Cursor header with ?cursor= (docs/api.md, \"Paging\")")
+	}
+	f := store.IssueFilter{Status: q.Get("status"), OriginKind: q.Get("originKind"), Origin: q.Get("origin"), Sort: q.Get("sort")}
 	if f.AssigneeAgentID, err = queryID(r, "assigneeAgentId"); err != nil {
 		return err
 	}
 	if f.ParentID, err = queryID(r, "parentId"); err != nil {
 		return err
 	}
-	if f.Limit, f.Offset, err = pageParams(r, 500); err != nil {
+	if f.EndpointID, err = queryID(r, "inboxId"); err != nil {
 		return err
 	}
 	if f.Status != "" {
@@ -190,12 +194,38 @@ func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if f.Origin != "" {
+		if err := oneOf("origin", f.Origin, []string{"email", "other"}); err != nil {
+			return err
+		}
+	}
+	if f.Sort == "" {
+		f.Sort = "created"
+	}
+	if err := oneOf("sort", f.Sort, store.IssueSorts); err != nil {
+		return err
+	}
+	page, err := httpx.PageParams(r)
+	if err != nil {
+		return err
+	}
+	if c := page.After; c != nil {
+		// A cursor continues only the order it came from.
+		if _, rerr := strconv.Atoi(c.Key); (f.Sort == "priority") != (rerr == nil) {
+			return httpx.ErrBadCursor
+		}
+	}
+	f.Limit, f.After = page.Limit+1, page.After
 	out, err := s.Store.ListIssues(r.Context(), s.Store.DB, companyID, f)
 	if err != nil {
 		return err
 	}
+	out, next := httpx.TrimPage(out, page, func(i domain.Issue) store.Cursor { return store.IssueCursor(i, f.Sort) })
 	if a.Kind == authz.KindAgent {
-		visible := out[:0]
+		// Filtered after the page is cut: the cursor still continues
+		// after the page's last row, so an agent's page may be short but
+		// paging never skips a row it may read.
+		visible := []domain.Issue{}
 		for _, is := range out {
 			if s.Authz.CanReadIssue(r.Context(), s.Store.DB, a, is) == nil {
 				visible = append(visible, is)
@@ -203,19 +233,38 @@ func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) error {
 		}
 		out = visible
 	}
-	httpx.WriteJSON(w, http.StatusOK, out)
+	httpx.WritePage(w, r, out, next)
 	return nil
 }
 
 // loadIssue reads the path's task and checks read or write authority.
 func (s *Server) loadIssue(r *http.Request, q db.Querier, write bool) (domain.Issue, error) {
-	id, err := httpx.PathID(r, "issueId")
-	if err != nil {
-		return domain.Issue{}, err
-	}
-	issue, err := s.Store.GetIssue(r.Context(), q, id)
-	if err != nil {
-		return issue, err
+	var issue domain.Issue
+	if v := r.PathValue("issueId"); store.IssueIdentifierPattern.MatchString(v) {
+		// A short identifier (ACME-12): the task of that identifier the
+		// caller may read (prefixes are unique per company, and nearly
+		// always across companies).
+		found, err := s.Store.IssuesByIdentifier(r.Context(), q, "", v)
+		if err != nil {
+			return issue, err
+		}
+		for _, is := range found {
+			if s.Authz.CanReadIssue(r.Context(), q, httpx.Actor(r), is) == nil {
+				issue = is
+				break
+			}
+		}
+		if issue.ID == "" {
+			return issue, store.NotFound("get issue")
+		}
+	} else {
+		id, err := httpx.PathID(r, "issueId")
+		if err != nil {
+			return issue, httpx.Errorf(http.StatusBadRequest, "invalid issueId: must be a UUID or a task identifier such as ACME-12")
+		}
+		if issue, err = s.Store.GetIssue(r.Context(), q, id); err != nil {
+			return issue, err
+		}
 	}
 	if write {
 		return issue, s.Authz.CanWriteIssue(r.Context(), q, httpx.Actor(r), issue)
@@ -256,15 +305,6 @@ func (s *Server) patchIssue(w http.ResponseWriter, r *http.Request) error {
 	return httpx.Respond(w, http.StatusOK, issue, err)
 }
 
-func (s *Server) listComments(w http.ResponseWriter, r *http.Request) error {
-	issue, err := s.loadIssue(r, s.Store.DB, false)
-	if err != nil {
-		return err
-	}
-	out, err := s.Store.ListComments(r.Context(), s.Store.DB, issue.ID)
-	return httpx.Respond(w, http.StatusOK, out, err)
-}
-
 func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
 	a := httpx.Actor(r)
 	var body struct {
@@ -297,15 +337,6 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
 		return s.Audit(r.Context(), tx, a, issue.CompanyID, "issue.comment_added", "comment", c.ID, map[string]string{"issueId": issue.ID})
 	})
 	return httpx.Respond(w, http.StatusCreated, c, err)
-}
-
-func (s *Server) listAttachments(w http.ResponseWriter, r *http.Request) error {
-	issue, err := s.loadIssue(r, s.Store.DB, false)
-	if err != nil {
-		return err
-	}
-	out, err := s.Store.ListAttachments(r.Context(), s.Store.DB, issue.ID)
-	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request) error {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
@@ -92,23 +91,6 @@ func (s *Server) issueCounts(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
-}
-
-// pageParams parses the optional limit (1–max) and offset (≥ 0) query
-// parameters of a list route.
-func pageParams(r *http.Request, max int) (limit, offset int, err error) {
-	q := r.URL.Query()
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > max {
-			return 0, 0, httpx.Errorf(http.StatusBadRequest, "limit must be an integer between 1 and %d", max)
-		}
-	}
-	if v := q.Get("offset"); v != "" {
-		if offset, err = strconv.Atoi(v); err != nil || offset < 0 {
-			return 0, 0, httpx.Errorf(http.StatusBadRequest, "offset must be a non-negative integer")
-		}
-	}
-	return limit, offset, nil
 }
 
 // checkWakeComment validates a wakeup's optional commentId: it must name a

@@ -129,12 +129,3 @@ func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
-
-func (s *Server) listMembers(w http.ResponseWriter, r *http.Request) error {
-	_, companyID, _, err := s.boardCompany(r, false)
-	if err != nil {
-		return err
-	}
-	ms, err := s.Store.ListMembers(r.Context(), s.Store.DB, companyID)
-	return httpx.Respond(w, http.StatusOK, ms, err)
-}

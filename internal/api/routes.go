@@ -32,13 +32,13 @@ func (s *Server) routes() {
 	s.Handle("DELETE /api/board-keys/{keyId}", s.revokeBoardKey)
 
 	s.Handle("POST /api/companies/{companyId}/agents", s.createAgent)
-	s.Handle("GET /api/companies/{companyId}/agents", companyList(s, s.Store.ListAgents))
+	s.Handle("GET /api/companies/{companyId}/agents", companyPage(s, s.Store.ListAgentsPage, agentCursor))
 	s.Handle("GET /api/agents/{agentId}", s.getAgent)
 	s.Handle("PATCH /api/agents/{agentId}", s.patchAgent)
 	s.Handle("POST /api/agents/{agentId}/wakeup", s.wakeup)
 
 	s.Handle("POST /api/companies/{companyId}/projects", s.createProject)
-	s.Handle("GET /api/companies/{companyId}/projects", companyList(s, s.Store.ListProjects))
+	s.Handle("GET /api/companies/{companyId}/projects", companyPage(s, s.Store.ListProjectsPage, projectCursor))
 	s.Handle("POST /api/companies/{companyId}/environments", s.createEnvironment)
 	s.Handle("GET /api/companies/{companyId}/environments", companyList(s, s.Store.ListEnvironments))
 	s.Handle("PATCH /api/environments/{environmentId}", s.patchEnvironment)
@@ -59,6 +59,8 @@ func (s *Server) routes() {
 	s.Handle("GET /api/heartbeat-runs/{runId}/log", s.getRunLog)
 	s.Handle("POST /api/heartbeat-runs/{runId}/cancel", s.cancelRun)
 	s.Handle("GET /api/companies/{companyId}/activity", s.listActivity)
+	s.Handle("GET /api/companies/{companyId}/activity/export", s.exportActivity)
+	s.Handle("GET /api/companies/{companyId}/search", s.search)
 
 	s.Handle("POST /api/companies/{companyId}/secrets", s.createSecret)
 	s.Handle("GET /api/companies/{companyId}/secrets", s.listSecrets)

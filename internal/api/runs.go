@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
@@ -24,7 +23,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	issueID, err := queryID(r, "issueId")
+	issueID, err := s.queryIssueRef(r, companyID, "issueId")
 	if err != nil {
 		return err
 	}
@@ -32,12 +31,17 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		// Agents see only their own runs.
 		agentID = a.AgentID()
 	}
-	limit, _, err := pageParams(r, 500)
+	p, err := httpx.PageParams(r)
 	if err != nil {
 		return err
 	}
-	out, err := s.Store.ListRuns(r.Context(), s.Store.DB, companyID, agentID, issueID, limit)
-	return httpx.Respond(w, http.StatusOK, out, err)
+	rows, err := s.Store.ListRunsPage(r.Context(), s.Store.DB, companyID, agentID, issueID, p)
+	if err != nil {
+		return err
+	}
+	items, next := httpx.TrimPage(rows, p, func(run domain.Run) store.Cursor { return store.Cursor{At: run.CreatedAt, ID: run.ID} })
+	httpx.WritePage(w, r, items, next)
+	return nil
 }
 
 // loadRun reads the path's run; agents may read only their own runs.
@@ -127,16 +131,6 @@ func (s *Server) getRunLog(w http.ResponseWriter, r *http.Request) error {
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"runId": run.ID, "status": run.Status, "content": content,
 		"sizeBytes": size, "truncated": truncated})
 	return nil
-}
-
-func (s *Server) listActivity(w http.ResponseWriter, r *http.Request) error {
-	_, companyID, _, err := s.boardCompany(r, false)
-	if err != nil {
-		return err
-	}
-	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-	out, err := s.Store.ListActivity(r.Context(), s.Store.DB, companyID, limit)
-	return httpx.Respond(w, http.StatusOK, out, err)
 }
 
 // requireAdmin gates company administration (secrets, policies) to owners,

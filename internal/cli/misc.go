@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -250,15 +251,21 @@ The server and the caller come from the environment:
                      board (local_trusted mode, loopback only)
   PAPERCLIP_RUN_ID   the run id sent as X-Paperclip-Run-Id with a run token
 
+A list answers one page (docs/api.md, "Paging"); --all follows the pages
+(the Link/X-Next-Cursor headers of an array, the nextCursor of an
+{items, nextCursor} object) and prints every row as one answer.
+
 An HTTP error prints the server's message to stderr and exits with 1.`
 
 const apiExamples = `  paperclipai api GET /companies
+  paperclipai api --all GET /companies/$COMPANY/issues
   paperclipai api POST /companies --data '{"name":"Acme"}' --field id
   paperclipai api PATCH /issues/$TASK --data @update.json
   paperclipai api GET /me --field user.id`
 
 func newAPICmd() *cobra.Command {
 	var data, field string
+	var all bool
 	cmd := &cobra.Command{
 		Use:     "api METHOD PATH",
 		Short:   "Authenticated raw API call (like gh api), for scripts",
@@ -270,9 +277,17 @@ func newAPICmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return newAPIClient().callField(cmd, strings.ToUpper(args[0]), args[1], body, field)
+			method := strings.ToUpper(args[0])
+			if all {
+				if method != http.MethodGet || body != nil {
+					return fmt.Errorf("--all follows the pages of a GET listing (without --data)")
+				}
+				return newAPIClient().callAll(cmd, args[1], field)
+			}
+			return newAPIClient().callField(cmd, method, args[1], body, field)
 		},
 	}
+	cmd.Flags().BoolVar(&all, "all", false, "follow a listing's pages (GET only): print one array of every row, or one {items} object")
 	cmd.Flags().StringVar(&data, "data", "", "request body: JSON, @file, or - for stdin")
 	cmd.Flags().StringVar(&field, "field", "", "print only this field of the answer (a dot path such as id, user.id or 0.id; strings print raw)")
 	return cmd
@@ -398,4 +413,78 @@ func newDoctorCmd() *cobra.Command {
 	}
 	serverFlags(cmd, &f)
 	return cmd
+}
+
+// maxAllPages bounds --all: a server that kept answering with a next page
+// must not keep the CLI reading forever.
+const maxAllPages = 10000
+
+// callAll reads every page of a GET listing and prints them as one answer:
+// an array of every row, or for an {items, nextCursor} listing one object
+// with every item (and nextCursor null).
+func (c *apiClient) callAll(cmd *cobra.Command, path, field string) error {
+	var rows []json.RawMessage
+	object := false
+	cursor := ""
+	for range maxAllPages {
+		p := path
+		if cursor != "" {
+			u, err := url.Parse(path)
+			if err != nil {
+				return fmt.Errorf("path: %w", err)
+			}
+			q := u.Query()
+			q.Set("cursor", cursor)
+			u.RawQuery = q.Encode()
+			p = u.String()
+		}
+		status, hdr, out, err := c.doHeader(cmd.Context(), http.MethodGet, p, nil)
+		if err != nil {
+			return err
+		}
+		if status >= 400 {
+			return apiFailure(cmd, status, hdr, out)
+		}
+		var page []json.RawMessage
+		next := hdr.Get("X-Next-Cursor")
+		if err := json.Unmarshal(out, &page); err != nil {
+			var obj struct {
+				Items      []json.RawMessage `json:"items"`
+				NextCursor *string           `json:"nextCursor"`
+			}
+			if json.Unmarshal(out, &obj) != nil || obj.Items == nil {
+				return fmt.Errorf("--all: the answer of %s is not a list", path)
+			}
+			object, page, next = true, obj.Items, ""
+			if obj.NextCursor != nil {
+				next = *obj.NextCursor
+			}
+		}
+		rows = append(rows, page...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if rows == nil {
+		rows = []json.RawMessage{}
+	}
+	var v any = rows
+	if object {
+		v = map[string]any{"items": rows, "nextCursor": nil}
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if field != "" {
+		f, err := pickField(out, field)
+		if err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "error: %v\n", err)
+			return exitError{code: 1}
+		}
+		_, err = fmt.Fprintln(cmd.OutOrStdout(), f)
+		return err
+	}
+	return printJSON(cmd.OutOrStdout(), out)
 }

@@ -253,6 +253,11 @@ type Issue struct {
 	UpdatedAt                  time.Time       `json:"updatedAt"`
 	CompletedAt                *time.Time      `json:"completedAt,omitempty"`
 	CancelledAt                *time.Time      `json:"cancelledAt,omitempty"`
+	// Number and Identifier are the task's short id in its company
+	// (ACME-12): the API and the CLI take the identifier wherever a task
+	// id goes.
+	Number     int64  `json:"number,omitempty"`
+	Identifier string `json:"identifier,omitempty"`
 }
 
 // Comment is a message on a task by a user, an agent or the system.

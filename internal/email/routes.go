@@ -315,18 +315,25 @@ func (s *Service) listInboxes(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a := httpx.Actor(r)
-	var out []domain.EmailEndpointSummary
+	archived := false
 	switch v := r.URL.Query().Get("includeArchived"); {
 	case v != "" && v != "true" && v != "false":
 		return httpx.Errorf(http.StatusBadRequest, "includeArchived must be true or false")
 	case v == "true" && a.Kind != authz.KindAgent:
 		// Disconnected inboxes are board history; agents keep seeing only
 		// their active inboxes.
-		out, err = s.ListAllInboxes(r.Context(), a, companyID)
-	default:
-		out, err = s.ListInboxes(r.Context(), a, companyID)
+		archived = true
 	}
-	return httpx.Respond(w, http.StatusOK, out, err)
+	p, err := httpx.PageParams(r)
+	if err != nil {
+		return err
+	}
+	out, next, err := s.ListInboxesPage(r.Context(), a, companyID, archived, p)
+	if err != nil {
+		return err
+	}
+	httpx.WritePage(w, r, out, next)
+	return nil
 }
 
 func (s *Service) inspectKey(w http.ResponseWriter, r *http.Request) error {

@@ -3,7 +3,7 @@ package email
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -26,10 +26,7 @@ type SuppressionItem struct {
 }
 
 // SuppressionPage is one page of a company's suppressions.
-type SuppressionPage struct {
-	Items      []SuppressionItem `json:"items"`
-	NextCursor *string           `json:"nextCursor"`
-}
+type SuppressionPage = httpx.PageList[SuppressionItem]
 
 // suppressionReasons are the plain words of a suppression's reason.
 var suppressionReasons = map[string]string{
@@ -45,60 +42,29 @@ func SuppressionReason(kind string) string {
 	return kind
 }
 
-func encodeSuppressionCursor(c store.SuppressionCursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(c.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + c.EndpointID + "|" + c.Address))
-}
-
-func decodeSuppressionCursor(v string) (*store.SuppressionCursor, error) {
-	bad := httpx.Errorf(http.StatusBadRequest, "cursor is not a nextCursor value of this listing")
-	raw, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil {
-		return nil, bad
-	}
-	parts := strings.SplitN(string(raw), "|", 3)
-	if len(parts) != 3 || !store.ValidID(parts[1]) {
-		return nil, bad
-	}
-	t, err := time.Parse(time.RFC3339Nano, parts[0])
-	if err != nil {
-		return nil, bad
-	}
-	return &store.SuppressionCursor{CreatedAt: t, EndpointID: parts[1], Address: parts[2]}, nil
-}
-
 // ListSuppressions returns one page of a company's suppressed recipients
 // for a board actor with company access.
-func (s *Service) ListSuppressions(r *http.Request, a authz.Actor, companyID, cursor string, limit int) (SuppressionPage, error) {
-	out := SuppressionPage{Items: []SuppressionItem{}}
+func (s *Service) ListSuppressions(r *http.Request, a authz.Actor, companyID string, p store.Page) (SuppressionPage, error) {
 	if err := authz.RequireBoard(a); err != nil {
-		return out, err
+		return SuppressionPage{}, err
 	}
 	if _, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, companyID, false); err != nil {
-		return out, err
+		return SuppressionPage{}, err
 	}
-	var after *store.SuppressionCursor
-	if cursor != "" {
-		c, err := decodeSuppressionCursor(cursor)
-		if err != nil {
-			return out, err
-		}
-		after = c
+	rows, err := s.Store.ListSuppressions(r.Context(), s.Store.DB, companyID, p)
+	if errors.Is(err, store.ErrBadCursor) {
+		return SuppressionPage{}, httpx.ErrBadCursor
 	}
-	rows, err := s.Store.ListSuppressions(r.Context(), s.Store.DB, companyID, after, limit+1)
 	if err != nil {
-		return out, err
+		return SuppressionPage{}, err
 	}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		last := rows[len(rows)-1]
-		next := encodeSuppressionCursor(store.SuppressionCursor{CreatedAt: last.CreatedAt, EndpointID: last.EndpointID, Address: last.Address})
-		out.NextCursor = &next
-	}
+	rows, next := httpx.TrimPage(rows, p, store.SuppressionCursor)
+	items := make([]SuppressionItem, 0, len(rows))
 	for _, v := range rows {
-		out.Items = append(out.Items, SuppressionItem{EndpointID: v.EndpointID, InboxAddress: v.EndpointAddress, Address: v.Address,
+		items = append(items, SuppressionItem{EndpointID: v.EndpointID, InboxAddress: v.EndpointAddress, Address: v.Address,
 			Reason: SuppressionReason(v.Reason), SourceMessageID: optString(v.SourceMessageID), Since: v.CreatedAt})
 	}
-	return out, nil
+	return httpx.NewPageList(items, next), nil
 }
 
 func (s *Service) listSuppressions(w http.ResponseWriter, r *http.Request) error {
@@ -106,11 +72,11 @@ func (s *Service) listSuppressions(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	limit, err := limitParam(r, 50, 200)
+	p, err := httpx.PageParams(r)
 	if err != nil {
 		return err
 	}
-	out, err := s.ListSuppressions(r, httpx.Actor(r), companyID, r.URL.Query().Get("cursor"), limit)
+	out, err := s.ListSuppressions(r, httpx.Actor(r), companyID, p)
 	if err != nil {
 		return err
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // The read-only views of one inbox for the web UI and other clients: its
@@ -55,19 +55,6 @@ func (s *Service) readableEndpoint(r *http.Request) (domain.EmailEndpoint, error
 	return ep, nil
 }
 
-// limitParam reads ?limit= (default def, 1..max).
-func limitParam(r *http.Request, def, max int) (int, error) {
-	v := r.URL.Query().Get("limit")
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > max {
-		return 0, httpx.Errorf(http.StatusBadRequest, "limit must be between 1 and %d", max)
-	}
-	return n, nil
-}
-
 // ConversationSummary is one email conversation of an inbox with its task.
 type ConversationSummary struct {
 	ID             string    `json:"id"`
@@ -85,20 +72,21 @@ func (s *Service) listConversations(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	limit, err := limitParam(r, 200, 500)
+	p, err := httpx.PageParams(r)
 	if err != nil {
 		return err
 	}
-	rows, err := s.Store.ListConversationsWithIssues(r.Context(), s.Store.DB, ep.ID, limit)
+	rows, err := s.Store.ConversationsPage(r.Context(), s.Store.DB, ep.ID, p)
 	if err != nil {
 		return err
 	}
+	rows, next := httpx.TrimPage(rows, p, func(c store.ConversationRow) store.Cursor { return store.Cursor{At: c.LastActivityAt, ID: c.ID} })
 	out := make([]ConversationSummary, 0, len(rows))
 	for _, c := range rows {
 		out = append(out, ConversationSummary{ID: c.ID, IssueID: c.IssueID, IssueTitle: c.IssueTitle, IssueStatus: c.IssueStatus,
 			Subject: c.Subject, State: c.State, LastActivityAt: c.LastActivityAt, CreatedAt: c.CreatedAt})
 	}
-	httpx.WriteJSON(w, http.StatusOK, out)
+	httpx.WritePage(w, r, out, next)
 	return nil
 }
 
@@ -107,6 +95,8 @@ func (s *Service) listConversations(w http.ResponseWriter, r *http.Request) erro
 type InboxActivity struct {
 	Queue InboxQueue     `json:"queue"`
 	Items []ActivityItem `json:"items"`
+	// NextCursor continues the items (null on the last page).
+	NextCursor *string `json:"nextCursor"`
 }
 
 // InboxQueue counts the inbox's waiting inbound deliveries.
@@ -145,7 +135,7 @@ func (s *Service) inboxActivity(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := limitParam(r, 50, 200)
+	p, err := httpx.PageParams(r)
 	if err != nil {
 		return err
 	}
@@ -154,11 +144,14 @@ func (s *Service) inboxActivity(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	dels, err := s.Store.RecentDeliveries(ctx, s.Store.DB, ep.ID, limit)
+	// Both tables are paged on (time, id) from the same cursor: ids are
+	// unique across them, so the merged order is total and the newest
+	// Limit of the two pages are the newest Limit of the union.
+	dels, err := s.Store.DeliveriesPage(ctx, s.Store.DB, ep.ID, p)
 	if err != nil {
 		return err
 	}
-	pubs, err := s.Store.RecentPublications(ctx, s.Store.DB, ep.ID, limit)
+	pubs, err := s.Store.PublicationsPage(ctx, s.Store.DB, ep.ID, p)
 	if err != nil {
 		return err
 	}
@@ -175,19 +168,68 @@ func (s *Service) inboxActivity(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Items = append(out.Items, it)
 	}
-	for _, p := range pubs {
-		it := ActivityItem{Kind: "send", ID: p.ID, Outcome: string(p.Outcome), Error: optString(p.Error), IssueID: optString(p.IssueID),
-			Attempts: p.Attempts, At: p.CreatedAt}
-		if p.Outcome == domain.OutcomeQueued || p.Outcome == domain.OutcomeUncertain {
-			it.NextAttemptAt = p.NextAttemptAt
+	for _, pub := range pubs {
+		it := ActivityItem{Kind: "send", ID: pub.ID, Outcome: string(pub.Outcome), Error: optString(pub.Error), IssueID: optString(pub.IssueID),
+			Attempts: pub.Attempts, At: pub.CreatedAt}
+		if pub.Outcome == domain.OutcomeQueued || pub.Outcome == domain.OutcomeUncertain {
+			it.NextAttemptAt = pub.NextAttemptAt
 		}
 		out.Items = append(out.Items, it)
 	}
-	// Both lists are newest first; merge them and keep the newest limit.
-	sort.SliceStable(out.Items, func(i, j int) bool { return out.Items[i].At.After(out.Items[j].At) })
-	if len(out.Items) > limit {
-		out.Items = out.Items[:limit]
+	sort.Slice(out.Items, func(i, j int) bool {
+		a, b := out.Items[i], out.Items[j]
+		if !a.At.Equal(b.At) {
+			return a.At.After(b.At)
+		}
+		return a.ID > b.ID
+	})
+	var next *store.Cursor
+	out.Items, next = httpx.TrimPage(out.Items, p, func(it ActivityItem) store.Cursor { return store.Cursor{At: it.At, ID: it.ID} })
+	if next != nil {
+		c := httpx.EncodeCursor(*next)
+		out.NextCursor = &c
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// ListInboxesPage returns a page of the company's inboxes the actor may
+// see (ListInboxes' rules; archived ones for a board actor when asked),
+// newest first, and the cursor of the next page.
+func (s *Service) ListInboxesPage(ctx context.Context, a authz.Actor, companyID string, archived bool, p store.Page) ([]domain.EmailEndpointSummary, *store.Cursor, error) {
+	if archived {
+		if err := authz.RequireBoard(a); err != nil {
+			return nil, nil, err
+		}
+	}
+	if _, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, companyID, false); err != nil {
+		return nil, nil, err
+	}
+	eps, err := s.Store.ListEndpointsPage(ctx, s.Store.DB, companyID, archived, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	eps, next := httpx.TrimPage(eps, p, func(e domain.EmailEndpoint) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
+	// Filtered after the page is cut, so the cursor continues after the
+	// page's last row whatever the actor may see of it.
+	visible := []domain.EmailEndpoint{}
+	for _, ep := range eps {
+		if a.Kind == authz.KindAgent {
+			if ep.AssignedAgentID != a.AgentID() {
+				continue
+			}
+			if _, _, err := s.ActiveEndpoint(ctx, s.Store.DB, ep.ID); err != nil {
+				continue
+			}
+		}
+		visible = append(visible, ep)
+	}
+	out := []domain.EmailEndpointSummary{}
+	for _, sum := range s.Summaries(ctx, visible) {
+		if !archived {
+			sum = ForActor(a, sum)
+		}
+		out = append(out, sum)
+	}
+	return out, next, nil
 }

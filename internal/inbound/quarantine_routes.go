@@ -1,11 +1,9 @@
 package inbound
 
 import (
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -39,10 +37,7 @@ type QuarantineMessage struct {
 }
 
 // QuarantinePage is one page of a quarantine listing.
-type QuarantinePage struct {
-	Items      []QuarantineItem `json:"items"`
-	NextCursor *string          `json:"nextCursor"`
-}
+type QuarantinePage = httpx.PageList[QuarantineItem]
 
 func quarantineItem(m store.QuarantinedMessage) QuarantineItem {
 	return QuarantineItem{ID: m.ID, EndpointID: m.EndpointID, ProviderMessageID: m.ProviderMessageID, From: m.From,
@@ -68,70 +63,29 @@ func (w *Worker) QuarantineRoutes(rt httpx.Router, gate func(httpx.HandlerFunc) 
 	rt.Handle("POST /api/email/quarantine/{id}/block-sender", gate(w.blockSenderRoute))
 }
 
-func encodeQuarantineCursor(c store.QuarantineCursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(c.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + c.ID))
-}
-
-func decodeQuarantineCursor(v string) (*store.QuarantineCursor, error) {
-	if v == "" {
-		return nil, nil
-	}
-	bad := httpx.Errorf(http.StatusBadRequest, "cursor is not a nextCursor value of this listing")
-	raw, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil {
-		return nil, bad
-	}
-	at, id, ok := strings.Cut(string(raw), "|")
-	t, terr := time.Parse(time.RFC3339Nano, at)
-	if !ok || terr != nil || !store.ValidID(id) {
-		return nil, bad
-	}
-	return &store.QuarantineCursor{CreatedAt: t, ID: id}, nil
-}
-
-// quarantineLimit reads ?limit= (default 50, 1..200).
-func quarantineLimit(r *http.Request) (int, error) {
-	v := r.URL.Query().Get("limit")
-	if v == "" {
-		return 50, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 200 {
-		return 0, httpx.Errorf(http.StatusBadRequest, "limit must be between 1 and 200")
-	}
-	return n, nil
-}
-
 // listQuarantine serves one page of f. Quarantined mail is hostile input
 // held back from agents: only board users read it.
 func (w *Worker) listQuarantine(rw http.ResponseWriter, r *http.Request, f store.QuarantineFilter) error {
 	if f.Reason != "" && !slices.Contains(store.QuarantineReasons, f.Reason) {
 		return httpx.Errorf(http.StatusBadRequest, "reason must be one of %s", strings.Join(store.QuarantineReasons, ", "))
 	}
-	after, err := decodeQuarantineCursor(r.URL.Query().Get("cursor"))
+	p, err := httpx.PageParams(r)
 	if err != nil {
 		return err
 	}
-	limit, err := quarantineLimit(r)
+	rows, err := w.st.ListQuarantined(r.Context(), w.q, f, p)
 	if err != nil {
 		return err
 	}
-	rows, err := w.st.ListQuarantined(r.Context(), w.q, f, after, limit+1)
-	if err != nil {
-		return err
-	}
-	out := QuarantinePage{Items: []QuarantineItem{}}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		last := rows[len(rows)-1]
-		next := encodeQuarantineCursor(store.QuarantineCursor{CreatedAt: last.CreatedAt, ID: last.ID})
-		out.NextCursor = &next
-	}
+	rows, next := httpx.TrimPage(rows, p, func(m store.QuarantinedMessage) store.Cursor {
+		return store.Cursor{At: m.CreatedAt, ID: m.ID}
+	})
+	items := make([]QuarantineItem, 0, len(rows))
 	for _, m := range rows {
-		out.Items = append(out.Items, quarantineItem(m))
+		items = append(items, quarantineItem(m))
 	}
 	rw.Header().Set("Cache-Control", "no-store")
-	httpx.WriteJSON(rw, http.StatusOK, out)
+	httpx.WriteJSON(rw, http.StatusOK, httpx.NewPageList(items, next))
 	return nil
 }
 

@@ -405,6 +405,11 @@ func (s *Server) callAPI(ctx context.Context, c caller, op Operation, in CallArg
 	}
 	api.ServeHTTP(w, r)
 	out := map[string]any{"status": w.Code}
+	if next := w.Header().Get("X-Next-Cursor"); next != "" {
+		// A list answers one page (docs/api.md, "Paging"): the caller
+		// continues with query {"cursor": nextCursor}.
+		out["nextCursor"] = next
+	}
 	var decoded any
 	if json.Unmarshal(w.Body.Bytes(), &decoded) == nil {
 		out["body"] = decoded

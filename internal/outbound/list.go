@@ -2,12 +2,9 @@ package outbound
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
@@ -17,8 +14,8 @@ import (
 
 // Page sizes of the sends listing.
 const (
-	defaultListLimit = 50
-	maxListLimit     = 200
+	defaultListLimit = httpx.DefaultPageLimit
+	maxListLimit     = httpx.MaxPageLimit
 )
 
 // ListedSend is one send in the operator's listing: its summary, its
@@ -145,24 +142,19 @@ func containsOutcome(o domain.SendOutcome) bool {
 	return false
 }
 
-// encodeCursor renders a cursor as an opaque URL-safe token.
+// encodeCursor renders a cursor as the opaque token every listing uses
+// (httpx.EncodeCursor).
 func encodeCursor(c store.PublicationCursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(c.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + c.ID))
+	return httpx.EncodeCursor(store.Cursor{At: c.CreatedAt, ID: c.ID})
 }
 
 // decodeCursor parses a token from encodeCursor.
 func decodeCursor(v string) (store.PublicationCursor, error) {
-	bad := badRequest("cursor is not a nextCursor value of this listing")
-	raw, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil {
-		return store.PublicationCursor{}, bad
+	c, err := httpx.DecodeCursor(v)
+	if err != nil || c.Key != "" {
+		return store.PublicationCursor{}, httpx.ErrBadCursor
 	}
-	at, id, ok := strings.Cut(string(raw), "|")
-	t, terr := time.Parse(time.RFC3339Nano, at)
-	if !ok || terr != nil || !store.ValidID(id) {
-		return store.PublicationCursor{}, bad
-	}
-	return store.PublicationCursor{CreatedAt: t, ID: id}, nil
+	return store.PublicationCursor{CreatedAt: c.At, ID: c.ID}, nil
 }
 
 // listRoute serves GET …/email/publications.

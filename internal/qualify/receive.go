@@ -423,7 +423,8 @@ func quote(s string) string { return `"` + s + `"` }
 // tasksFor lists the qualification agent's email tasks whose title holds token.
 func (r *runner) tasksFor(ctx context.Context, token string) ([]issue, error) {
 	var all []issue
-	q := url.Values{"assigneeAgentId": {r.agentID}, "originKind": {"chat_channel"}}
+	// The newest 200: a qualification's tasks are the company's latest.
+	q := url.Values{"assigneeAgentId": {r.agentID}, "originKind": {"chat_channel"}, "limit": {"200"}}
 	if err := r.api.call(ctx, "GET", "/companies/"+r.companyID+"/issues?"+q.Encode(), nil, &all); err != nil {
 		return nil, err
 	}
@@ -439,7 +440,7 @@ func (r *runner) tasksFor(ctx context.Context, token string) ([]issue, error) {
 // wakesFor lists the email wakes of a task.
 func (r *runner) wakesFor(ctx context.Context, taskID string) ([]run, error) {
 	var runs []run
-	q := url.Values{"agentId": {r.agentID}, "issueId": {taskID}}
+	q := url.Values{"agentId": {r.agentID}, "issueId": {taskID}, "limit": {"200"}}
 	if err := r.api.call(ctx, "GET", "/companies/"+r.companyID+"/heartbeat-runs?"+q.Encode(), nil, &runs); err != nil {
 		return nil, err
 	}

@@ -53,21 +53,26 @@ type DeliveryActivity struct {
 // RecentDeliveries returns an endpoint's newest deliveries (admission
 // time, newest first), at most limit rows.
 func (s *Store) RecentDeliveries(ctx context.Context, q db.Querier, endpointID string, limit int) ([]DeliveryActivity, error) {
-	return queryAll(ctx, q, "list email deliveries", func(r rowScanner) (DeliveryActivity, error) {
-		var d DeliveryActivity
-		var issue sql.NullString
-		var conv, thread, redacted sql.NullString
-		var next, processed sql.NullTime
-		err := r.Scan(&d.ID, &d.EventKind, &d.DeduplicationKey, &d.Source, &conv, &thread, &d.State, &d.Attempts, &redacted, &next,
-			&d.ReceivedAt, &processed, &d.UpdatedAt, &issue)
-		d.ConversationID, d.ProviderThreadID, d.RedactedError, d.IssueID = conv.String, thread.String, redacted.String, issue.String
-		d.NextAttemptAt, d.ProcessedAt = timePtr(next), timePtr(processed)
-		d.ReceivedAt, d.UpdatedAt = d.ReceivedAt.UTC(), d.UpdatedAt.UTC()
-		return d, err
-	}, `SELECT d.id, d.event_kind, d.deduplication_key, d.source, d.conversation_id, d.provider_thread_id, d.state, d.attempts, d.redacted_error,
-		d.next_attempt_at, d.received_at, d.processed_at, d.updated_at, c.issue_id
-		FROM email_deliveries d LEFT JOIN email_conversations c ON c.id = d.conversation_id
+	return queryAll(ctx, q, "list email deliveries", scanDeliveryActivity, deliveryActivitySelect+`
 		WHERE d.endpoint_id = $1 ORDER BY d.received_at DESC, d.id DESC LIMIT `+fmt.Sprint(limit), endpointID)
+}
+
+// deliveryActivitySelect reads DeliveryActivity rows (scanDeliveryActivity).
+const deliveryActivitySelect = `SELECT d.id, d.event_kind, d.deduplication_key, d.source, d.conversation_id, d.provider_thread_id, d.state,
+		d.attempts, d.redacted_error, d.next_attempt_at, d.received_at, d.processed_at, d.updated_at, c.issue_id
+		FROM email_deliveries d LEFT JOIN email_conversations c ON c.id = d.conversation_id`
+
+func scanDeliveryActivity(r rowScanner) (DeliveryActivity, error) {
+	var d DeliveryActivity
+	var issue sql.NullString
+	var conv, thread, redacted sql.NullString
+	var next, processed sql.NullTime
+	err := r.Scan(&d.ID, &d.EventKind, &d.DeduplicationKey, &d.Source, &conv, &thread, &d.State, &d.Attempts, &redacted, &next,
+		&d.ReceivedAt, &processed, &d.UpdatedAt, &issue)
+	d.ConversationID, d.ProviderThreadID, d.RedactedError, d.IssueID = conv.String, thread.String, redacted.String, issue.String
+	d.NextAttemptAt, d.ProcessedAt = timePtr(next), timePtr(processed)
+	d.ReceivedAt, d.UpdatedAt = d.ReceivedAt.UTC(), d.UpdatedAt.UTC()
+	return d, err
 }
 
 // DeliveryQueue counts an endpoint's waiting deliveries by state.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -12,19 +14,22 @@ import (
 
 const issueCols = `id, company_id, title, description, status, priority, assignee_agent_id, parent_id, project_id,
 	origin_kind, origin_id, idempotency_key, execution_workspace_settings, execution_run_id, checkout_run_id,
-	responsible_user_id, created_by_user_id, created_by_agent_id, created_at, updated_at, completed_at, cancelled_at`
+	responsible_user_id, created_by_user_id, created_by_agent_id, created_at, updated_at, completed_at, cancelled_at, number, identifier`
 
 func scanIssue(row rowScanner) (domain.Issue, error) {
 	var i domain.Issue
 	var assignee, parent, project, originID, idem, execRun, checkoutRun, responsible, byUser, byAgent sql.NullString
 	var ews []byte
 	var completed, cancelled sql.NullTime
+	var number sql.NullInt64
+	var ident sql.NullString
 	err := row.Scan(&i.ID, &i.CompanyID, &i.Title, &i.Description, &i.Status, &i.Priority, &assignee, &parent, &project,
 		&i.OriginKind, &originID, &idem, &ews, &execRun, &checkoutRun, &responsible, &byUser, &byAgent,
-		&i.CreatedAt, &i.UpdatedAt, &completed, &cancelled)
+		&i.CreatedAt, &i.UpdatedAt, &completed, &cancelled, &number, &ident)
 	if err != nil {
 		return i, err
 	}
+	i.Number, i.Identifier = number.Int64, ident.String
 	i.AssigneeAgentID, i.ParentID, i.ProjectID = assignee.String, parent.String, project.String
 	i.OriginID, i.IdempotencyKey = originID.String, idem.String
 	i.ExecutionWorkspaceSettings = rawJSON(ews)
@@ -51,14 +56,22 @@ func (s *Store) CreateIssue(ctx context.Context, q db.Querier, i *domain.Issue) 
 	if i.OriginKind == "" {
 		i.OriginKind = "manual"
 	}
+	// The company's next number: an atomic increment, so two tasks never
+	// share one (an idempotent repeat below leaves a gap, which is fine).
+	var prefix string
+	if err := q.QueryRowContext(ctx, `UPDATE companies SET issue_counter = issue_counter + 1 WHERE id = $1
+		RETURNING issue_counter, issue_prefix`, i.CompanyID).Scan(&i.Number, &prefix); err != nil {
+		return false, fmt.Errorf("create issue: number: %w", err)
+	}
+	i.Identifier = prefix + "-" + strconv.FormatInt(i.Number, 10)
 	res, err := q.ExecContext(ctx, `INSERT INTO issues (`+issueCols+`)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24)
 		ON CONFLICT (company_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
 		i.ID, i.CompanyID, i.Title, i.Description, i.Status, i.Priority, nullString(i.AssigneeAgentID),
 		nullString(i.ParentID), nullString(i.ProjectID), i.OriginKind, nullString(i.OriginID), nullString(i.IdempotencyKey),
 		nullJSON(i.ExecutionWorkspaceSettings), nullString(i.ExecutionRunID), nullString(i.CheckoutRunID),
 		nullString(i.ResponsibleUserID), nullString(i.CreatedByUserID), nullString(i.CreatedByAgentID),
-		i.CreatedAt, i.UpdatedAt, nullTime(i.CompletedAt), nullTime(i.CancelledAt))
+		i.CreatedAt, i.UpdatedAt, nullTime(i.CompletedAt), nullTime(i.CancelledAt), i.Number, i.Identifier)
 	if err != nil {
 		return false, fmt.Errorf("create issue: %w", err)
 	}
@@ -66,6 +79,22 @@ func (s *Store) CreateIssue(ctx context.Context, q db.Querier, i *domain.Issue) 
 		return queryOne(ctx, q, "create issue: read existing", scanIssue,
 			`SELECT `+issueCols+` FROM issues WHERE company_id = $1 AND idempotency_key = $2`, i.CompanyID, i.IdempotencyKey)
 	})
+}
+
+// IssueIdentifierPattern matches a short task identifier (ACME-12).
+var IssueIdentifierPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,12}-[0-9]{1,12}$`)
+
+// IssuesByIdentifier returns the tasks with a short identifier (ACME-12,
+// any case), of one company when companyID is set. Prefixes are unique
+// per company but not guaranteed across companies, so without a company
+// more than one task can answer.
+func (s *Store) IssuesByIdentifier(ctx context.Context, q db.Querier, companyID, ident string) ([]domain.Issue, error) {
+	ident = strings.ToUpper(ident)
+	if companyID != "" {
+		return queryAll(ctx, q, "find issue", scanIssue, `SELECT `+issueCols+` FROM issues WHERE identifier = $1 AND company_id = $2`,
+			ident, companyID)
+	}
+	return queryAll(ctx, q, "find issue", scanIssue, `SELECT `+issueCols+` FROM issues WHERE identifier = $1`, ident)
 }
 
 // GetIssue returns a task by id.
@@ -107,13 +136,53 @@ type IssueFilter struct {
 	Status          string
 	ParentID        string
 	OriginKind      string
-	ProjectIDs      []string
-	Limit           int
-	// Offset skips that many of the newest matching tasks (paging).
-	Offset int
+	// Origin is "email" (tasks opened by an email conversation) or
+	// "other" (every other task).
+	Origin string
+	// EndpointID keeps the tasks with a conversation in that inbox.
+	EndpointID string
+	ProjectIDs []string
+	// Sort is "created" (the default), "updated" or "priority"; every
+	// order is newest first within its key.
+	Sort string
+	// Limit bounds the rows returned (0: 500); After continues a listing
+	// in the same Sort (a keyset cursor, see Page).
+	Limit int
+	After *Cursor
 }
 
-// ListIssues returns a company's tasks, newest first.
+// IssueSorts are the orders ListIssues accepts.
+var IssueSorts = []string{"created", "updated", "priority"}
+
+// issuePriorityRank orders priorities most urgent first.
+const issuePriorityRank = `(CASE priority WHEN 'critical' THEN 0 WHEN 'high' THEN 1 WHEN 'medium' THEN 2 ELSE 3 END)`
+
+// IssuePriorityRank is the rank of a priority in the "priority" order.
+func IssuePriorityRank(p string) int {
+	switch p {
+	case "critical":
+		return 0
+	case "high":
+		return 1
+	case "medium":
+		return 2
+	}
+	return 3
+}
+
+// IssueCursor is the cursor after task i in the listing order sort.
+func IssueCursor(i domain.Issue, sort string) Cursor {
+	switch sort {
+	case "updated":
+		return Cursor{At: i.UpdatedAt, ID: i.ID}
+	case "priority":
+		return Cursor{At: i.CreatedAt, ID: i.ID, Key: strconv.Itoa(IssuePriorityRank(i.Priority))}
+	}
+	return Cursor{At: i.CreatedAt, ID: i.ID}
+}
+
+// ListIssues returns a company's tasks in f.Sort order (newest first).
+// Paging is keyset: f.After continues after a row of an earlier page.
 func (s *Store) ListIssues(ctx context.Context, q db.Querier, companyID string, f IssueFilter) ([]domain.Issue, error) {
 	where := []string{"company_id = $1"}
 	args := []any{companyID}
@@ -127,6 +196,16 @@ func (s *Store) ListIssues(ctx context.Context, q db.Querier, companyID string, 
 	add("status", f.Status)
 	add("parent_id", f.ParentID)
 	add("origin_kind", f.OriginKind)
+	switch f.Origin {
+	case "email":
+		where = append(where, "origin_kind = 'chat_channel' AND origin_id LIKE 'email%'")
+	case "other":
+		where = append(where, "NOT (COALESCE(origin_kind, '') = 'chat_channel' AND COALESCE(origin_id, '') LIKE 'email%')")
+	}
+	if f.EndpointID != "" {
+		args = append(args, f.EndpointID)
+		where = append(where, fmt.Sprintf("id IN (SELECT issue_id FROM email_conversations WHERE endpoint_id = $%d)", len(args)))
+	}
 	if f.ProjectIDs != nil {
 		if len(f.ProjectIDs) == 0 {
 			return []domain.Issue{}, nil
@@ -139,11 +218,35 @@ func (s *Store) ListIssues(ctx context.Context, q db.Querier, companyID string, 
 		where = append(where, "project_id IN ("+strings.Join(ph, ", ")+")")
 	}
 	limit := f.Limit
-	if limit <= 0 || limit > 500 {
+	if limit <= 0 {
 		limit = 500
 	}
-	query := `SELECT ` + issueCols + ` FROM issues WHERE ` + strings.Join(where, " AND ") +
-		fmt.Sprintf(` ORDER BY created_at DESC, id LIMIT %d OFFSET %d`, limit, max(f.Offset, 0))
+	timeCol := "created_at"
+	if f.Sort == "updated" {
+		timeCol = "updated_at"
+	}
+	order := fmt.Sprintf(` ORDER BY %s DESC, id DESC LIMIT %d`, timeCol, limit)
+	if f.Sort == "priority" {
+		order = fmt.Sprintf(` ORDER BY %s, created_at DESC, id DESC LIMIT %d`, issuePriorityRank, limit)
+	}
+	if c := f.After; c != nil {
+		n := len(args)
+		args = append(args, c.At.UTC(), c.ID)
+		// Keyset continuation on the listing's order; the pair (time, id)
+		// is unique, so a row inserted meanwhile sorts before or after the
+		// cursor and never shifts the rows still to come.
+		cont := fmt.Sprintf("(%[1]s < $%[2]d OR (%[1]s = $%[2]d AND id < $%[3]d))", timeCol, n+1, n+2)
+		if f.Sort == "priority" {
+			rank, err := strconv.Atoi(c.Key)
+			if err != nil {
+				return nil, fmt.Errorf("list issues: %w: a priority cursor needs a rank", ErrBadCursor)
+			}
+			args = append(args, rank)
+			cont = fmt.Sprintf("(%[1]s > $%[2]d OR (%[1]s = $%[2]d AND %[3]s))", issuePriorityRank, n+3, cont)
+		}
+		where = append(where, cont)
+	}
+	query := `SELECT ` + issueCols + ` FROM issues WHERE ` + strings.Join(where, " AND ") + order
 	return queryAll(ctx, q, "list issues", scanIssue, query, args...)
 }
 

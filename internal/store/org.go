@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -99,8 +100,12 @@ func scanCompany(row rowScanner) (domain.Company, error) {
 func (s *Store) CreateCompany(ctx context.Context, q db.Querier, name, ownerUserID string) (domain.Company, error) {
 	now := s.Now()
 	c := domain.Company{ID: NewID(), Name: name, CreatedAt: now, UpdatedAt: now}
-	if _, err := q.ExecContext(ctx, `INSERT INTO companies (id, name, created_at, updated_at) VALUES ($1, $2, $3, $4)`,
-		c.ID, c.Name, now, now); err != nil {
+	prefix, err := s.freeIssuePrefix(ctx, q, name)
+	if err != nil {
+		return c, err
+	}
+	if _, err := q.ExecContext(ctx, `INSERT INTO companies (id, name, created_at, updated_at, issue_prefix) VALUES ($1, $2, $3, $4, $5)`,
+		c.ID, c.Name, now, now, prefix); err != nil {
 		return c, fmt.Errorf("create company: %w", err)
 	}
 	if ownerUserID != "" {
@@ -109,6 +114,41 @@ func (s *Store) CreateCompany(ctx context.Context, q db.Querier, name, ownerUser
 		}
 	}
 	return c, nil
+}
+
+// freeIssuePrefix is the task identifier prefix of a new company: the
+// first four letters or digits of its name, upper-cased ("TASK" for a name
+// without any), with a number added when another company has it (ACME,
+// ACME2, …). Two companies created at the same moment can still share one;
+// an identifier is then looked up within the caller's companies.
+func (s *Store) freeIssuePrefix(ctx context.Context, q db.Querier, name string) (string, error) {
+	var b strings.Builder
+	for _, r := range strings.ToUpper(name) {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			if b.Len() == 4 {
+				break
+			}
+		}
+	}
+	base := b.String()
+	if base == "" {
+		base = "TASK"
+	}
+	for n := 1; n < 1000; n++ {
+		p := base
+		if n > 1 {
+			p = base + strconv.Itoa(n)
+		}
+		var taken int
+		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM companies WHERE issue_prefix = $1`, p).Scan(&taken); err != nil {
+			return "", fmt.Errorf("create company: prefix: %w", err)
+		}
+		if taken == 0 {
+			return p, nil
+		}
+	}
+	return base + strconv.Itoa(int(s.Now().UnixNano()%100000)), nil
 }
 
 // GetCompany returns a company by id.

@@ -90,12 +90,6 @@ func (s *Store) GetQuarantined(ctx context.Context, q db.Querier, id string) (Qu
 	return m, nil
 }
 
-// QuarantineCursor is where a newest-first quarantine listing continues.
-type QuarantineCursor struct {
-	CreatedAt time.Time
-	ID        string
-}
-
 // QuarantineFilter selects a quarantine listing: one company, optionally
 // one inbox and one reason; released messages are left out.
 type QuarantineFilter struct {
@@ -104,19 +98,13 @@ type QuarantineFilter struct {
 	Reason     string
 }
 
-// ListQuarantined returns up to limit unreleased quarantined messages,
-// newest first, after cursor (nil: from the newest).
-func (s *Store) ListQuarantined(ctx context.Context, q db.Querier, f QuarantineFilter, after *QuarantineCursor, limit int) ([]QuarantinedMessage, error) {
-	args := []any{f.CompanyID, f.EndpointID, f.Reason, limit}
-	page := ""
-	if after != nil {
-		// Keyset pagination on (created_at, id), stable while mail arrives.
-		page = ` AND (created_at < $5 OR (created_at = $5 AND id < $6))`
-		args = append(args, after.CreatedAt.UTC(), after.ID)
-	}
+// ListQuarantined returns one page of unreleased quarantined messages,
+// newest first (keyset on created_at, id: stable while mail arrives).
+func (s *Store) ListQuarantined(ctx context.Context, q db.Querier, f QuarantineFilter, p Page) ([]QuarantinedMessage, error) {
+	where, order, pargs := p.keyset("created_at", "id", 4)
+	args := append([]any{f.CompanyID, f.EndpointID, f.Reason}, pargs...)
 	return queryAll(ctx, q, "list quarantine", scanQuarantined, `SELECT `+quarantineCols+` FROM email_quarantine
-		WHERE company_id = $1 AND ($2 = '' OR endpoint_id = $2) AND ($3 = '' OR reason = $3) AND released_at IS NULL`+page+`
-		ORDER BY created_at DESC, id DESC LIMIT $4`, args...)
+		WHERE company_id = $1 AND ($2 = '' OR endpoint_id = $2) AND ($3 = '' OR reason = $3) AND released_at IS NULL`+where+order, args...)
 }
 
 // MarkQuarantineReleased records a release by actor, once: released is

@@ -31,21 +31,25 @@ func (s *Store) SuppressFrom(ctx context.Context, q db.Querier, companyID, endpo
 	return nil
 }
 
-// SuppressionCursor is where a newest-first suppression listing continues.
-type SuppressionCursor struct {
-	CreatedAt  time.Time
-	EndpointID string
-	Address    string
+// SuppressionCursor is the page cursor of a suppression row: its time, its
+// inbox as the id and its address as the key. A suppression's identity is
+// (inbox, address), so here Key is the last tie-breaker, not a leading
+// sort key as in other listings.
+func SuppressionCursor(v Suppression) Cursor {
+	return Cursor{At: v.CreatedAt, ID: v.EndpointID, Key: v.Address}
 }
 
-// ListSuppressions returns up to limit of a company's suppressed
-// recipients, newest first, after cursor (nil: from the newest).
-func (s *Store) ListSuppressions(ctx context.Context, q db.Querier, companyID string, after *SuppressionCursor, limit int) ([]Suppression, error) {
-	args := []any{companyID, limit}
+// ListSuppressions returns one page of a company's suppressed recipients,
+// newest first (keyset on created_at, endpoint_id, address).
+func (s *Store) ListSuppressions(ctx context.Context, q db.Querier, companyID string, p Page) ([]Suppression, error) {
+	args := []any{companyID, p.limit() + 1}
 	page := ""
-	if after != nil {
+	if after := p.After; after != nil {
+		if after.Key == "" {
+			return nil, ErrBadCursor
+		}
 		page = ` AND (s.created_at < $3 OR (s.created_at = $3 AND (s.endpoint_id < $4 OR (s.endpoint_id = $4 AND s.address < $5))))`
-		args = append(args, after.CreatedAt.UTC(), after.EndpointID, after.Address)
+		args = append(args, after.At.UTC(), after.ID, after.Key)
 	}
 	return queryAll(ctx, q, "list suppressions", func(row rowScanner) (Suppression, error) {
 		var v Suppression

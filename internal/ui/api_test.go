@@ -35,12 +35,13 @@ func TestUIAPIAdditions(t *testing.T) {
 		if counts["total"] != 5.0 || by["blocked"] != 4.0 || by["todo"] != 1.0 {
 			t.Errorf("counts: %v", counts)
 		}
+		_, _, h := e.api.DoHeader("GET", "/api/companies/"+f.company+"/issues?limit=2", nil)
 		page1 := e.api.List("/api/companies/" + f.company + "/issues?limit=2")
-		page2 := e.api.List("/api/companies/" + f.company + "/issues?limit=2&offset=2")
-		if len(page1) != 2 || len(page2) != 2 || page1[1]["id"] == page2[0]["id"] {
+		page2 := e.api.List("/api/companies/" + f.company + "/issues?limit=2&cursor=" + h.Get("X-Next-Cursor"))
+		if len(page1) != 2 || len(page2) != 2 || page1[1]["id"] == page2[0]["id"] || page1[0]["id"] == page2[0]["id"] {
 			t.Errorf("paging: %v / %v", page1, page2)
 		}
-		for _, bad := range []string{"limit=0", "limit=501", "offset=-1", "limit=x"} {
+		for _, bad := range []string{"limit=0", "limit=201", "offset=2", "limit=x", "cursor=x"} {
 			if st, _ := e.api.Do("GET", "/api/companies/"+f.company+"/issues?"+bad, nil); st != 400 {
 				t.Errorf("%s: status %d", bad, st)
 			}

@@ -44,6 +44,7 @@ var routeActions = map[string]string{
 	"POST /c/{cid}/projects":            "create projects",
 	"POST /c/{cid}/environments":        "create environments",
 	"GET /c/{cid}/activity":             "see the activity log",
+	"GET /c/{cid}/search":               "search this company",
 	"GET /c/{cid}/members":              "see members",
 	"POST /c/{cid}/members":             "add members",
 	"POST /c/{cid}/board-keys":          "create board keys",

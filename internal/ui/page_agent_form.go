@@ -360,7 +360,7 @@ func (u *UI) renderAgentForm(c *rc, status int, d agentFormData) {
 		}
 	}
 	_ = c.api("GET", "/companies/"+c.cid+"/environments", nil, &d.Environments)
-	_ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &d.Projects)
+	_ = apiAll(c, "/companies/"+c.cid+"/projects", &d.Projects)
 	_ = c.api("GET", "/companies/"+c.cid+"/issues?limit=200", nil, &d.Tasks)
 	title, crumbs := "New agent", []crumb{{"Agents", "/c/" + c.cid + "/agents"}, {"New agent", ""}}
 	if d.Edit {

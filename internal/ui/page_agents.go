@@ -258,7 +258,7 @@ func (u *UI) boundaryText(c *rc, a domain.Agent) string {
 		return "Root task"
 	}
 	var ps []domain.Project
-	_ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &ps)
+	_ = apiAll(c, "/companies/"+c.cid+"/projects", &ps)
 	for _, p := range ps {
 		if p.ID == b.ProjectIDs[0] {
 			return "Project: " + p.Name

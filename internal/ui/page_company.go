@@ -60,7 +60,7 @@ type agentIndex map[string]domain.Agent
 
 func (c *rc) agents() ([]domain.Agent, agentIndex, *APIError) {
 	var list []domain.Agent
-	if e := c.api("GET", "/companies/"+c.cid+"/agents", nil, &list); e != nil {
+	if e := apiAll(c, "/companies/"+c.cid+"/agents", &list); e != nil {
 		return nil, nil, e
 	}
 	idx := agentIndex{}
@@ -85,7 +85,7 @@ func (ix agentIndex) Name(id string) string {
 // connections are off or not visible (email sections are then omitted).
 func (c *rc) inboxes() []domain.EmailEndpointSummary {
 	var list []domain.EmailEndpointSummary
-	if e := c.api("GET", "/companies/"+c.cid+"/email/inboxes", nil, &list); e != nil {
+	if e := apiAll(c, "/companies/"+c.cid+"/email/inboxes", &list); e != nil {
 		return nil
 	}
 	return list

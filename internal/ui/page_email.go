@@ -182,7 +182,7 @@ func newInboxView(s domain.EmailEndpointSummary, agents agentIndex) inboxView {
 // allInboxes reads the company's inboxes, disconnected ones included.
 func (c *rc) allInboxes() ([]domain.EmailEndpointSummary, *APIError) {
 	var list []domain.EmailEndpointSummary
-	e := c.api("GET", "/companies/"+c.cid+"/email/inboxes?includeArchived=true", nil, &list)
+	e := apiAll(c, "/companies/"+c.cid+"/email/inboxes?includeArchived=true", &list)
 	return list, e
 }
 

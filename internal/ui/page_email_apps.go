@@ -46,7 +46,7 @@ func (u *UI) appsPage(c *rc) {
 		managers = c.caps.Manager
 	)
 	parallel(
-		func() { e1 = c.api("GET", "/companies/"+c.cid+"/email/inboxes", nil, &inboxes) },
+		func() { e1 = apiAll(c, "/companies/"+c.cid+"/email/inboxes", &inboxes) },
 		func() {
 			if managers {
 				// Non-managers get 403 here; that is not an error for this page.

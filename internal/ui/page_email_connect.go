@@ -229,7 +229,7 @@ func (u *UI) connectedPage(c *rc) {
 	)
 	parallel(
 		func() { _, idx, _ = c.agents() },
-		func() { _ = c.api("GET", "/companies/"+c.cid+"/members", nil, &members) },
+		func() { _ = apiAll(c, "/companies/"+c.cid+"/members", &members) },
 		func() { inboxes, _ = c.allInboxes() },
 		func() {
 			ie = c.apiLong("POST", "/companies/"+c.cid+"/email/connections/"+conn.ID+"/inspect", nil, &insp)
@@ -309,7 +309,7 @@ func (u *UI) permissionsPage(c *rc) {
 	)
 	parallel(
 		func() { agents, idx, e1 = c.agents() },
-		func() { _ = c.api("GET", "/companies/"+c.cid+"/members", nil, &members) },
+		func() { _ = apiAll(c, "/companies/"+c.cid+"/members", &members) },
 		func() { inboxes, _ = c.allInboxes() },
 	)
 	if e1 != nil {

@@ -125,7 +125,7 @@ func (u *UI) renderInbox(c *rc, status int, d *inboxData) {
 	case "access":
 		u.loadAccess(c, d)
 	case "conversations":
-		if e := c.api("GET", "/email/inboxes/"+d.Inbox.ID+"/conversations", nil, &d.Convs); e != nil {
+		if e := c.api("GET", "/email/inboxes/"+d.Inbox.ID+"/conversations?limit=200", nil, &d.Convs); e != nil {
 			d.ConvErr = true
 		}
 	case "activity":
@@ -153,7 +153,7 @@ func (u *UI) loadAccess(c *rc, d *inboxData) {
 	switch {
 	case e == nil:
 		var members []domain.Membership
-		_ = c.api("GET", "/companies/"+c.cid+"/members", nil, &members)
+		_ = apiAll(c, "/companies/"+c.cid+"/members", &members)
 		_, idx, _ := c.agents()
 		d.AccessState, d.Access, d.ConnLabel = "ok", c.describeAccess(d.Conn, idx, members), connLabel(d.Conn)
 		d.ConnHref = c.agentmailPath("/connections/" + connID)

@@ -3,6 +3,7 @@ package ui
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/domain"
@@ -20,7 +21,7 @@ type projectsData struct {
 func (u *UI) projectsPage(c *rc) { u.renderProjects(c, http.StatusOK, projectsData{}) }
 
 func (u *UI) renderProjects(c *rc, status int, d projectsData) {
-	if e := c.api("GET", "/companies/"+c.cid+"/projects", nil, &d.Projects); e != nil {
+	if e := apiAll(c, "/companies/"+c.cid+"/projects", &d.Projects); e != nil {
 		c.fail(e)
 		return
 	}
@@ -62,33 +63,128 @@ func (u *UI) createEnvironment(c *rc) {
 
 type activityRow struct {
 	domain.Activity
-	Actor, Label, Href, Details string
+	Actor, Label, Entity, Href, Details string
+}
+
+// entityLabels name the kinds of thing an audit entry is about.
+var entityLabels = map[string]string{"issue": "Task", "agent": "Agent", "heartbeat_run": "Run", "run": "Run", "comment": "Comment",
+	"attachment": "Attachment", "company": "Company", "project": "Project", "environment": "Environment", "secret": "Secret",
+	"email_endpoint": "Inbox", "email_connection": "AgentMail connection", "email_publication": "Email", "email_delivery": "Email",
+	"action_policy": "Action policy", "board_key": "Board key", "membership": "Member", "instance": "Instance"}
+
+// actionLabel names an audit action: its label, or for an action without
+// one its words ("email.bounce_noted" → "Email bounce noted"), never the
+// internal name.
+func actionLabel(action string) string {
+	if v, ok := activityLabels[action]; ok {
+		return v
+	}
+	words := strings.Fields(strings.NewReplacer(".", " ", "_", " ").Replace(action))
+	if len(words) == 0 {
+		return action
+	}
+	words[0] = strings.ToUpper(words[0][:1]) + words[0][1:]
+	return strings.Join(words, " ")
 }
 
 type activityData struct {
-	Rows      []activityRow
-	EmailOnly bool
+	Rows       []activityRow
+	EmailOnly  bool
+	Filter     activityFilter
+	Kinds      []struct{ Value, Label string }
+	Actors     []struct{ Value, Label string }
+	NextHref   string
+	FirstHref  string
+	ExportCSV  string
+	ExportJSON string
+	Err        *APIError
+}
+
+// activityFilter is the Activity page's filter state (in its URL).
+type activityFilter struct{ Kind, Actor, Task, Since, Until string }
+
+// activityKinds are the action kinds the Activity page filters by.
+var activityKinds = []struct{ Value, Label string }{{"issue.", "Tasks"}, {"email", "Email"}, {"heartbeat.", "Agent runs"},
+	{"agent.", "Agents"}, {"company.", "Company and members"}, {"secret.", "Secrets"}, {"action_policy.,policy.", "Policies"}}
+
+// apiQuery is the filter as the activity API's query.
+func (f activityFilter) apiQuery() url.Values {
+	v := url.Values{}
+	if f.Kind != "" {
+		kind := f.Kind
+		if kind == "email" {
+			kind = "email.,email_endpoint."
+		}
+		v.Set("action", kind)
+	}
+	for k, val := range map[string]string{"actor": f.Actor, "taskId": f.Task, "since": f.Since, "until": f.Until} {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	return v
+}
+
+// pageQuery is the filter as the page's own query (cursor when set).
+func (f activityFilter) pageQuery(cursor string) string {
+	v := url.Values{}
+	for k, val := range map[string]string{"kind": f.Kind, "actor": f.Actor, "task": f.Task, "since": f.Since, "until": f.Until,
+		"cursor": cursor} {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
 }
 
 func (u *UI) activityPage(c *rc) {
+	q := c.r.URL.Query()
+	f := activityFilter{Kind: q.Get("kind"), Actor: q.Get("actor"), Task: q.Get("task"), Since: q.Get("since"), Until: q.Get("until")}
+	if q.Get("email") == "1" {
+		f.Kind = "email"
+	}
+	api := f.apiQuery()
+	api.Set("limit", "100")
+	if cur := q.Get("cursor"); cur != "" {
+		api.Set("cursor", cur)
+	}
 	var list []domain.Activity
-	if e := c.api("GET", "/companies/"+c.cid+"/activity?limit=200", nil, &list); e != nil {
-		c.fail(e)
+	next, apiErr := c.apiPage("/companies/"+c.cid+"/activity?"+api.Encode(), &list)
+	if apiErr != nil && apiErr.Status != http.StatusBadRequest {
+		c.fail(apiErr)
 		return
 	}
-	_, idx, _ := c.agents()
+	agents, idx, _ := c.agents()
 	var members []domain.Membership
-	_ = c.api("GET", "/companies/"+c.cid+"/members", nil, &members)
+	_ = apiAll(c, "/companies/"+c.cid+"/members", &members)
 	emails := map[string]string{}
 	for _, m := range members {
 		emails[m.UserID] = personName(m.Email)
 	}
-	d := activityData{EmailOnly: c.r.URL.Query().Get("email") == "1"}
+	d := activityData{EmailOnly: f.Kind == "email", Filter: f, Kinds: activityKinds, Err: apiErr}
+	for _, m := range members {
+		d.Actors = append(d.Actors, struct{ Value, Label string }{m.UserID, personName(m.Email)})
+	}
+	for _, a := range agents {
+		d.Actors = append(d.Actors, struct{ Value, Label string }{a.ID, a.Name})
+	}
+	base := "/c/" + c.cid + "/activity"
+	if next != "" {
+		d.NextHref = base + f.pageQuery(next)
+	}
+	if q.Get("cursor") != "" {
+		d.FirstHref = base + f.pageQuery("")
+	}
+	exp := f.apiQuery()
+	exp.Set("format", "csv")
+	d.ExportCSV = "/api/companies/" + c.cid + "/activity/export?" + exp.Encode()
+	exp.Set("format", "jsonl")
+	d.ExportJSON = "/api/companies/" + c.cid + "/activity/export?" + exp.Encode()
 	for _, a := range list {
-		if d.EmailOnly && !strings.HasPrefix(a.Action, "email") {
-			continue
-		}
-		row := activityRow{Activity: a, Label: labelOr(activityLabels, a.Action), Details: prettyJSON(a.Details)}
+		row := activityRow{Activity: a, Label: actionLabel(a.Action), Entity: labelOr(entityLabels, a.EntityType), Details: prettyJSON(a.Details)}
 		switch a.ActorKind {
 		case "agent":
 			row.Actor = idx.Name(a.ActorID)
@@ -134,7 +230,7 @@ type membersData struct {
 func (u *UI) membersPage(c *rc) { u.renderMembers(c, http.StatusOK, membersData{}) }
 
 func (u *UI) renderMembers(c *rc, status int, d membersData) {
-	if e := c.api("GET", "/companies/"+c.cid+"/members", nil, &d.Members); e != nil {
+	if e := apiAll(c, "/companies/"+c.cid+"/members", &d.Members); e != nil {
 		c.fail(e)
 		return
 	}

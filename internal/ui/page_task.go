@@ -96,11 +96,11 @@ func (u *UI) renderTask(c *rc, status int, t domain.Issue, d taskData) {
 		})
 	}
 	if need("task-timeline") {
-		fns = append(fns, func() { errs[2] = c.api("GET", "/issues/"+t.ID+"/comments", nil, &d.Comments) },
-			func() { _ = c.api("GET", "/companies/"+c.cid+"/members", nil, &members) })
+		fns = append(fns, func() { errs[2] = apiAll(c, "/issues/"+t.ID+"/comments", &d.Comments) },
+			func() { _ = apiAll(c, "/companies/"+c.cid+"/members", &members) })
 	}
 	if frag == "" {
-		fns = append(fns, func() { errs[3] = c.api("GET", "/issues/"+t.ID+"/attachments", nil, &d.Attachments) },
+		fns = append(fns, func() { errs[3] = apiAll(c, "/issues/"+t.ID+"/attachments", &d.Attachments) },
 			func() {
 				errs[4] = c.api("GET", fmt.Sprintf("/companies/%s/issues?parentId=%s&limit=100", c.cid, t.ID), nil, &d.Children)
 			})

@@ -129,7 +129,7 @@ func (u *UI) taskEmailLoader(c *rc, t domain.Issue, d *taskData, frag string) (l
 	if frag == "task-timeline" {
 		// The full page reads the attachments anyway; the fragment needs
 		// them for the email cards' download links.
-		loads = append(loads, func() { attErr = c.api("GET", "/issues/"+t.ID+"/attachments", nil, &atts) })
+		loads = append(loads, func() { attErr = apiAll(c, "/issues/"+t.ID+"/attachments", &atts) })
 	}
 	finish = func() bool {
 		if thErr != nil {

@@ -14,25 +14,23 @@ import (
 
 const tasksPerPage = 50
 
+// taskSorts are the Tasks list's orders with their labels.
+var taskSorts = []struct{ Value, Label string }{{"updated", "Recently updated"}, {"created", "Newest"}, {"priority", "Priority"}}
+
 type taskFilter struct {
-	Status, Assignee, Origin string
-	Page                     int
+	Status, Assignee, Origin, Inbox, Sort string
+	// Cursor continues the list after an earlier page (the API's cursor).
+	Cursor string
 }
 
-// query renders the filter as a query string (page included when > 1).
-func (f taskFilter) query(page int) string {
+// query renders the filter as a query string (cursor included when set).
+func (f taskFilter) query(cursor string) string {
 	v := url.Values{}
-	if f.Status != "" {
-		v.Set("status", f.Status)
-	}
-	if f.Assignee != "" {
-		v.Set("assignee", f.Assignee)
-	}
-	if f.Origin != "" {
-		v.Set("origin", f.Origin)
-	}
-	if page > 1 {
-		v.Set("page", strconv.Itoa(page))
+	for _, kv := range [][2]string{{"status", f.Status}, {"assignee", f.Assignee}, {"origin", f.Origin}, {"inbox", f.Inbox},
+		{"sort", f.Sort}, {"cursor", cursor}} {
+		if kv[1] != "" {
+			v.Set(kv[0], kv[1])
+		}
 	}
 	if len(v) == 0 {
 		return ""
@@ -41,17 +39,18 @@ func (f taskFilter) query(page int) string {
 }
 
 type tasksData struct {
-	Tasks    []domain.Issue
-	Agents   []domain.Agent
-	AgentIdx agentIndex
-	Filter   taskFilter
-	Filtered bool
-	PrevHref string
-	NextHref string
-	From, To int
-	PollMS   int
-	SelfHref string
-	FragHref string
+	Tasks     []domain.Issue
+	Agents    []domain.Agent
+	AgentIdx  agentIndex
+	Inboxes   []domain.EmailEndpointSummary
+	Sorts     []struct{ Value, Label string }
+	Filter    taskFilter
+	Filtered  bool
+	FirstHref string
+	NextHref  string
+	PollMS    int
+	SelfHref  string
+	FragHref  string
 }
 
 // IsEmailTask reports whether a task came from email.
@@ -63,34 +62,39 @@ func isEmailTask(t domain.Issue) bool {
 
 func (u *UI) tasksPage(c *rc) {
 	q := c.r.URL.Query()
-	f := taskFilter{Status: q.Get("status"), Assignee: q.Get("assignee"), Origin: q.Get("origin")}
-	f.Page, _ = strconv.Atoi(q.Get("page"))
-	f.Page = max(f.Page, 1)
+	f := taskFilter{Status: q.Get("status"), Assignee: q.Get("assignee"), Origin: q.Get("origin"), Inbox: q.Get("inbox"),
+		Sort: q.Get("sort"), Cursor: q.Get("cursor")}
 	if f.Status != "" && !slices.Contains(taskStatusOrder, f.Status) {
 		f.Status = ""
 	}
 	if f.Assignee != "" && !store.ValidID(f.Assignee) {
 		f.Assignee = ""
 	}
-	if f.Origin != "email" {
+	if f.Inbox != "" && !store.ValidID(f.Inbox) {
+		f.Inbox = ""
+	}
+	if f.Origin != "email" && f.Origin != "other" {
 		f.Origin = ""
 	}
-	d := tasksData{Filter: f, Filtered: f.Status != "" || f.Assignee != "" || f.Origin != "", PollMS: u.pollInterval(10000)}
+	if !slices.Contains(store.IssueSorts, f.Sort) {
+		f.Sort = "updated"
+	}
+	d := tasksData{Filter: f, Sorts: taskSorts, Filtered: f.Status != "" || f.Assignee != "" || f.Origin != "" || f.Inbox != "",
+		PollMS: u.pollInterval(10000)}
 	api := url.Values{}
-	api.Set("limit", strconv.Itoa(tasksPerPage+1))
-	api.Set("offset", strconv.Itoa((f.Page-1)*tasksPerPage))
-	if f.Status != "" {
-		api.Set("status", f.Status)
-	}
-	if f.Assignee != "" {
-		api.Set("assigneeAgentId", f.Assignee)
-	}
-	if f.Origin == "email" {
-		api.Set("originKind", "chat_channel")
+	api.Set("limit", strconv.Itoa(tasksPerPage))
+	api.Set("sort", f.Sort)
+	for k, v := range map[string]string{"status": f.Status, "assigneeAgentId": f.Assignee, "origin": f.Origin, "inboxId": f.Inbox,
+		"cursor": f.Cursor} {
+		if v != "" {
+			api.Set(k, v)
+		}
 	}
 	var e1, e2 *APIError
+	var next string
 	parallel(func() { d.Agents, d.AgentIdx, e1 = c.agents() },
-		func() { e2 = c.api("GET", "/companies/"+c.cid+"/issues?"+api.Encode(), nil, &d.Tasks) })
+		func() { next, e2 = c.apiPage("/companies/"+c.cid+"/issues?"+api.Encode(), &d.Tasks) },
+		func() { _ = apiAll(c, "/companies/"+c.cid+"/email/inboxes", &d.Inboxes) })
 	for _, e := range []*APIError{e1, e2} {
 		if e != nil {
 			c.fail(e)
@@ -98,16 +102,13 @@ func (u *UI) tasksPage(c *rc) {
 		}
 	}
 	base := "/c/" + c.cid + "/tasks"
-	if len(d.Tasks) > tasksPerPage {
-		d.Tasks = d.Tasks[:tasksPerPage]
-		d.NextHref = base + f.query(f.Page+1)
+	if next != "" {
+		d.NextHref = base + f.query(next)
 	}
-	if f.Page > 1 {
-		d.PrevHref = base + f.query(f.Page-1)
+	if f.Cursor != "" {
+		d.FirstHref = base + f.query("")
 	}
-	d.From = (f.Page-1)*tasksPerPage + 1
-	d.To = d.From + len(d.Tasks) - 1
-	d.SelfHref = base + f.query(f.Page)
+	d.SelfHref = base + f.query(f.Cursor)
 	sep := "?"
 	if strings.Contains(d.SelfHref, "?") {
 		sep = "&"
@@ -145,7 +146,7 @@ func (u *UI) renderNewTask(c *rc, status int, f taskForm, formErr *APIError) {
 		c.fail(e)
 		return
 	}
-	_ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &d.Projects)
+	_ = apiAll(c, "/companies/"+c.cid+"/projects", &d.Projects)
 	_ = c.api("GET", "/companies/"+c.cid+"/issues?limit=100", nil, &d.Parents)
 	if f.Parent != "" && !slices.ContainsFunc(d.Parents, func(i domain.Issue) bool { return i.ID == f.Parent }) && store.ValidID(f.Parent) {
 		var p domain.Issue

@@ -149,6 +149,7 @@ func (u *UI) routes() {
 	m.HandleFunc("POST /c/{cid}/projects", u.company(u.createProject))
 	m.HandleFunc("POST /c/{cid}/environments", u.company(u.createEnvironment))
 	m.HandleFunc("GET /c/{cid}/activity", u.company(u.activityPage))
+	m.HandleFunc("GET /c/{cid}/search", u.company(u.searchPage))
 	m.HandleFunc("GET /c/{cid}/members", u.company(u.membersPage))
 	m.HandleFunc("POST /c/{cid}/members", u.company(u.addMember))
 	m.HandleFunc("POST /c/{cid}/board-keys", u.company(u.createBoardKey))

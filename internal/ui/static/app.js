@@ -338,8 +338,22 @@
     });
   }
 
+  // "/" focuses the top bar's search box, unless the user is typing.
+  function slashFocus() {
+    const box = document.querySelector("[data-slash-focus]");
+    if (!box) return;
+    document.addEventListener("keydown", (ev) => {
+      if (ev.key !== "/" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+      const t = ev.target;
+      if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+      ev.preventDefault();
+      box.focus();
+    });
+  }
+
   function init() {
     enhance(document);
+    slashFocus();
     document.querySelectorAll("[data-poll]").forEach((el) => start(el));
     document.querySelectorAll("form[data-address-form]").forEach(addressCheck);
     const alert = document.querySelector("[data-focus]");

@@ -1,0 +1,137 @@
+package httpx
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/store"
+)
+
+// The page sizes of every listing (docs/api.md, "Paging").
+const (
+	DefaultPageLimit = 50
+	MaxPageLimit     = 200
+)
+
+// ErrBadCursor is the answer to a cursor no listing handed out.
+var ErrBadCursor = &Error{Status: http.StatusBadRequest,
+	Message: "invalid cursor: pass the nextCursor (or X-Next-Cursor) value of this listing unchanged"}
+
+// PageList is the body of a listing whose answer is an object: one page
+// of items and the cursor of the next (null on the last page).
+type PageList[T any] struct {
+	Items      []T     `json:"items"`
+	NextCursor *string `json:"nextCursor"`
+}
+
+// PageParams reads ?limit= (default 50, 1..200) and ?cursor= of a listing.
+func PageParams(r *http.Request) (store.Page, error) {
+	q := r.URL.Query()
+	p := store.Page{Limit: DefaultPageLimit}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPageLimit {
+			return p, Errorf(http.StatusBadRequest, "limit must be an integer between 1 and %d", MaxPageLimit)
+		}
+		p.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		c, err := DecodeCursor(v)
+		if err != nil {
+			return p, err
+		}
+		p.After = &c
+	}
+	return p, nil
+}
+
+// EncodeCursor renders a cursor as an opaque URL-safe token.
+func EncodeCursor(c store.Cursor) string {
+	s := c.At.UTC().Format(time.RFC3339Nano) + "|" + c.ID
+	if c.Key != "" {
+		s += "|" + c.Key
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+// DecodeCursor parses a token from EncodeCursor; anything else is
+// ErrBadCursor.
+func DecodeCursor(v string) (store.Cursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return store.Cursor{}, ErrBadCursor
+	}
+	parts := strings.Split(string(raw), "|")
+	if len(parts) < 2 || len(parts) > 3 {
+		return store.Cursor{}, ErrBadCursor
+	}
+	t, terr := time.Parse(time.RFC3339Nano, parts[0])
+	if terr != nil || !store.ValidID(parts[1]) {
+		return store.Cursor{}, ErrBadCursor
+	}
+	c := store.Cursor{At: t, ID: parts[1]}
+	if len(parts) == 3 {
+		if c.Key = parts[2]; c.Key == "" {
+			return store.Cursor{}, ErrBadCursor
+		}
+	}
+	return c, nil
+}
+
+// TrimPage cuts rows (fetched with one row more than the page, see
+// store.Page) to the page and returns the cursor of the next page: the
+// key of the page's last row, or nil when no row follows.
+func TrimPage[T any](rows []T, p store.Page, key func(T) store.Cursor) ([]T, *store.Cursor) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = DefaultPageLimit
+	}
+	if len(rows) <= limit {
+		return rows, nil
+	}
+	rows = rows[:limit]
+	c := key(rows[len(rows)-1])
+	return rows, &c
+}
+
+// NewPageList is the object body of a page.
+func NewPageList[T any](items []T, next *store.Cursor) PageList[T] {
+	if items == nil {
+		items = []T{}
+	}
+	out := PageList[T]{Items: items}
+	if next != nil {
+		s := EncodeCursor(*next)
+		out.NextCursor = &s
+	}
+	return out
+}
+
+// SetNextPage announces the next page of an array listing in the headers:
+// `Link: <same URL with cursor=…>; rel="next"` and `X-Next-Cursor`. A
+// last page carries neither.
+func SetNextPage(w http.ResponseWriter, r *http.Request, next *store.Cursor) {
+	if next == nil {
+		return
+	}
+	token := EncodeCursor(*next)
+	u := *r.URL
+	q := u.Query()
+	q.Set("cursor", token)
+	u.RawQuery = q.Encode()
+	w.Header().Set("Link", "<"+u.RequestURI()+`>; rel="next"`)
+	w.Header().Set("X-Next-Cursor", token)
+}
+
+// WritePage answers an array listing: the page as a JSON array, the next
+// page in the headers (SetNextPage).
+func WritePage[T any](w http.ResponseWriter, r *http.Request, items []T, next *store.Cursor) {
+	if items == nil {
+		items = []T{}
+	}
+	SetNextPage(w, r, next)
+	WriteJSON(w, http.StatusOK, items)
+}

@@ -1,0 +1,56 @@
+package server_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/testkit"
+)
+
+// TestShortTaskIdentifiers numbers tasks per company (ACME-1, ACME-2)
+// and takes the identifier wherever the API and the CLI take a task id,
+// on both databases.
+func TestShortTaskIdentifiers(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, databaseURL string) {
+		e := setup(t, databaseURL)
+		a := e.company("Acme Corp")
+		b := e.company("ACME")
+		t1 := e.board.JSON("POST", "/api/companies/"+a+"/issues", map[string]any{"title": "first"}, 201)
+		t2 := e.board.JSON("POST", "/api/companies/"+a+"/issues", map[string]any{"title": "second"}, 201)
+		tb := e.board.JSON("POST", "/api/companies/"+b+"/issues", map[string]any{"title": "other"}, 201)
+		if t1["identifier"] != "ACME-1" || t2["identifier"] != "ACME-2" || tb["identifier"] != "ACME2-1" {
+			t.Fatalf("identifiers %v %v %v, want ACME-1 ACME-2 ACME2-1", t1["identifier"], t2["identifier"], tb["identifier"])
+		}
+		if got := e.board.JSON("GET", "/api/issues/acme-2", nil, 200); got["id"] != testkit.ID(t2) {
+			t.Errorf("GET /issues/acme-2: %v", got["id"])
+		}
+		e.board.JSON("PATCH", "/api/issues/ACME-1", map[string]any{"status": "done"}, 200)
+		e.board.JSON("POST", "/api/issues/ACME-1/comments", map[string]any{"body": "by identifier"}, 201)
+		if cs := e.board.List("/api/issues/ACME-1/comments"); len(cs) != 1 {
+			t.Errorf("comments by identifier: %d", len(cs))
+		}
+		acts := e.board.List("/api/companies/" + a + "/activity?taskId=ACME-1")
+		if len(acts) != 2 { // created, updated (a comment is audited as the comment's)
+			t.Errorf("activity?taskId=ACME-1: %d entries", len(acts))
+		}
+		if st, _ := e.board.Do("GET", "/api/companies/"+a+"/heartbeat-runs?issueId=ACME-2", nil); st != 200 {
+			t.Errorf("runs?issueId=ACME-2: %d", st)
+		}
+		for path, want := range map[string]int{"/api/issues/ZZZ-1": 404, "/api/companies/" + a + "/activity?taskId=ACME2-1": 404,
+			"/api/issues/not-an-id": 400} {
+			if st, body := e.board.Do("GET", path, nil); st != want {
+				t.Errorf("GET %s: %d %s, want %d", path, st, body, want)
+			}
+		}
+		cmd := exec.Command(e.bin, "api", "GET", "/issues/ACME2-1", "--field", "id")
+		cmd.Env = append(os.Environ(), "PAPERCLIP_API_URL="+e.inst.URL()+"/api", "PAPERCLIP_API_KEY=")
+		out, err := cmd.Output()
+		if err != nil || strings.TrimSpace(string(out)) != testkit.ID(tb) {
+			t.Errorf("paperclipai api GET /issues/ACME2-1: %v %q", err, out)
+		}
+	})
+}

@@ -1,0 +1,58 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrBadCursor is a cursor that does not fit its listing (a cursor of
+// another order); the API answers it as an invalid cursor.
+var ErrBadCursor = errors.New("cursor does not fit this listing")
+
+// Cursor is where a keyset listing continues: after the row with this
+// time and id in the listing's order. Key is an optional listing-specific
+// leading sort key (a priority rank, a search score), compared before At.
+type Cursor struct {
+	At  time.Time
+	ID  string
+	Key string
+}
+
+// Page asks for one page of a keyset listing: at most Limit rows after
+// After (nil: from the start).
+type Page struct {
+	Limit  int
+	After  *Cursor
+	Oldest bool // oldest first instead of newest first
+}
+
+// keyset renders a page's WHERE continuation and ORDER BY … LIMIT for a
+// listing ordered on (timeCol, idCol), with its arguments numbered from
+// $n. The page fetches one row more than Limit: its presence tells the
+// caller another page follows.
+//
+// Why keyset and not OFFSET: rows inserted while a client pages shift an
+// offset (the same row is served twice, another never), and OFFSET reads
+// and discards every skipped row. The (time, id) pair is unique, so every
+// row sorts at exactly one place, whatever arrives meanwhile.
+func (p Page) keyset(timeCol, idCol string, n int) (where, order string, args []any) {
+	cmp, dir := "<", "DESC"
+	if p.Oldest {
+		cmp, dir = ">", "ASC"
+	}
+	if p.After != nil {
+		where = fmt.Sprintf(` AND (%[1]s %[3]s $%[4]d OR (%[1]s = $%[4]d AND %[2]s %[3]s $%[5]d))`, timeCol, idCol, cmp, n, n+1)
+		args = []any{p.After.At.UTC(), p.After.ID}
+	}
+	order = fmt.Sprintf(` ORDER BY %[1]s %[3]s, %[2]s %[3]s LIMIT %[4]d`, timeCol, idCol, dir, p.limit()+1)
+	return where, order, args
+}
+
+// limit is the page size, with 50 for an unset one.
+func (p Page) limit() int {
+	if p.Limit <= 0 {
+		return 50
+	}
+	return p.Limit
+}
