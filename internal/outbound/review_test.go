@@ -221,11 +221,17 @@ func TestSendPolicyRecipients(t *testing.T) {
 		}
 		p := e.setPolicy(map[string]any{"review": "off", "blockedRecipients": []string{"Competitor.COM", "spy@example.net"},
 			"allowedRecipients": []string{"example.com", "ann@partner.org"}})
-		t.Cleanup(func() { if t.Failed() { t.Log(e.Logs.String()) } })
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Log(e.Logs.String())
+			}
+		})
 		if p["blockedRecipients"].([]any)[0] != "competitor.com" {
 			t.Fatalf("normalized policy: %v", p)
 		}
-		pubs := func() int { return e.count(`SELECT COUNT(*) FROM email_publications WHERE endpoint_id = $1`, e.endpoint) }
+		pubs := func() int {
+			return e.count(`SELECT COUNT(*) FROM email_publications WHERE endpoint_id = $1`, e.endpoint)
+		}
 		send := func(to string) (int, string) {
 			req := e.newEmail(testkit.NewUUID(), "hello")
 			req["to"] = []string{"lead@example.com"}
