@@ -282,7 +282,7 @@ func (s *Service) approve(ctx context.Context, a authz.Actor, pub store.EmailPub
 	}
 	var req SendRequest
 	_ = json.Unmarshal(pub.Request, &req)
-	_, _, recipients, err := s.effectiveRecipients(ctx, ep, pub, req, v)
+	_, _, recipients, err := s.effectiveRecipients(ctx, s.Store.DB, ep, pub, req, v)
 	if err != nil {
 		return zero, err
 	}
@@ -448,8 +448,10 @@ func (s *Service) wakeAfterReview(ctx context.Context, tx *sql.Tx, pub store.Ema
 }
 
 // effectiveRecipients are the recipients a send goes to: the approved
-// version's when a reviewer edited them, else the request's own.
-func (s *Service) effectiveRecipients(ctx context.Context, ep domain.EmailEndpoint, pub store.EmailPublication, req SendRequest, v *ApprovedVersion) (to, cc, all []string, err error) {
+// version's when a reviewer edited them, else the request's own. Inside a
+// transaction q must be that transaction: SQLite has one connection, so
+// a read through the pool would wait for the transaction forever.
+func (s *Service) effectiveRecipients(ctx context.Context, q db.Querier, ep domain.EmailEndpoint, pub store.EmailPublication, req SendRequest, v *ApprovedVersion) (to, cc, all []string, err error) {
 	if v != nil && len(v.To) > 0 {
 		to, cc = v.To, v.Cc
 		bcc := []string{}
@@ -458,7 +460,7 @@ func (s *Service) effectiveRecipients(ctx context.Context, ep domain.EmailEndpoi
 		}
 		return to, cc, append(append(append([]string{}, to...), cc...), bcc...), nil
 	}
-	return s.recipients(ctx, s.Store.DB, ep, req, pub.ConversationID)
+	return s.recipients(ctx, q, ep, req, pub.ConversationID)
 }
 
 // approvedVersion decodes a send's approved version (nil: none).

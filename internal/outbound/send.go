@@ -205,7 +205,7 @@ func (w *Worker) prepare(ctx context.Context, pub store.EmailPublication, req Se
 	if err != nil {
 		return ep, "", in, final("The approved version of this email could not be read")
 	}
-	to, cc, recipients, err := w.effectiveRecipients(ctx, ep, pub, req, v)
+	to, cc, recipients, err := w.effectiveRecipients(ctx, w.Store.DB, ep, pub, req, v)
 	if err != nil {
 		return ep, "", in, verdict(err)
 	}
@@ -414,7 +414,7 @@ func (w *Worker) rememberSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEn
 	if err != nil {
 		return err
 	}
-	_, _, all, err := w.effectiveRecipients(ctx, ep, pub, req, v)
+	_, _, all, err := w.effectiveRecipients(ctx, tx, ep, pub, req, v)
 	if err != nil {
 		// A reply whose answered message cannot be read now still sent:
 		// remembering is a convenience, never a reason to fail the record.

@@ -257,14 +257,19 @@ func (s *Store) ExpiredReviews(ctx context.Context, q db.Querier, now time.Time,
 
 // NextReviewExpiry returns when the next held send expires (zero: none held).
 func (s *Store) NextReviewExpiry(ctx context.Context, q db.Querier) (time.Time, error) {
-	var t sql.NullTime
-	if err := q.QueryRowContext(ctx, `SELECT MIN(expires_at) FROM email_send_reviews WHERE status = 'awaiting_review'`).Scan(&t); err != nil {
-		return time.Time{}, fmt.Errorf("next review expiry: %w", err)
-	}
-	if !t.Valid {
+	// Why ORDER BY … LIMIT 1 and not MIN(): SQLite types an aggregate's
+	// result by value, not by the column, so MIN of a timestamp comes back
+	// as text the driver cannot scan into a time.
+	var t time.Time
+	err := q.QueryRowContext(ctx, `SELECT expires_at FROM email_send_reviews WHERE status = 'awaiting_review'
+		ORDER BY expires_at LIMIT 1`).Scan(&t)
+	if err == sql.ErrNoRows {
 		return time.Time{}, nil
 	}
-	return t.Time.UTC(), nil
+	if err != nil {
+		return time.Time{}, fmt.Errorf("next review expiry: %w", err)
+	}
+	return t.UTC(), nil
 }
 
 // CountHeldSends counts sends awaiting review, all companies.
