@@ -206,6 +206,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		s.Metrics.Sends.WithLabelValues(string(domain.OutcomeFailed)).Inc()
 	}
 	s.Notify()
+	s.notifyEvents()
 	out := summarizeSend(stored)
 	if pub.Outcome == domain.OutcomeAwaitingReview {
 		if err := s.attachReviews(ctx, []*SendSummary{&out}); err != nil {

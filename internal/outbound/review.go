@@ -33,15 +33,25 @@ type Waker interface {
 // Events records company notification events inside a transaction, so an
 // event is delivered if and only if the change it reports commits.
 type Events interface {
-	EmitTx(ctx context.Context, q db.Querier, companyID, event string, data map[string]any) error
+	EmitTx(ctx context.Context, tx *sql.Tx, companyID, event string, data map[string]any) error
+	// Notify wakes the local delivery loop after the commit.
+	Notify()
 }
 
 // emit records a notification event when an emitter is configured.
-func (s *Service) emit(ctx context.Context, q db.Querier, companyID, event string, data map[string]any) error {
+func (s *Service) emit(ctx context.Context, tx *sql.Tx, companyID, event string, data map[string]any) error {
 	if s.Events == nil {
 		return nil
 	}
-	return s.Events.EmitTx(ctx, q, companyID, event, data)
+	return s.Events.EmitTx(ctx, tx, companyID, event, data)
+}
+
+// notifyEvents wakes the notification delivery loop after a commit that
+// may have emitted events.
+func (s *Service) notifyEvents() {
+	if s.Events != nil {
+		s.Events.Notify()
+	}
 }
 
 // ReviewInput is a reviewer's decision on a held send: approve (with
@@ -402,6 +412,7 @@ func (s *Service) finishReview(ctx context.Context, a authz.Actor, pub store.Ema
 	if woke && s.Wake != nil {
 		s.Wake.Notify()
 	}
+	s.notifyEvents()
 	return s.summaryWithReview(ctx, pub.ID)
 }
 

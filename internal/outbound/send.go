@@ -325,6 +325,7 @@ func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, 
 			return w.notifyTx(ctx, tx)
 		})
 	}
+	defer w.notifyEvents()
 	return w.Store.Tx(ctx, func(tx *sql.Tx) error {
 		if f.transient && attempted {
 			cur, err := w.Store.GetPublication(ctx, tx, pub.ID)
