@@ -179,6 +179,9 @@ type SendSummary struct {
 	// Message explains the outcome to the agent in one line (set while a
 	// send awaits review).
 	Message *string `json:"message,omitempty"`
+	// Attachments are the files selected at acceptance (names, types and
+	// sizes), as a reviewer sees them.
+	Attachments []AttachmentRef `json:"attachments"`
 }
 
 // SendRequester is who requested a send.
@@ -206,6 +209,10 @@ func summarizeSend(p store.EmailPublication) SendSummary {
 		// means the window expired.
 		ConfirmationExpired: p.State == domain.SendUnknown && p.Error == expiredMsg}
 	out.Label, out.Receipt = describeSend(p)
+	out.Attachments = []AttachmentRef{}
+	if len(p.Attachments) > 0 {
+		_ = json.Unmarshal(p.Attachments, &out.Attachments)
+	}
 	if p.Outcome == domain.OutcomeAwaitingReview {
 		m := HeldMessage
 		out.Message = &m
