@@ -123,7 +123,9 @@ func (u *UI) reviewQueuePage(c *rc) {
 		Data: reviewQueueData{Items: items, PollMS: u.pollInterval(5000), Base: "/c/" + c.cid + "/review"}})
 }
 
-func (u *UI) reviewSendPage(c *rc) { u.renderReview(c, http.StatusOK, c.r.URL.Query().Get("edit") == "1", nil) }
+func (u *UI) reviewSendPage(c *rc) {
+	u.renderReview(c, http.StatusOK, c.r.URL.Query().Get("edit") == "1", nil)
+}
 
 func (u *UI) renderReview(c *rc, status int, edit bool, apiErr *APIError) {
 	pid, ok := c.requirePathID("pid")
