@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 )
 
@@ -53,6 +55,7 @@ func (u *UI) reviewRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /c/{cid}/review", u.company(u.reviewQueuePage))
 	m.HandleFunc("GET /c/{cid}/review/{pid}", u.company(u.reviewSendPage))
 	m.HandleFunc("POST /c/{cid}/review/{pid}", u.company(u.reviewSendSubmit))
+	m.HandleFunc("POST /c/{cid}/apps/agentmail/inboxes/{eid}/send-policy", u.company(u.saveSendPolicy))
 }
 
 // heldSends reads the company's held sends, oldest first.
@@ -230,4 +233,29 @@ func splitAddresses(s string) []string {
 		}
 	}
 	return out
+}
+
+// saveSendPolicy saves the inbox page's Send policy form.
+func (u *UI) saveSendPolicy(c *rc) {
+	eid, ok := c.requirePathID("eid")
+	if !ok {
+		return
+	}
+	hours, _ := strconv.Atoi(strings.TrimSpace(c.form("reviewExpiresHours")))
+	p := outbound.SendPolicy{Review: c.form("review"), AllowedRecipients: splitAddresses(c.form("allowedRecipients")),
+		BlockedRecipients: splitAddresses(c.form("blockedRecipients")), ReviewExpiresHours: hours}
+	var out outbound.SendPolicy
+	if e := c.api("PUT", "/email/inboxes/"+eid+"/send-policy", p, &out); e != nil {
+		var ib domain.EmailEndpointSummary
+		if ge := c.api("GET", "/email/inboxes/"+eid, nil, &ib); ge != nil {
+			c.fail(ge)
+			return
+		}
+		_, idx, _ := c.agents()
+		d := u.newInboxData(c, ib, idx, "settings")
+		d.Policy, d.PolicyErr = &p, e
+		u.renderInbox(c, e.Status, d)
+		return
+	}
+	c.redirect(c.agentmailPath("/inboxes/"+eid+"/settings"), "Send policy saved.")
 }
