@@ -54,6 +54,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 20),
 		}, []string{"decision"}),
 	}
+	// Every decision's series exists from the start, so dashboards and
+	// the documented metric list see it before the first review.
+	for _, d := range []string{"approved", "rejected", "expired"} {
+		m.ReviewWait.WithLabelValues(d)
+	}
 	if reg != nil {
 		reg.MustRegister(m.AcceptedToSent, m.SentToDelivered, m.Sends, m.Receipts, m.ReviewWait)
 	}
