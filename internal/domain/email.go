@@ -269,4 +269,12 @@ const (
 	OutcomeDelivered SendOutcome = "delivered"
 	OutcomeFailed    SendOutcome = "failed"
 	OutcomeUncertain SendOutcome = "uncertain"
+	// OutcomeAwaitingReview: held by the inbox's send policy until a
+	// person approves or rejects it (or its review expires); no provider
+	// call has been made.
+	OutcomeAwaitingReview SendOutcome = "awaiting_review"
+	// OutcomeRejected: a reviewer refused the held send (final).
+	OutcomeRejected SendOutcome = "rejected"
+	// OutcomeExpired: nobody reviewed the held send in time (final).
+	OutcomeExpired SendOutcome = "expired"
 )

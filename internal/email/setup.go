@@ -35,7 +35,11 @@ type SetupInput struct {
 	Username               string `json:"username,omitempty"`
 	Domain                 string `json:"domain,omitempty"`
 	ReceiveMode            string `json:"receiveMode,omitempty"`
-	IdempotencyKey         string `json:"idempotencyKey"`
+	// SendReview sets the new inbox's review mode (off, new_recipients,
+	// all); empty takes the default: new_recipients for a low-trust agent,
+	// off otherwise (docs/email-setup.md, "Review before send").
+	SendReview     string `json:"sendReview,omitempty"`
+	IdempotencyKey string `json:"idempotencyKey"`
 }
 
 func (in *SetupInput) validate() error {
@@ -78,6 +82,11 @@ func (in *SetupInput) validate() error {
 	}
 	if !store.ValidID(in.IdempotencyKey) {
 		return httpx.Errorf(http.StatusBadRequest, "idempotencyKey must be a UUID")
+	}
+	switch in.SendReview {
+	case "", "off", "new_recipients", "all":
+	default:
+		return httpx.Errorf(http.StatusBadRequest, "sendReview must be off, new_recipients or all")
 	}
 	return nil
 }
@@ -176,6 +185,18 @@ func (s *Service) ensureDraft(ctx context.Context, a authz.Actor, companyID stri
 		}
 		if !created {
 			return httpx.Errorf(http.StatusConflict, "Setup request already belongs to another inbox")
+		}
+		// The inbox's send policy starts with the draft: a low-trust agent's
+		// mail to people it never wrote with waits for a person by default.
+		review := in.SendReview
+		if review == "" && ag.Permissions.TrustPreset == domain.TrustLowTrustReview {
+			review = "new_recipients"
+		}
+		if review != "" && review != "off" {
+			if err := s.Store.PutSendPolicy(ctx, tx, &store.SendPolicy{EndpointID: ep.ID, CompanyID: companyID, Review: review,
+				ReviewExpiresHours: store.DefaultReviewExpiresHours}, true); err != nil {
+				return err
+			}
 		}
 		return s.Store.Audit(ctx, tx, a.AuditActor(), companyID, "email_endpoint.draft_created", "email_endpoint", ep.ID, map[string]any{"agentId": ag.ID})
 	})

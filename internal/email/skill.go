@@ -65,6 +65,10 @@ for, ask for, or use an AgentMail API key.
 
 - ` + "`paperclipai email delivery <publicationId>`" + ` shows the outcome: queued (stored,
   not yet sent), sent, delivered, failed or uncertain.
+- ` + "`awaiting_review`" + `: a person will review this email; do not send it again.
+  If they reject it (` + "`rejected`" + `) or nobody reviews it in time (` + "`expired`" + `), you
+  are woken on the task with a comment quoting the reason; adjust before any
+  new email.
 - Never resend because a request timed out: the same key is retried safely by
   the server. An uncertain send past the provider's deduplication window needs
   an operator.

@@ -210,7 +210,8 @@ type DeliveryArgs struct {
 
 const sendDescription = "Send an email or reply through an assigned inbox for the current task. Comments and final responses never send email; only this explicit action does. " +
 	"A send needs a new UUID idempotencyKey; keep the key and the identical payload on retry. Replies use conversationId and replyToMessageId from agentmail_read_thread; " +
-	"replyAll defaults to false and never includes Bcc. A new email needs endpointId, parentIssueId (the current task), to, subject and text. Sending does not close the task."
+	"replyAll defaults to false and never includes Bcc. A new email needs endpointId, parentIssueId (the current task), to, subject and text. Sending does not close the task. " +
+	"Outcome awaiting_review means a person will review this email before it is sent; do not send it again."
 
 func (s *Server) addEmailTools(srv *mcp.Server) {
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolInboxes, Description: "List the agent's active assigned email inboxes; use an inbox's id as endpointId."},
@@ -270,7 +271,8 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 			}
 			return result(out)
 		})
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolDelivery, Description: "Read a send's outcome (queued, sent, delivered, failed, uncertain). Queued means persisted, not sent; never resend on a timeout."},
+	mcp.AddTool(srv, &mcp.Tool{Name: ToolDelivery, Description: "Read a send's outcome (queued, sent, delivered, failed, uncertain, awaiting_review, rejected, expired). Queued means persisted, not sent; never resend on a timeout. " +
+		"awaiting_review: a person will review this email; do not send it again. rejected: read the reviewer's reason in review.reason."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in DeliveryArgs) (*mcp.CallToolResult, any, error) {
 			c, _, err := s.resolve(ctx, req)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -98,6 +99,16 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	if err != nil {
 		return zero, err
 	}
+	// The inbox's send policy: a blocked recipient refuses the send before
+	// anything is stored or counted; otherwise it may hold the send.
+	pol, err := s.Store.GetSendPolicy(ctx, s.Store.DB, ep.ID)
+	if err != nil {
+		return zero, err
+	}
+	holdFor, err := s.holdReasons(ctx, ep, pol, lowerAll(recipients))
+	if err != nil {
+		return zero, err
+	}
 	atts, err := s.selectAttachments(ctx, companyID, source.ID, req.AttachmentIDs)
 	if err != nil {
 		return zero, err
@@ -118,6 +129,11 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		// A permanently bounced recipient fails fast: recorded, never sent.
 		pub.State, pub.Outcome = domain.SendFailed, domain.OutcomeFailed
 		pub.Error = suppressedMsg
+	} else if len(holdFor) > 0 {
+		// Held: stored like any send, but the worker never takes it
+		// (PendingSends wants queued or uncertain) until a reviewer
+		// approves it.
+		pub.Outcome = domain.OutcomeAwaitingReview
 	}
 	var replayed *store.EmailPublication
 	var stored store.EmailPublication
@@ -157,6 +173,17 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		if err := s.Store.InsertPublication(ctx, tx, &pub); err != nil {
 			return err
 		}
+		if pub.Outcome == domain.OutcomeAwaitingReview {
+			rv := store.SendReview{PublicationID: pub.ID, CompanyID: companyID, EndpointID: ep.ID, Reasons: holdFor,
+				ExpiresAt: s.Store.Now().Add(time.Duration(pol.ReviewExpiresHours) * time.Hour)}
+			if err := s.Store.InsertSendReview(ctx, tx, &rv); err != nil {
+				return err
+			}
+			if err := s.emit(ctx, tx, companyID, "email.review_requested", map[string]any{"publicationId": pub.ID, "endpointId": ep.ID,
+				"issueId": pub.IssueID, "recipients": recipients, "reasons": holdFor, "expiresAt": rv.ExpiresAt}); err != nil {
+				return err
+			}
+		}
 		// Read the stored row inside the transaction: the answer shows the
 		// accepted state, never what a worker woken by the commit (locally or
 		// through the database notification) has done meanwhile.
@@ -182,7 +209,14 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		s.Metrics.Sends.WithLabelValues(string(domain.OutcomeFailed)).Inc()
 	}
 	s.Notify()
-	return summarizeSend(stored), nil
+	s.notifyEvents()
+	out := summarizeSend(stored)
+	if pub.Outcome == domain.OutcomeAwaitingReview {
+		if err := s.attachReviews(ctx, []*SendSummary{&out}); err != nil {
+			return zero, err
+		}
+	}
+	return out, nil
 }
 
 func (s *Service) replay(existing store.EmailPublication, companyID, dig string) (SendSummary, error) {

@@ -48,6 +48,12 @@ func describeSend(p store.EmailPublication) (string, *string) {
 			}
 		}
 		return "Not sent", nil
+	case domain.OutcomeAwaitingReview:
+		return "Awaiting review", nil
+	case domain.OutcomeRejected:
+		return "Rejected by a reviewer: not sent", nil
+	case domain.OutcomeExpired:
+		return "Review expired: not sent", nil
 	}
 	return string(p.Outcome), nil
 }

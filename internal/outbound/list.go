@@ -50,7 +50,7 @@ type ListQuery struct {
 
 // listOutcomes are the outcome filters the listing accepts.
 var listOutcomes = []domain.SendOutcome{domain.OutcomeQueued, domain.OutcomeSent, domain.OutcomeDelivered, domain.OutcomeFailed,
-	domain.OutcomeUncertain}
+	domain.OutcomeUncertain, domain.OutcomeAwaitingReview, domain.OutcomeRejected, domain.OutcomeExpired}
 
 // ListSends returns a page of a company's sends for a connection manager,
 // newest first (docs/operations.md, "Sends that need an operator"): the
@@ -61,11 +61,16 @@ func (s *Service) ListSends(ctx context.Context, a authz.Actor, companyID string
 	if err := s.Email.RequireEnabled(ctx); err != nil {
 		return zero, err
 	}
-	if err := s.Email.RequireConnectionManager(ctx, a, companyID); err != nil {
+	if q.Outcome == domain.OutcomeAwaitingReview {
+		// The review queue: every reviewer (owners, admins, members) reads it.
+		if err := s.reviewAccess(ctx, a, companyID); err != nil {
+			return zero, err
+		}
+	} else if err := s.Email.RequireConnectionManager(ctx, a, companyID); err != nil {
 		return zero, err
 	}
 	if q.Outcome != "" && !containsOutcome(q.Outcome) {
-		return zero, badRequest("outcome must be one of queued, sent, delivered, failed or uncertain")
+		return zero, badRequest("outcome must be one of queued, sent, delivered, failed, uncertain, awaiting_review, rejected or expired")
 	}
 	if q.Limit == 0 {
 		q.Limit = defaultListLimit
@@ -98,6 +103,13 @@ func (s *Service) ListSends(ctx context.Context, a authz.Actor, companyID string
 		item := ListedSend{SendSummary: summarizeSend(p.EmailPublication), TaskTitle: p.IssueTitle,
 			Recipients: s.sendRecipients(ctx, p.EmailPublication, endpoints)}
 		out.Items = append(out.Items, item)
+	}
+	sums := make([]*SendSummary, len(out.Items))
+	for i := range out.Items {
+		sums[i] = &out.Items[i].SendSummary
+	}
+	if err := s.attachReviews(ctx, sums); err != nil {
+		return zero, err
 	}
 	return out, nil
 }

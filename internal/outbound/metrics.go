@@ -26,6 +26,9 @@ type Metrics struct {
 	// Receipts counts the provider receipts applied to sends, by event
 	// type (message.sent, message.delivered, message.bounced, …).
 	Receipts *prometheus.CounterVec
+	// ReviewWait observes how long held sends waited for their decision,
+	// by decision (approved, rejected, expired).
+	ReviewWait *prometheus.HistogramVec
 }
 
 // NewMetrics creates the collectors and registers them with reg when reg
@@ -46,9 +49,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Receipts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paperclip_email_send_receipts_total", Help: "Provider receipts applied to sends, by event type.",
 		}, []string{"kind"}),
+		ReviewWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "paperclip_email_review_wait_seconds", Help: "Time a held send waited for review, by decision (approved, rejected, expired).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 20),
+		}, []string{"decision"}),
+	}
+	// Every decision's series exists from the start, so dashboards and
+	// the documented metric list see it before the first review.
+	for _, d := range []string{"approved", "rejected", "expired"} {
+		m.ReviewWait.WithLabelValues(d)
 	}
 	if reg != nil {
-		reg.MustRegister(m.AcceptedToSent, m.SentToDelivered, m.Sends, m.Receipts)
+		reg.MustRegister(m.AcceptedToSent, m.SentToDelivered, m.Sends, m.Receipts, m.ReviewWait)
 	}
 	return m
 }

@@ -113,6 +113,13 @@ func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID 
 	for _, p := range pubs {
 		out.Publications = append(out.Publications, summarizeSend(p))
 	}
+	sums := make([]*SendSummary, len(out.Publications))
+	for i := range out.Publications {
+		sums[i] = &out.Publications[i]
+	}
+	if err := s.attachReviews(ctx, sums); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -157,5 +164,9 @@ func (s *Service) SendStatus(ctx context.Context, a authz.Actor, companyID, pubI
 			return SendSummary{}, notFound
 		}
 	}
-	return summarizeSend(pub), nil
+	out := summarizeSend(pub)
+	if err := s.attachReviews(ctx, []*SendSummary{&out}); err != nil {
+		return SendSummary{}, err
+	}
+	return out, nil
 }

@@ -57,6 +57,43 @@ func (s *Service) Routes(rt httpx.Router) {
 			return s.SendStatus(r.Context(), httpx.Actor(r), companyID, id)
 		}))
 	h("GET /api/companies/{companyId}/email/publications", s.listRoute)
+	h("GET /api/email/inboxes/{endpointId}/send-policy", s.getPolicyRoute)
+	h("PUT /api/email/inboxes/{endpointId}/send-policy", s.putPolicyRoute)
+	h("GET /api/companies/{companyId}/email/review-count", func(w http.ResponseWriter, r *http.Request) error {
+		companyID, err := httpx.PathID(r, "companyId")
+		if err != nil {
+			return err
+		}
+		if err := s.reviewAccess(r.Context(), httpx.Actor(r), companyID); err != nil {
+			return err
+		}
+		n, err := s.Store.CountCompanyHeldSends(r.Context(), s.Store.DB, companyID)
+		if err != nil {
+			return err
+		}
+		httpx.WriteJSON(w, http.StatusOK, map[string]int{"awaitingReview": n})
+		return nil
+	})
+	h("POST /api/companies/{companyId}/email/deliveries/{publicationId}/review", func(w http.ResponseWriter, r *http.Request) error {
+		companyID, err := httpx.PathID(r, "companyId")
+		if err != nil {
+			return err
+		}
+		id := r.PathValue("publicationId")
+		if !store.ValidID(id) {
+			return httpx.Errorf(http.StatusBadRequest, "Publication ID must be a UUID")
+		}
+		var in ReviewInput
+		if err := httpx.DecodeJSON(w, r, s.RequestBodyMaxBytes, &in); err != nil {
+			return err
+		}
+		out, err := s.Review(r.Context(), httpx.Actor(r), companyID, id, in)
+		if err != nil {
+			return err
+		}
+		httpx.WriteJSON(w, http.StatusOK, out)
+		return nil
+	})
 	h("POST /api/companies/{companyId}/email/deliveries/{publicationId}/resolve", idRoute("publicationId", "Publication ID must be a UUID", http.StatusOK,
 		func(w http.ResponseWriter, r *http.Request, companyID, id string) (any, error) {
 			var in ResolveInput

@@ -199,9 +199,21 @@ func (w *Worker) prepare(ctx context.Context, pub store.EmailPublication, req Se
 		}
 		headers["X-Auto-Response-Suppress"] = "All"
 	}
-	to, cc, recipients, err := w.recipients(ctx, w.Store.DB, ep, req, pub.ConversationID)
+	// A reviewer's approved version replaces what it edited; the agent's
+	// request itself stays as it was accepted.
+	v, err := approvedVersion(pub)
+	if err != nil {
+		return ep, "", in, final("The approved version of this email could not be read")
+	}
+	to, cc, recipients, err := w.effectiveRecipients(ctx, w.Store.DB, ep, pub, req, v)
 	if err != nil {
 		return ep, "", in, verdict(err)
+	}
+	if v != nil && v.Text != nil {
+		req.Text = *v.Text
+	}
+	if v != nil && v.Subject != nil {
+		req.Subject = v.Subject
 	}
 	if req.IsReply() {
 		in.reply = agentmail.ReplyRequest{To: to, Cc: cc, Text: req.Text, Attachments: atts, Headers: headers}
@@ -313,6 +325,7 @@ func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, 
 			return w.notifyTx(ctx, tx)
 		})
 	}
+	defer w.notifyEvents()
 	return w.Store.Tx(ctx, func(tx *sql.Tx) error {
 		if f.transient && attempted {
 			cur, err := w.Store.GetPublication(ctx, tx, pub.ID)
@@ -332,6 +345,10 @@ func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, 
 			return err
 		}
 		if _, err := w.setOutcome(ctx, tx, pub.ID, domain.OutcomeFailed, domain.OutcomeQueued, domain.OutcomeUncertain); err != nil {
+			return err
+		}
+		if err := w.emit(ctx, tx, pub.CompanyID, "email.send_failed", map[string]any{"publicationId": pub.ID, "endpointId": pub.EndpointID,
+			"issueId": pub.IssueID, "error": f.msg}); err != nil {
 			return err
 		}
 		return w.Store.Audit(ctx, tx, systemActor.AuditActor(), pub.CompanyID, "email.failed", "email_publication", pub.ID, map[string]any{"error": f.msg})
@@ -367,6 +384,11 @@ func (w *Worker) recordSent(ctx context.Context, pub store.EmailPublication, ep 
 		// that row's lock here could deadlock against it (each waiting on
 		// the other's insert or row).
 		w.admitSent(ctx, tx, ep, messageID, threadID)
+		// Everyone this inbox has sent to may be mailed again at once
+		// under review "new_recipients".
+		if err := w.rememberSent(ctx, tx, ep, cur); err != nil {
+			return err
+		}
 		if err := w.Store.TouchEndpointPublication(ctx, tx, ep.ID); err != nil {
 			return err
 		}
@@ -381,4 +403,24 @@ func (w *Worker) recordSent(ctx context.Context, pub store.EmailPublication, ep 
 		w.Observe(w.Store.Now().Sub(pub.CreatedAt))
 	}
 	return nil
+}
+
+// rememberSent records a sent send's recipients as known to its inbox.
+func (w *Worker) rememberSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, pub store.EmailPublication) error {
+	var req SendRequest
+	if err := json.Unmarshal(pub.Request, &req); err != nil {
+		return fmt.Errorf("decode send request: %w", err)
+	}
+	v, err := approvedVersion(pub)
+	if err != nil {
+		return err
+	}
+	_, _, all, err := w.effectiveRecipients(ctx, tx, ep, pub, req, v)
+	if err != nil {
+		// A reply whose answered message cannot be read now still sent:
+		// remembering is a convenience, never a reason to fail the record.
+		w.Log.Warn("remember sent recipients", "publication", pub.ID, "err", err)
+		return nil
+	}
+	return w.Store.RememberRecipients(ctx, tx, ep.ID, lowerAll(all), "sent")
 }

@@ -72,6 +72,12 @@ type Options struct {
 	// Metrics receives the send stage measurements; nil creates
 	// unregistered ones.
 	Metrics *Metrics
+	// Wake wakes an agent whose held send was rejected or expired (nil:
+	// only the task comment is written).
+	Wake Waker
+	// Events records company notification events (email.review_requested,
+	// email.review_expired, email.send_failed); nil records none.
+	Events Events
 }
 
 // Service accepts explicit email actions and answers for them (thread and
@@ -167,6 +173,15 @@ type SendSummary struct {
 	// was sent), null otherwise.
 	Label   string  `json:"label"`
 	Receipt *string `json:"receipt"`
+	// Review is the held send's review (why held, until when, who decided
+	// and what was changed); null for a send never held.
+	Review *ReviewView `json:"review,omitempty"`
+	// Message explains the outcome to the agent in one line (set while a
+	// send awaits review).
+	Message *string `json:"message,omitempty"`
+	// Attachments are the files selected at acceptance (names, types and
+	// sizes), as a reviewer sees them.
+	Attachments []AttachmentRef `json:"attachments"`
 }
 
 // SendRequester is who requested a send.
@@ -188,12 +203,20 @@ func summarizeSend(p store.EmailPublication) SendSummary {
 	out := SendSummary{ID: p.ID, IssueID: p.IssueID, ConversationID: p.ConversationID, EndpointID: p.EndpointID,
 		Outcome: p.Outcome, Request: p.Request, CreatedAt: p.CreatedAt, SentAt: p.PublishedAt, DeliveredAt: p.DeliveredAt,
 		Attempts: p.Attempts, FirstAttemptAt: p.FirstAttemptAt, NextAttemptAt: p.NextAttemptAt,
-		Retrying: p.State == domain.SendPending || p.State == domain.SendStreaming || p.State == domain.SendRetry,
+		Retrying: p.Outcome != domain.OutcomeAwaitingReview && (p.State == domain.SendPending || p.State == domain.SendStreaming || p.State == domain.SendRetry),
 		// A send parked because its inbox was disconnected is also
 		// delivery_unknown, with its own error: only the window's error
 		// means the window expired.
 		ConfirmationExpired: p.State == domain.SendUnknown && p.Error == expiredMsg}
 	out.Label, out.Receipt = describeSend(p)
+	out.Attachments = []AttachmentRef{}
+	if len(p.Attachments) > 0 {
+		_ = json.Unmarshal(p.Attachments, &out.Attachments)
+	}
+	if p.Outcome == domain.OutcomeAwaitingReview {
+		m := HeldMessage
+		out.Message = &m
+	}
 	var who email.Sender
 	if json.Unmarshal(p.Actor, &who) == nil {
 		out.RequestedBy = SendRequester{AgentID: optional(who.AgentID), RunID: optional(who.RunID), UserID: optional(who.UserID)}

@@ -162,11 +162,16 @@ func (w *Worker) wakeAt(ctx context.Context, t time.Time) {
 // with a send already executing here) and the next retry deadline (zero
 // when nothing is waiting).
 func (w *Worker) tick(ctx context.Context, busy map[string]bool) ([]store.EmailPublication, time.Time, error) {
+	// Held sends whose review expired end here, and the next expiry
+	// bounds how long the loop sleeps.
+	next, err := w.expireReviews(ctx)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
 	eps, err := w.Store.EndpointsWithPendingSends(ctx, w.Store.DB)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	var next time.Time
 	var due []store.EmailPublication
 	now := w.Store.Now()
 	for _, ep := range eps {

@@ -36,7 +36,8 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 	s.Outbound = outbound.New(outbound.Options{Store: s.Store, Email: s.Email, Authz: az, Policy: &policy.Service{Store: s.Store},
 		Client: client, Attachments: s.attachments, RequestBodyMaxBytes: cfg.RequestBodyMaxBytes,
 		Log: s.Logger.With("component", "outbound"), Holder: holder, Work: sendWork, InboundWork: receiveWork,
-		LeaseTTL: timing.ThreadLeaseTTL, Metrics: outbound.NewMetrics(s.Metrics.Registry)})
+		LeaseTTL: timing.ThreadLeaseTTL, Metrics: outbound.NewMetrics(s.Metrics.Registry), Wake: s.Heartbeat,
+		Events: s.Notifications})
 	s.SendWorker = outbound.NewWorker(s.Outbound)
 	s.Inbound = inbound.New(inbound.Options{
 		Store: s.Store, Email: s.Email, Wake: s.Heartbeat, Receipts: s.Outbound, Work: receiveWork, Client: client,

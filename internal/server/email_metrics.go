@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,17 @@ func (s *Server) registerEmailMetrics() {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paperclip_email_sockets_connected",
 			Help: "Live AgentMail WebSocket connections of this process that are subscribed now."},
 			func() float64 { return float64(inb.ConnectedSockets()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paperclip_email_sends_held",
+			Help: "Sends held for review now, all companies (a database count: aggregate replicas with max())."},
+			func() float64 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				n, err := s.Store.CountHeldSends(ctx, s.Store.DB)
+				if err != nil {
+					return math.NaN()
+				}
+				return float64(n)
+			}),
 		newEmailStatsCollector(s.Store),
 	)
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/logging"
 	"github.com/paperclipai/paperclipai/internal/mcpserver"
 	"github.com/paperclipai/paperclipai/internal/metrics"
+	"github.com/paperclipai/paperclipai/internal/notifications"
 	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/policy"
@@ -54,13 +55,15 @@ type Server struct {
 	Email     *email.Service
 	// Outbound is the send side's API (accept, read, resolve, receipts);
 	// SendWorker executes the accepted sends.
-	Outbound   *outbound.Service
-	SendWorker *outbound.Worker
-	Inbound    *inbound.Worker
-	MCP        *mcpserver.Server
-	Logger     *slog.Logger
-	Redactor   *logging.Redactor
-	Mux        *http.ServeMux
+	Outbound *outbound.Service
+	// Notifications delivers company notification webhooks.
+	Notifications *notifications.Service
+	SendWorker    *outbound.Worker
+	Inbound       *inbound.Worker
+	MCP           *mcpserver.Server
+	Logger        *slog.Logger
+	Redactor      *logging.Redactor
+	Mux           *http.ServeMux
 
 	attachments attachment.Store
 	// workers are the background services started after the heartbeat,
@@ -85,6 +88,7 @@ var (
 	_ Service = (*heartbeat.Service)(nil)
 	_ Service = (*inbound.Worker)(nil)
 	_ Service = (*outbound.Worker)(nil)
+	_ Service = (*notifications.Service)(nil)
 )
 
 // Options tune a server beyond its Config.
@@ -213,6 +217,11 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	})
 	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Attachments: s.attachments, Authz: az, Policy: &policy.Service{Store: s.Store},
 		Heartbeat: s.Heartbeat, Vault: s.Vault, Metrics: s.Metrics, Logger: logger.With("component", "api")})
+	// Company notification webhooks, before the email channel, whose send
+	// side emits review and failure events through them.
+	s.Notifications = notifications.New(s.Store, az, s.Vault, logger.With("component", "notifications"), cfg.RequestBodyMaxBytes)
+	s.Notifications.Routes(s.API)
+	s.workers = append(s.workers, s.Notifications)
 	s.newEmailChannel(az, amClient, runnerID, exclusive, receiveWork, sendWork)
 	apiHandler := s.API.Handler()
 	s.MCP = &mcpserver.Server{Store: s.Store, Heartbeat: s.Heartbeat, Email: s.Email, Outbound: s.Outbound, Authz: az,

@@ -37,11 +37,14 @@ type EmailPublication struct {
 	FirstAttemptAt *time.Time
 	// DeliveredAt is when the delivery receipt set the outcome delivered.
 	DeliveredAt *time.Time
+	// ApprovedRequest is the version a reviewer approved with edits (nil:
+	// the request is sent as the agent wrote it).
+	ApprovedRequest json.RawMessage
 }
 
 const pubCols = `p.id, p.company_id, p.endpoint_id, p.conversation_id, p.issue_id, p.state, p.provider_message_id,
 	p.provider_thread_id, p.attempts, p.redacted_error, p.next_attempt_at, p.published_at, p.created_at,
-	s.request, s.actor, s.digest, s.outcome, s.attachments, s.first_attempt_at, s.delivered_at`
+	s.request, s.actor, s.digest, s.outcome, s.attachments, s.first_attempt_at, s.delivered_at, s.approved_request`
 
 const pubFrom = ` FROM email_publications p JOIN email_sends s ON s.publication_id = p.id`
 
@@ -49,9 +52,9 @@ func scanPublication(row rowScanner) (EmailPublication, error) {
 	var p EmailPublication
 	var msgID, threadID, errText sql.NullString
 	var next, published, first, delivered sql.NullTime
-	var req, actor, atts []byte
+	var req, actor, atts, approved []byte
 	err := row.Scan(&p.ID, &p.CompanyID, &p.EndpointID, &p.ConversationID, &p.IssueID, &p.State, &msgID, &threadID,
-		&p.Attempts, &errText, &next, &published, &p.CreatedAt, &req, &actor, &p.Digest, &p.Outcome, &atts, &first, &delivered)
+		&p.Attempts, &errText, &next, &published, &p.CreatedAt, &req, &actor, &p.Digest, &p.Outcome, &atts, &first, &delivered, &approved)
 	if err != nil {
 		return p, err
 	}
@@ -59,7 +62,7 @@ func scanPublication(row rowScanner) (EmailPublication, error) {
 	p.NextAttemptAt, p.PublishedAt, p.FirstAttemptAt = timePtr(next), timePtr(published), timePtr(first)
 	p.DeliveredAt = timePtr(delivered)
 	p.CreatedAt = p.CreatedAt.UTC()
-	p.Request, p.Actor, p.Attachments = rawJSON(req), rawJSON(actor), rawJSON(atts)
+	p.Request, p.Actor, p.Attachments, p.ApprovedRequest = rawJSON(req), rawJSON(actor), rawJSON(atts), rawJSON(approved)
 	return p, nil
 }
 
@@ -156,8 +159,8 @@ type SettledSend struct {
 	Outcome, From domain.SendOutcome
 }
 
-// SettleDisconnectedSends ends every unfinished send (queued or uncertain,
-// not parked) of a disconnected endpoint (docs/email-pipeline.md, "Sends
+// SettleDisconnectedSends ends every unfinished send (queued, uncertain
+// or awaiting review, not parked) of a disconnected endpoint (docs/email-pipeline.md, "Sends
 // of a disconnected inbox"): a send never attempted becomes failed with
 // neverMsg; a send with an attempt, which may have reached the provider,
 // becomes delivery_unknown / uncertain with inDoubtMsg, for an operator to
@@ -182,7 +185,7 @@ func (s *Store) SettleDisconnectedSends(ctx context.Context, q db.Querier, endpo
 		var v row
 		return v, r.Scan(&v.ID, &v.CompanyID, &v.attempts, &v.From)
 	}, `SELECT p.id, p.company_id, p.attempts, s.outcome`+pubFrom+`
-		WHERE p.endpoint_id = $1 AND s.outcome IN ('queued', 'uncertain') AND p.state IN ('pending', 'streaming', 'retry')
+		WHERE p.endpoint_id = $1 AND s.outcome IN ('queued', 'uncertain', 'awaiting_review') AND p.state IN ('pending', 'streaming', 'retry')
 		ORDER BY p.created_at, p.id`+lock, endpointID)
 	if err != nil {
 		return nil, err
@@ -191,7 +194,7 @@ func (s *Store) SettleDisconnectedSends(ctx context.Context, q db.Querier, endpo
 	out := make([]SettledSend, 0, len(rows))
 	for _, r := range rows {
 		state, outcome, msg := domain.SendUnknown, domain.OutcomeUncertain, inDoubtMsg
-		if r.attempts == 0 && r.From == domain.OutcomeQueued {
+		if r.attempts == 0 && (r.From == domain.OutcomeQueued || r.From == domain.OutcomeAwaitingReview) {
 			state, outcome, msg = domain.SendFailed, domain.OutcomeFailed, neverMsg
 		}
 		if _, err := q.ExecContext(ctx, `UPDATE email_publications SET state = $2, redacted_error = $3, next_attempt_at = NULL,
@@ -201,6 +204,13 @@ func (s *Store) SettleDisconnectedSends(ctx context.Context, q db.Querier, endpo
 		if _, err := q.ExecContext(ctx, `UPDATE email_sends SET outcome = $2, updated_at = $3 WHERE publication_id = $1`,
 			r.ID, string(outcome), now); err != nil {
 			return nil, fmt.Errorf("settle disconnected send: %w", err)
+		}
+		if r.From == domain.OutcomeAwaitingReview {
+			// A held send of a disconnected inbox can never be approved.
+			if _, err := q.ExecContext(ctx, `UPDATE email_send_reviews SET status = 'rejected', decision_reason = $2, decided_at = $3
+				WHERE publication_id = $1 AND status = 'awaiting_review'`, r.ID, "The inbox was disconnected", now); err != nil {
+				return nil, fmt.Errorf("settle disconnected send: %w", err)
+			}
 		}
 		r.Outcome = outcome
 		out = append(out, r.SettledSend)

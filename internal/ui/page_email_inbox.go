@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"github.com/paperclipai/paperclipai/internal/outbound"
 	"net/http"
 	"net/url"
 	"slices"
@@ -26,6 +27,10 @@ type inboxData struct {
 	ConsoleHref string
 	NewSetup    string
 	WebhookOK   bool
+
+	// Send policy (settings tab).
+	Policy    *outbound.SendPolicy
+	PolicyErr *APIError
 
 	// Settings actions.
 	Err           *APIError
@@ -122,6 +127,13 @@ func (u *UI) inboxPage(c *rc) {
 
 func (u *UI) renderInbox(c *rc, status int, d *inboxData) {
 	switch d.Tab {
+	case "settings":
+		if d.Policy == nil {
+			var p outbound.SendPolicy
+			if c.api("GET", "/email/inboxes/"+d.Inbox.ID+"/send-policy", nil, &p) == nil {
+				d.Policy = &p
+			}
+		}
 	case "access":
 		u.loadAccess(c, d)
 	case "conversations":

@@ -45,6 +45,9 @@ func (u *UI) wizardCreate(c *rc) {
 	st := w.State
 	body := map[string]any{"assignedAgentId": st.Agent, "credentialConnectionId": st.Connection,
 		"receiveMode": st.Receive, "idempotencyKey": w.RID}
+	if r := c.form("sendReview"); r == "off" || r == "new_recipients" || r == "all" {
+		body["sendReview"] = r
+	}
 	if st.Mode == "existing" {
 		body["inboxId"] = st.Inbox
 	} else {

@@ -317,6 +317,11 @@ func (u *UI) taskEmailSend(d *taskData, p outbound.SendSummary, byProviderID map
 		s.Steps = []taskEmailStep{{Label: "Queued", Done: true}, {Label: "Sent", Current: true}, {Label: "Delivered"}}
 	case domain.OutcomeDelivered:
 		s.Steps = []taskEmailStep{{Label: "Queued", Done: true}, {Label: "Sent", Done: true}, {Label: "Delivered", Done: true, Current: true}}
+	case domain.OutcomeAwaitingReview:
+		// Held by the inbox's send policy: a person approves it first.
+		s.Terminal = true
+		s.Steps = []taskEmailStep{}
+		s.Text = "A person must approve this email before it is sent."
 	default:
 		// Failed and uncertain replace the remaining steps with their badge.
 		s.Terminal = true

@@ -68,6 +68,11 @@ type view struct {
 	SignedIn  bool
 	LocalMode bool
 	Footer    cachedHealth
+	// ReviewCount is the company's emails awaiting review (the Review
+	// navigation badge; 0 for those who may not review).
+	ReviewCount int
+	// ReviewPollMS is how often the badge refreshes.
+	ReviewPollMS int
 }
 
 type companyView struct{ ID, Name string }
@@ -108,6 +113,15 @@ func (c *rc) render(status int, page string, v view) {
 		cv := c.company
 		v.Company = &cv
 		v.Caps = c.caps
+	}
+	v.ReviewPollMS = c.u.pollInterval(10000)
+	if frag := c.r.URL.Query().Get("fragment"); (frag == "" || frag == "nav-review") && c.cid != "" {
+		var rc struct {
+			AwaitingReview int `json:"awaitingReview"`
+		}
+		if c.api("GET", "/companies/"+c.cid+"/email/review-count", nil, &rc) == nil {
+			v.ReviewCount = rc.AwaitingReview
+		}
 	}
 	if frag := c.r.URL.Query().Get("fragment"); frag != "" && c.r.Method == http.MethodGet {
 		c.fragment(t, frag, status, v)

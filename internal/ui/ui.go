@@ -155,6 +155,7 @@ func (u *UI) routes() {
 	m.HandleFunc("POST /c/{cid}/board-keys", u.company(u.createBoardKey))
 
 	u.emailRoutes(m)
+	u.reviewRoutes(m)
 
 	m.HandleFunc("/", u.page(func(c *rc) { c.notFound() }))
 }

@@ -328,6 +328,28 @@
     });
   }
 
+  // ---- Review keys ---------------------------------------------------------
+  // On the review page: a approve, e edit, r reject (focus the reason),
+  // j/k next/previous held email. Never while typing.
+  document.addEventListener("keydown", (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const t = ev.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    const el = document.querySelector('[data-review-key="' + ev.key + '"]');
+    if (!el) return;
+    ev.preventDefault();
+    const focus = el.getAttribute("data-review-focus");
+    if (focus) { const f = document.getElementById(focus); if (f) f.focus(); return; }
+    el.click();
+  });
+
+  document.addEventListener("click", (ev) => {
+    const b = ev.target.closest && ev.target.closest("[data-review-focus]");
+    if (!b) return;
+    const f = document.getElementById(b.getAttribute("data-review-focus"));
+    if (f) f.focus();
+  });
+
   // ---- Setup ---------------------------------------------------------------
   function enhance(root) {
     localTimes(root);
