@@ -77,7 +77,7 @@ func TestLayering(t *testing.T) {
 	only := map[string][]string{
 		"internal/domain":     nil, // the vocabulary
 		"internal/notify":     nil,
-		"internal/db":         {"internal/buildinfo"}, // schema_meta records the binary that migrated
+		"internal/db":         {"internal/buildinfo"},                               // schema_meta records the binary that migrated
 		"internal/attachment": {"internal/store", "internal/db", "internal/domain"}, // content lives in the database
 		"internal/agentmail":  {"internal/netguard"},                                // the provider client stands alone
 		"internal/emulator":   nil,                                                  // the fake must not share the client's mistakes
