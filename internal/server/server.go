@@ -421,6 +421,11 @@ func (s *Server) closeResources() {
 // ErrHomeLocked means another process already serves this home directory.
 var ErrHomeLocked = errors.New("another paperclipai process is using this home directory (SQLite allows one server per home; use PostgreSQL for several replicas)")
 
+// LockHome takes the home's exclusive lock, as a starting server does;
+// ErrHomeLocked means a server (or another command holding it) runs on
+// the home. Closing the file releases it.
+func LockHome(home string) (*os.File, error) { return lockHome(home) }
+
 func lockHome(home string) (*os.File, error) {
 	path := filepath.Join(home, "instance", "paperclip.lock")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
