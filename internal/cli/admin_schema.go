@@ -14,7 +14,9 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/retention"
 	"github.com/paperclipai/paperclipai/internal/server"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // newMigrateCmd builds `admin migrate`: list or apply pending migrations
@@ -216,4 +218,55 @@ func copyFileMode(src, dst string, mode os.FileMode) error {
 		return err
 	}
 	return out.Close()
+}
+
+// newPurgeSenderCmd builds `admin purge-sender ADDRESS`: remove the retained
+// email content from and to one address (a data-subject request).
+func newPurgeSenderCmd() *cobra.Command {
+	var f config.Flags
+	var requestedBy string
+	cmd := &cobra.Command{
+		Use:   "purge-sender ADDRESS [--requested-by WHO]",
+		Short: "Delete the retained email content from and to one address, in every company (audited)",
+		Long: `For a data-subject request: blank the text, headers and attachments of every
+retained message from or to ADDRESS (From, To, Cc, Bcc, Reply-To), in every
+company. Tasks, comments and the message rows (times, thread) stay. Each
+company concerned gets an audit line "retention.purged_sender" with
+--requested-by and a SHA-256 of the address (not the address itself).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if requestedBy == "" {
+				return errors.New("--requested-by is required (who asked, for the audit line)")
+			}
+			cfg, err := config.Load(f, nil)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			d, err := db.Open(ctx, cfg.DatabaseURL, cfg.SQLitePath())
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			if err := d.CheckCurrent(ctx); err != nil {
+				return schemaExit(cmd, err)
+			}
+			svc := &retention.Service{Store: store.New(d), WorkspacesDir: cfg.WorkspacesDir()}
+			got, err := svc.PurgeSender(ctx, args[0], requestedBy)
+			for company, r := range got {
+				fmt.Fprintf(cmd.OutOrStdout(), "company %s: %d message(s), %d bytes of text; %d attachment(s), %d bytes\n",
+					company, r.EmailMessages, r.EmailBytes, r.Attachments, r.AttachmentBytes)
+			}
+			if err != nil {
+				return err
+			}
+			if len(got) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no retained email from or to that address")
+			}
+			return nil
+		},
+	}
+	serverFlags(cmd, &f)
+	cmd.Flags().StringVar(&requestedBy, "requested-by", "", "who asked for the deletion (recorded in the audit line)")
+	return cmd
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/policy"
+	"github.com/paperclipai/paperclipai/internal/retention"
 	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/ui"
@@ -59,9 +60,11 @@ type Server struct {
 	SendWorker *outbound.Worker
 	Inbound    *inbound.Worker
 	MCP        *mcpserver.Server
-	Logger     *slog.Logger
-	Redactor   *logging.Redactor
-	Mux        *http.ServeMux
+	// Retention applies the companies' data retention settings.
+	Retention *retention.Service
+	Logger    *slog.Logger
+	Redactor  *logging.Redactor
+	Mux       *http.ServeMux
 
 	attachments attachment.Store
 	// workers are the background services started after the heartbeat,
@@ -232,6 +235,10 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Attachments: s.attachments, Authz: az, Policy: &policy.Service{Store: s.Store},
 		Heartbeat: s.Heartbeat, Vault: s.Vault, Metrics: s.Metrics, Logger: logger.With("component", "api")})
 	s.newEmailChannel(az, amClient, runnerID, exclusive, receiveWork, sendWork)
+	// Data retention: the owners' settings API and the daily purge.
+	s.Retention = &retention.Service{Store: s.Store, WorkspacesDir: cfg.WorkspacesDir()}
+	s.Retention.Routes(s.API, az)
+	s.workers = append(s.workers, &retention.Job{Service: s.Retention, Holder: runnerID, Log: logger.With("component", "retention")})
 	apiHandler := s.API.Handler()
 	s.MCP = &mcpserver.Server{Store: s.Store, Heartbeat: s.Heartbeat, Email: s.Email, Outbound: s.Outbound, Authz: az,
 		API: apiHandler, Log: logger.With("component", "mcp")}
