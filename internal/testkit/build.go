@@ -29,10 +29,12 @@ func moduleRoot() string {
 }
 
 // goBuild builds the module's package pkg (a ./-relative path) into out,
-// the way releases are built: without cgo, so the binary is static
-// (scripts/release; TestStaticBuild checks it).
+// the way releases are built: without cgo, so the binary is static, and
+// with -trimpath (scripts/release; TestStaticBuild checks it). Building
+// every binary alike shares one compile cache between the tests' binary,
+// TestStaticBuild and the release snapshot test.
 func goBuild(out, pkg string, args ...string) error {
-	cmd := exec.Command("go", append(append([]string{"build", "-o", out}, args...), pkg)...)
+	cmd := exec.Command("go", append(append([]string{"build", "-trimpath", "-o", out}, args...), pkg)...)
 	cmd.Dir = moduleRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
