@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 // TestRetentionPage shows the space used and the settings (kept for ever
@@ -46,6 +48,34 @@ func TestRetentionPage(t *testing.T) {
 		bad = e.post(path, path, url.Values{"emailDays": {"0"}})
 		if bad.status != http.StatusBadRequest || !strings.Contains(bad.body, "between 1 and 36500") {
 			t.Errorf("0 days: %d", bad.status)
+		}
+	})
+}
+
+// TestRetentionIsForOwners: in authenticated mode an admin (not an owner)
+// reads the retention settings but cannot change them; an owner can; a
+// viewer of another company sees nothing.
+func TestRetentionIsForOwners(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, dbURL string) {
+		e := start(t, dbURL, config.ModeAuthenticated)
+		rootKey, _ := e.boardUser("root@example.com", "", "", true)
+		root := e.api.As(rootKey, "")
+		co := testkit.ID(root.JSON("POST", "/api/companies", map[string]string{"name": "Owned"}, 201))
+		other := testkit.ID(root.JSON("POST", "/api/companies", map[string]string{"name": "Other"}, 201))
+		ownerKey, _ := e.boardUser("owner@example.com", co, "owner", false)
+		adminKey, _ := e.boardUser("admin@example.com", co, "admin", false)
+		strangerKey, _ := e.boardUser("viewer@example.com", other, "viewer", false)
+		path := "/api/companies/" + co + "/retention"
+		body := map[string]any{"emailDays": 10, "runLogDays": nil, "taskDirDays": nil}
+		e.api.As(adminKey, "").JSON("GET", path, nil, 200)
+		e.api.As(adminKey, "").JSON("PUT", path, body, 403)
+		if st, _ := e.api.As(strangerKey, "").Do("GET", path, nil); st != 404 && st != 403 {
+			t.Fatalf("another company's viewer read the settings: %d", st)
+		}
+		e.api.As(ownerKey, "").JSON("PUT", path, body, 200)
+		e.api.As(ownerKey, "").JSON("PUT", path, map[string]any{"emailDays": 10, "bogus": 1}, 400)
+		if got := e.api.As(adminKey, "").JSON("GET", path, nil, 200); got["emailDays"] != float64(10) {
+			t.Fatalf("settings = %v", got)
 		}
 	})
 }
