@@ -65,11 +65,8 @@ func TestSchemaListsPendingMigrations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Undo the last migration by hand (its Down) and forget it.
-		if _, err := d.ExecContext(ctx, `DROP TABLE schema_meta`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.ExecContext(ctx, `DELETE FROM goose_db_version WHERE version_id >= 23`); err != nil {
+		// Roll back to before schema_meta, with the Down sections.
+		if err := db.DownTo(ctx, d, 22); err != nil {
 			t.Fatal(err)
 		}
 		p, err := d.Schema(ctx)

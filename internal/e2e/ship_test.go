@@ -132,45 +132,23 @@ func setSchemaNewer(t *testing.T, url, home string) {
 	}
 }
 
-// forgetSchemaMeta undoes migration 00023 by hand, so it is pending.
-func forgetSchemaMeta(t *testing.T, url, home string) {
-	t.Helper()
-	d, err := db.Open(context.Background(), url, filepath.Join(home, "instance", "db", "paperclip.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	for _, q := range []string{`DROP TABLE schema_meta`, `DELETE FROM goose_db_version WHERE version_id = 23`} {
-		if _, err := d.ExecContext(context.Background(), q); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestUpgradeGuards: with PAPERCLIP_AUTO_MIGRATE=false a server refuses to
-// start on a pending migration (exit 4) until `admin migrate` applies it
-// (listed first by --dry-run); a binary older than the schema refuses to
-// start (exit 3) and to migrate, naming both versions.
+// start while migrations are pending (here: every one, on an empty
+// database; exit 4) until `admin migrate` applies them (listed first by
+// --dry-run); a binary older than the schema refuses to start (exit 3)
+// and to migrate, naming both versions.
 func TestUpgradeGuards(t *testing.T) {
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		bin := testkit.Binary(t)
 		home := t.TempDir()
 		env := []string{"PAPERCLIP_DATABASE_URL=" + url}
-		p := start(t, home, url)
-		c := testkit.NewClient(t, p.url)
-		cid := testkit.ID(c.JSON("POST", "/api/companies", map[string]any{"name": "Before the upgrade"}, 201))
-		if err := p.stop(t, syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-
-		forgetSchemaMeta(t, url, home)
 		manual := append(env, "PAPERCLIP_AUTO_MIGRATE=false")
 		code, out := runCmd(t, manual, bin, "run", "--home", home, "--listen", "127.0.0.1:0")
 		if code != db.ExitSchemaPending || !strings.Contains(out, "admin migrate") {
-			t.Fatalf("run with a pending migration and PAPERCLIP_AUTO_MIGRATE=false: exit %d, want %d\n%s", code, db.ExitSchemaPending, out)
+			t.Fatalf("run with pending migrations and PAPERCLIP_AUTO_MIGRATE=false: exit %d, want %d\n%s", code, db.ExitSchemaPending, out)
 		}
 		code, out = runCmd(t, env, bin, "admin", "migrate", "--dry-run", "--home", home)
-		if code != 0 || !strings.Contains(out, "pending: 00023 00023_schema_meta.sql") {
+		if code != 0 || !strings.Contains(out, "pending: 00001 00001_core.sql") || !strings.Contains(out, "pending: 00023 00023_schema_meta.sql") {
 			t.Fatalf("admin migrate --dry-run: exit %d\n%s", code, out)
 		}
 		code, out = runCmd(t, env, bin, "admin", "migrate", "--home", home)
@@ -181,11 +159,12 @@ func TestUpgradeGuards(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "no pending migrations") || !strings.Contains(out, "last migrated by paperclipai ") {
 			t.Fatalf("admin migrate --dry-run after migrating: exit %d\n%s", code, out)
 		}
-		p = startNoWait(t, home, url, "PAPERCLIP_AUTO_MIGRATE=false")
+		p := startNoWait(t, home, url, "PAPERCLIP_AUTO_MIGRATE=false")
 		p.waitHealthy(t)
-		c = testkit.NewClient(t, p.url)
-		if got := c.JSON("GET", "/api/companies/"+cid, nil, 200); got["name"] != "Before the upgrade" {
-			t.Fatalf("company after the migration: %v", got)
+		c := testkit.NewClient(t, p.url)
+		cid := testkit.ID(c.JSON("POST", "/api/companies", map[string]any{"name": "Migrated by hand"}, 201))
+		if got := c.JSON("GET", "/api/companies/"+cid, nil, 200); got["name"] != "Migrated by hand" {
+			t.Fatalf("company: %v", got)
 		}
 		if err := p.stop(t, syscall.SIGTERM); err != nil {
 			t.Fatal(err)
