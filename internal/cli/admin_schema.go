@@ -230,7 +230,8 @@ func newPurgeSenderCmd() *cobra.Command {
 		Short: "Delete the retained email content from and to one address, in every company (audited)",
 		Long: `For a data-subject request: blank the text, headers and attachments of every
 retained message from or to ADDRESS (From, To, Cc, Bcc, Reply-To), in every
-company. Tasks, comments and the message rows (times, thread) stay. Each
+company, and the body of the task comment each inbound one became. Tasks,
+comment rows and the message rows (times, thread) stay. Each
 company concerned gets an audit line "retention.purged_sender" with
 --requested-by and a SHA-256 of the address (not the address itself).`,
 		Args: cobra.ExactArgs(1),

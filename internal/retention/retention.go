@@ -344,7 +344,8 @@ func (s *Service) audit(ctx context.Context, companyID, action string, r Report,
 
 // PurgeSender removes the retained email content sent from or to address
 // in every company (a data-subject request): message text, headers and
-// attachments, and the provider events they came from. Each company with
+// attachments, and the body of the task comment each inbound message
+// became. Each company with
 // such messages gets an audit line naming who asked and a hash of the
 // address (not the address itself).
 func (s *Service) PurgeSender(ctx context.Context, address, requestedBy string) (map[string]Report, error) {
@@ -381,6 +382,13 @@ func (s *Service) PurgeSender(ctx context.Context, address, requestedBy string) 
 		var r Report
 		err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
 			for _, id := range ids {
+				// The task comment an inbound message became quotes it:
+				// for a data-subject request it goes too (the comment row
+				// stays, so the task's history keeps its shape).
+				if _, err := tx.ExecContext(ctx, `UPDATE issue_comments SET body = $1
+					WHERE id = (SELECT comment_id FROM email_messages WHERE id = $2)`, RemovedOnRequest, id); err != nil {
+					return fmt.Errorf("purge the message's comment: %w", err)
+				}
 				if err := s.purgeMessages(ctx, tx, &r, `id = $1 AND content_purged_at IS NULL`, id); err != nil {
 					return err
 				}
@@ -398,6 +406,10 @@ func (s *Service) PurgeSender(ctx context.Context, address, requestedBy string) 
 	}
 	return out, nil
 }
+
+// RemovedOnRequest replaces the body of a task comment made from a message
+// that purge-sender removed.
+const RemovedOnRequest = "[email content removed on request]"
 
 func envelopeHas(env domain.EmailEnvelope, addr string) bool {
 	all := append([]string{env.From}, env.To...)

@@ -83,6 +83,12 @@ func TestRetention(t *testing.T) {
 		if n := count(t, d, `SELECT COUNT(*) FROM email_messages WHERE company_id = $1 AND text LIKE '%secret plans%'`, e.CompanyID); n != 0 {
 			t.Fatalf("alice's text is still retained")
 		}
+		if n := count(t, d, `SELECT COUNT(*) FROM issue_comments WHERE company_id = $1 AND body LIKE '%secret plans%'`, e.CompanyID); n != 0 {
+			t.Fatalf("alice's text is still in a task comment")
+		}
+		if n := count(t, d, `SELECT COUNT(*) FROM issue_comments WHERE company_id = $1 AND body = $2`, e.CompanyID, retention.RemovedOnRequest); n != 1 {
+			t.Fatalf("%d comments marked removed, want alice's one", n)
+		}
 		if n := count(t, d, `SELECT COUNT(*) FROM email_messages WHERE company_id = $1 AND text LIKE '%bob''s note%'`, e.CompanyID); n != 1 {
 			t.Fatalf("bob's message was purged with alice's")
 		}
