@@ -259,7 +259,7 @@ func socketHolders(t *testing.T, d *db.DB) map[int]int {
 // /readyz says draining; the run finishes, the process exits 0, and every
 // email sent during and after the drain becomes a task.
 func TestSIGTERMHandsSocketsOver(t *testing.T) {
-	url := dbtest.RequirePostgres(t)
+	url := dbtest.PostgresURL(t)
 	const inboxes = 3
 	f := newFleet(t, url, 1, "PAPERCLIP_EMAIL_LEASE_TTL=90s")
 	w := fleetSeed(f, inboxes)
