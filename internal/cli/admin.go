@@ -95,7 +95,7 @@ that company.`,
 	create.Flags().StringVar(&email, "email", "", "the user's email")
 	create.Flags().StringVar(&companyID, "company", "", "issue a key scoped to this company, for a member (not an administrator)")
 	create.Flags().StringVar(&role, "role", "", "with --company: the member's role (owner, admin, member, viewer; default member)")
-	cmd.AddCommand(create, newBackupCmd())
+	cmd.AddCommand(create, newBackupCmd(), newMigrateCmd(), newRestoreCmd(), newPurgeSenderCmd())
 	return cmd
 }
 

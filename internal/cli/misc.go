@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -28,16 +27,25 @@ import (
 )
 
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print version and build information",
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version [--json]",
+		Short: "Print version and build information (version, commit, build date)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "paperclipai %s (commit %s, %s, %s/%s)\n", buildinfo.Version, buildinfo.Commit(),
-				runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			bi := buildinfo.Get()
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(bi)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "paperclipai %s (commit %s, built %s, %s, %s/%s)\n", bi.Version, bi.Commit,
+				bi.Date, bi.GoVersion, bi.OS, bi.Arch)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the build information as JSON")
+	return cmd
 }
 
 // apiClient calls the control plane API as the CLI's caller: the run token

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/paperclipai/paperclipai/internal/config"
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/demo"
+	"github.com/paperclipai/paperclipai/internal/sdnotify"
 	"github.com/paperclipai/paperclipai/internal/server"
 )
 
@@ -46,9 +49,11 @@ environment (README.md, "Configuration").`,
 				return err
 			}
 			if demoMode {
-				return runDemo(cmd.Context(), cmd, cfg, demoListen, demoSMTP, demoAgent)
+				err = runDemo(cmd.Context(), cmd, cfg, demoListen, demoSMTP, demoAgent)
+			} else {
+				err = runServer(cmd.Context(), cmd, cfg)
 			}
-			return runServer(cmd.Context(), cmd, cfg)
+			return schemaExit(cmd, err)
 		},
 	}
 	serverFlags(cmd, &f)
@@ -107,20 +112,72 @@ func runServer(ctx context.Context, cmd *cobra.Command, cfg config.Config) error
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "paperclipai listening on %s (database: %s, home: %s)\n", srv.URL(), srv.DB.Dialect, cfg.Home)
+	if a := srv.MetricsAddr(); a != "" {
+		fmt.Fprintf(cmd.OutOrStdout(), "metrics and probes on http://%s (/metrics, /healthz, /readyz)\n", a)
+	}
 	return waitAndShutdown(ctx, srv, cfg)
+}
+
+// schemaExit turns a schema the binary cannot serve into its documented
+// exit code (docs/deployment.md, "Upgrades"), printing the reason.
+func schemaExit(cmd *cobra.Command, err error) error {
+	switch {
+	case errors.Is(err, db.ErrSchemaNewer):
+		fmt.Fprintln(cmd.ErrOrStderr(), "error:", err)
+		return exitError{code: db.ExitSchemaNewer}
+	case errors.Is(err, db.ErrSchemaPending):
+		fmt.Fprintln(cmd.ErrOrStderr(), "error:", err)
+		return exitError{code: db.ExitSchemaPending}
+	}
+	return err
 }
 
 // waitAndShutdown blocks until ctx ends or the HTTP server stops, then
 // shuts the server down gracefully.
+//
+// Under systemd (Type=notify) it is the service's main loop: it says
+// READY=1 once the server serves (migrations applied, listeners bound),
+// WATCHDOG=1 every half WatchdogSec while the database answers, and
+// STOPPING=1 when the drain begins.
 func waitAndShutdown(ctx context.Context, srv *server.Server, cfg config.Config) error {
-	select {
-	case <-ctx.Done():
-	case err := <-srv.Done():
-		if err != nil {
-			return fmt.Errorf("http server: %w", err)
+	notify := func(states ...string) {
+		if err := sdnotify.Send(cfg.NotifySocket, states...); err != nil {
+			srv.Logger.Warn("systemd notification", "err", err)
 		}
 	}
+	notify(sdnotify.Ready, sdnotify.Status("serving on "+srv.Addr()))
+	var tick <-chan time.Time
+	if cfg.WatchdogInterval > 0 {
+		t := time.NewTicker(cfg.WatchdogInterval / 2)
+		defer t.Stop()
+		tick = t.C
+	}
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-srv.Done():
+			if err != nil {
+				return fmt.Errorf("http server: %w", err)
+			}
+			break loop
+		case <-tick:
+			// A wedged database means a wedged server: let systemd's
+			// watchdog restart it rather than feed it regardless.
+			if srv.Alive(ctx, cfg.WatchdogInterval/4) {
+				notify(sdnotify.Watchdog)
+			}
+		}
+	}
+	notify(sdnotify.Stopping, sdnotify.Status("draining"))
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace+5*time.Second)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	// A drain that had to cancel runs at the end of the grace period is
+	// still an orderly stop (the runs are recorded as cancelled and
+	// retried): exit 0, so systemd does not count a failure.
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Logger.Warn("shutdown incomplete", "err", err)
+	}
+	return nil
 }

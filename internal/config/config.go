@@ -81,6 +81,19 @@ type Config struct {
 	// QuarantineDays is how long the content of quarantined inbound mail
 	// is kept before it is purged (PAPERCLIP_QUARANTINE_DAYS, default 30).
 	QuarantineDays int
+	// ManualMigrate is PAPERCLIP_AUTO_MIGRATE=false: the server applies no
+	// migration at start and refuses to start while any is pending;
+	// `paperclipai admin migrate` applies them. The zero value (a Config
+	// built by hand too) migrates automatically.
+	ManualMigrate bool
+	// MetricsListen is a second listener that serves only /metrics,
+	// /healthz and /readyz, without authentication
+	// (PAPERCLIP_METRICS_LISTEN); it must be a loopback or private address.
+	MetricsListen string
+	// NotifySocket and WatchdogInterval come from systemd (NOTIFY_SOCKET,
+	// WATCHDOG_USEC) for a Type=notify unit; empty and zero otherwise.
+	NotifySocket     string
+	WatchdogInterval time.Duration
 }
 
 // Flags holds the raw flag values; empty means "not given".
@@ -204,6 +217,26 @@ func Load(f Flags, getenv Getenv) (Config, error) {
 		}
 		c.TrustedProxies = ps
 	}
+	switch v := strings.ToLower(getenv("PAPERCLIP_AUTO_MIGRATE")); v {
+	case "", "1", "true", "yes":
+	case "0", "false", "no":
+		c.ManualMigrate = true
+	default:
+		return c, errors.New("config: PAPERCLIP_AUTO_MIGRATE must be true or false")
+	}
+	c.MetricsListen = getenv("PAPERCLIP_METRICS_LISTEN")
+	c.NotifySocket = getenv("NOTIFY_SOCKET")
+	if v := getenv("WATCHDOG_USEC"); v != "" {
+		// systemd sets WATCHDOG_PID with it; a watchdog meant for another
+		// process (an inherited environment) is not ours to feed.
+		if pid := getenv("WATCHDOG_PID"); pid == "" || pid == strconv.Itoa(os.Getpid()) {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return c, errors.New("config: WATCHDOG_USEC must be a positive integer (microseconds)")
+			}
+			c.WatchdogInterval = time.Duration(n) * time.Microsecond
+		}
+	}
 	if v := getenv("PAPERCLIP_SHUTDOWN_GRACE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
@@ -224,6 +257,9 @@ func (c Config) Validate() error {
 	case ModeAuthenticated:
 	default:
 		return fmt.Errorf("config: unknown deployment mode %q (want local_trusted or authenticated)", c.DeploymentMode)
+	}
+	if c.MetricsListen != "" && !isPrivateListen(c.MetricsListen) {
+		return fmt.Errorf("config: PAPERCLIP_METRICS_LISTEN serves /metrics without authentication, so it must be a loopback or private address such as 127.0.0.1:9100 or 10.0.0.5:9100 (got %q)", c.MetricsListen)
 	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		return errors.New("config: --database-url must be empty (SQLite) or a postgres:// URL")
@@ -353,4 +389,19 @@ func (c Config) ClientAddr(remoteAddr string, forwardedFor []string) netip.Addr 
 		}
 	}
 	return addr
+}
+
+// isPrivateListen reports whether a host:port listen address is a loopback
+// or private (RFC 1918, RFC 4193) IP address; a wildcard or public address
+// is not.
+func isPrivateListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if IsLoopbackHost(host) {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsPrivate()
 }

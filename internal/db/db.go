@@ -9,8 +9,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,8 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 	_ "modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite"
 )
 
@@ -132,40 +128,6 @@ func (d *DB) Close() error {
 		d.Pool.Close()
 	}
 	return err
-}
-
-// Migrate applies the embedded migrations for the database's dialect. On
-// PostgreSQL it holds a session advisory lock while it runs, so several
-// replicas starting together on one empty database apply them exactly once.
-func (d *DB) Migrate(ctx context.Context, logger *slog.Logger) error {
-	sub, err := fs.Sub(migrationsFS, "migrations/"+string(d.Dialect))
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	var opts []goose.ProviderOption
-	dialect := goose.DialectSQLite3
-	if d.Dialect == Postgres {
-		dialect = goose.DialectPostgres
-		locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
-		if err != nil {
-			return fmt.Errorf("migrate: locker: %w", err)
-		}
-		opts = append(opts, goose.WithSessionLocker(locker))
-	}
-	p, err := goose.NewProvider(dialect, d.DB, sub, opts...)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	results, err := p.Up(ctx)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if logger != nil {
-		for _, r := range results {
-			logger.Info("migration applied", "version", r.Source.Version, "duration", r.Duration)
-		}
-	}
-	return nil
 }
 
 // Tx runs fn inside a transaction and commits it when fn returns nil.

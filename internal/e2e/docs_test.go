@@ -69,7 +69,7 @@ var guides = []guide{
 			return len(w.em.outbox(t, "you@example.com")) == 1
 		})
 	}},
-	{file: "docs/deployment.md", world: "demo", skipped: 7},
+	{file: "docs/deployment.md", world: "demo", skipped: 10},
 	{file: "docs/email-setup.md", world: "email"},
 	{file: "docs/email-api-walkthrough.md", world: "own", after: func(t *testing.T, w *world) {
 		// Two emails answered, the second through a webhook.

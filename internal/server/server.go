@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/policy"
+	"github.com/paperclipai/paperclipai/internal/retention"
 	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/ui"
@@ -61,9 +63,11 @@ type Server struct {
 	SendWorker    *outbound.Worker
 	Inbound       *inbound.Worker
 	MCP           *mcpserver.Server
-	Logger        *slog.Logger
-	Redactor      *logging.Redactor
-	Mux           *http.ServeMux
+	// Retention applies the companies' data retention settings.
+	Retention *retention.Service
+	Logger    *slog.Logger
+	Redactor  *logging.Redactor
+	Mux       *http.ServeMux
 
 	attachments attachment.Store
 	// workers are the background services started after the heartbeat,
@@ -73,6 +77,15 @@ type Server struct {
 	listener  net.Listener
 	lock      *os.File
 	serveDone chan error
+
+	// Readiness (probes.go): set once each step of Start is done, and
+	// draining once Shutdown begins.
+	vaultChecked, workersStarted, draining atomic.Bool
+	// inboundStopped is set when Shutdown stopped the inbound worker
+	// ahead of the others (to hand its sockets over at once).
+	inboundStopped bool
+	metricsSrv     *http.Server
+	metricsLn      net.Listener
 }
 
 // Service is a background part of the process (the shape of River's
@@ -137,7 +150,14 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	if s.DB, err = db.Open(ctx, cfg.DatabaseURL, cfg.SQLitePath()); err != nil {
 		return nil, err
 	}
-	if err := s.DB.Migrate(ctx, logger); err != nil {
+	if !cfg.ManualMigrate {
+		if err := s.DB.Migrate(ctx, logger); err != nil {
+			return nil, err
+		}
+	} else if err := s.DB.CheckCurrent(ctx); err != nil {
+		// PAPERCLIP_AUTO_MIGRATE=false: an operator migrates explicitly
+		// (`paperclipai admin migrate`), and serving an old schema would
+		// fail on the first new column.
 		return nil, err
 	}
 	s.Store = store.New(s.DB)
@@ -153,6 +173,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		logger.Error("refusing to start", "err", err)
 		return nil, err
 	}
+	s.vaultChecked.Store(true)
 	s.Vault.OnResolve = red.Add
 	s.Metrics = metrics.New()
 
@@ -223,6 +244,10 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.Notifications.Routes(s.API)
 	s.workers = append(s.workers, s.Notifications)
 	s.newEmailChannel(az, amClient, runnerID, exclusive, receiveWork, sendWork)
+	// Data retention: the owners' settings API and the daily purge.
+	s.Retention = &retention.Service{Store: s.Store, WorkspacesDir: cfg.WorkspacesDir()}
+	s.Retention.Routes(s.API, az)
+	s.workers = append(s.workers, &retention.Job{Service: s.Retention, Holder: runnerID, Log: logger.With("component", "retention")})
 	apiHandler := s.API.Handler()
 	s.MCP = &mcpserver.Server{Store: s.Store, Heartbeat: s.Heartbeat, Email: s.Email, Outbound: s.Outbound, Authz: az,
 		API: apiHandler, Log: logger.With("component", "mcp")}
@@ -235,6 +260,8 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.Mux.Handle("/api/", guard.API(apiHandler, websec.APIOptions{Multipart: api.MultipartRoutes}))
 	s.Mux.Handle("/mcp", s.MCP.Handler())
 	s.Mux.Handle("GET /metrics", s.metricsHandler())
+	s.Mux.HandleFunc("GET /healthz", healthz)
+	s.Mux.HandleFunc("GET /readyz", s.readyz)
 	webUI, err := ui.New(ui.Deps{Config: cfg, API: apiHandler, Store: s.Store, MasterKey: key, Redact: red.Add,
 		Logger: logger.With("component", "ui")})
 	if err != nil {
@@ -251,6 +278,12 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 			_ = s.Heartbeat.Shutdown(context.Background())
 			return nil, err
 		}
+	}
+	s.workersStarted.Store(true)
+	if err := s.startMetricsListener(); err != nil {
+		_ = s.stopWorkers(context.Background(), len(s.workers))
+		_ = s.Heartbeat.Shutdown(context.Background())
+		return nil, err
 	}
 	// No ReadTimeout or WriteTimeout: MCP responses stream and attachment
 	// downloads may be slow; the guard bounds each request body instead.
@@ -336,8 +369,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	gctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	var errs []error
-	// Runs first, while the API still serves: running agents call back
-	// into it (comments, email actions) until they finish.
+	// Draining: /readyz fails from now on, so a load balancer stops
+	// sending new requests here.
+	s.draining.Store(true)
+	// Receiving first: closing this process's sockets and releasing its
+	// socket and thread leases lets another replica take every inbox at
+	// once, instead of after the leases expire or after the runs below
+	// finish; unprocessed deliveries stay in the database for it.
+	if s.Inbound != nil {
+		s.inboundStopped = true
+		if err := s.Inbound.Shutdown(gctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Then runs, while the API still serves: running agents call back
+	// into it (comments, email actions) until they finish. No new run
+	// starts here from now on.
 	if err := s.Heartbeat.Shutdown(gctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -347,6 +394,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// Then the background workers, newest first: in-flight requests (which
 	// queue their work) are done, and the database is still open.
 	errs = append(errs, s.stopWorkers(gctx, len(s.workers)))
+	if s.metricsSrv != nil {
+		_ = s.metricsSrv.Shutdown(gctx)
+	}
 	s.closeResources()
 	s.Logger.Info("paperclipai stopped")
 	return errors.Join(errs...)
@@ -356,6 +406,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) stopWorkers(ctx context.Context, n int) error {
 	var errs []error
 	for i := n - 1; i >= 0; i-- {
+		if s.inboundStopped && s.workers[i] == Service(s.Inbound) {
+			continue
+		}
 		if err := s.workers[i].Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
@@ -370,6 +423,9 @@ func (s *Server) closeResources() {
 	if s.listener != nil && s.httpSrv == nil {
 		s.listener.Close()
 	}
+	if s.metricsLn != nil && s.httpSrv == nil {
+		s.metricsLn.Close()
+	}
 	if s.DB != nil {
 		s.DB.Close()
 	}
@@ -380,6 +436,11 @@ func (s *Server) closeResources() {
 
 // ErrHomeLocked means another process already serves this home directory.
 var ErrHomeLocked = errors.New("another paperclipai process is using this home directory (SQLite allows one server per home; use PostgreSQL for several replicas)")
+
+// LockHome takes the home's exclusive lock, as a starting server does;
+// ErrHomeLocked means a server (or another command holding it) runs on
+// the home. Closing the file releases it.
+func LockHome(home string) (*os.File, error) { return lockHome(home) }
 
 func lockHome(home string) (*os.File, error) {
 	path := filepath.Join(home, "instance", "paperclip.lock")

@@ -153,6 +153,8 @@ func (u *UI) routes() {
 	m.HandleFunc("GET /c/{cid}/members", u.company(u.membersPage))
 	m.HandleFunc("POST /c/{cid}/members", u.company(u.addMember))
 	m.HandleFunc("POST /c/{cid}/board-keys", u.company(u.createBoardKey))
+	m.HandleFunc("GET /c/{cid}/retention", u.company(u.retentionPage))
+	m.HandleFunc("POST /c/{cid}/retention", u.company(u.saveRetention))
 
 	u.emailRoutes(m)
 	u.reviewRoutes(m)
