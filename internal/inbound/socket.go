@@ -43,6 +43,9 @@ type socketState struct {
 	// elsewhereUntil is when the socket lease another process holds
 	// lapses, as last seen; until then that process scans the inbox.
 	elsewhereUntil time.Time
+	// started is when this process took the socket lease (ownership.go:
+	// only a member that joined later may be handed the socket).
+	started time.Time
 }
 
 // maintainSocket keeps exactly one live socket per inbox across replicas
@@ -80,6 +83,13 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 		at := s.reconnectAt
 		w.mu.Unlock()
 		return at
+	}
+	if !w.mayTakeLocked(ep.ID) {
+		// Another live replica is the inbox's preferred owner
+		// (ownership.go): leave it that replica unless the lease stays
+		// free (renewLoop wakes this one again while nobody takes it).
+		w.mu.Unlock()
+		return time.Time{}
 	}
 	if share := w.socketShareLocked(); share > 0 {
 		running := 0
@@ -121,8 +131,12 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 	sctx, cancel := context.WithCancel(w.ctx)
 	w.mu.Lock()
 	s.lease, s.running, s.connected, s.cancel, s.config = l, true, false, cancel, ep.UpdatedAt
-	s.elsewhereUntil = time.Time{}
+	s.elsewhereUntil, s.started = time.Time{}, now
+	moved := w.takenOverLocked(ep.ID)
 	w.mu.Unlock()
+	if moved {
+		w.m.SocketMoves.WithLabelValues("in").Inc()
+	}
 	w.wg.Add(1)
 	go w.runSocket(sctx, ep, key, l)
 	return time.Time{}
@@ -138,7 +152,7 @@ func (w *Worker) socketHeldElsewhere(endpointID string, now time.Time) bool {
 	if s != nil && s.running {
 		return false
 	}
-	return s != nil && now.Before(s.elsewhereUntil) || w.elsewhere[endpointID]
+	return s != nil && now.Before(s.elsewhereUntil) || w.elsewhere[endpointID] != ""
 }
 
 // socketConnectedLocked is SocketConnected with w.mu held.
