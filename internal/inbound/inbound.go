@@ -256,6 +256,8 @@ type Worker struct {
 	elsewhere map[string]string
 	// own is the socket ownership state (ownership.go).
 	own ownership
+	// renewals counts completed batch renewals (Renewals).
+	renewals atomic.Int64
 	// replicas is the number of live replicas the last batch renewal
 	// counted (socketShareLocked).
 	replicas atomic.Int64

@@ -68,6 +68,7 @@ func (w *Worker) renewLoop(ctx context.Context) {
 		// after began: counting from began is on the safe side.
 		lastOK = began
 		w.m.Renewals.Inc()
+		w.renewals.Add(1)
 		for _, token := range w.closeSocketsLost(r.Sockets) {
 			// Renewed but not run here (its release failed): give it back.
 			if err := w.st.ReleaseSocketToken(ctx, w.q, token); err != nil {

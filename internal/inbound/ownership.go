@@ -226,3 +226,7 @@ func (w *Worker) SocketShare() (held, fair, bound int) {
 // LiveReplicas returns the number of live replicas the last batch
 // renewal counted, this one included.
 func (w *Worker) LiveReplicas() int { return max(1, int(w.replicas.Load())) }
+
+// Renewals returns how many batch lease renewals this process completed:
+// tests count idle statements and failover per renewal period with it.
+func (w *Worker) Renewals() int64 { return w.renewals.Load() }
