@@ -147,7 +147,7 @@ type leaseOwner struct {
 
 // socketOwnersByLease maps each inbox with a live socket lease to its
 // holder's process id (the holder name is host:pid:suffix) and token.
-func socketOwnersByLease(t *testing.T, st *store.Store) map[string]leaseOwner {
+func socketOwnersByLease(t testing.TB, st *store.Store) map[string]leaseOwner {
 	t.Helper()
 	rows, err := st.DB.QueryContext(context.Background(), `SELECT endpoint_id, holder, token FROM email_leases WHERE lease_key = $1 AND expires_at > $2`,
 		store.LeaseKeySocket, st.Now())
@@ -174,7 +174,7 @@ func socketOwnersByLease(t *testing.T, st *store.Store) map[string]leaseOwner {
 }
 
 // movesOf sums paperclip_email_socket_moves_total over procs, by direction.
-func movesOf(t *testing.T, procs []*runProc) (in, out float64) {
+func movesOf(t testing.TB, procs []*runProc) (in, out float64) {
 	t.Helper()
 	for _, p := range procs {
 		in += scrapeMetric(t, p, `paperclip_email_socket_moves_total{direction="in"}`)
@@ -185,7 +185,7 @@ func movesOf(t *testing.T, procs []*runProc) (in, out float64) {
 
 // scrapeMetric reads one sample (name with its labels, as exposed) from
 // the replica's /metrics; a missing sample fails the test.
-func scrapeMetric(t *testing.T, p *runProc, sample string) float64 {
+func scrapeMetric(t testing.TB, p *runProc, sample string) float64 {
 	t.Helper()
 	resp, err := http.Get(p.url + "/metrics")
 	if err != nil {
