@@ -294,48 +294,28 @@ func (w *Worker) endCatchupRequest(endpointID string, completed bool) {
 	}
 }
 
-// readSocket admits the stream's frames. A reader goroutine feeds a
-// channel, and the admitter drains whatever has accumulated (up to
-// maxAdmitBatch frames) into one transaction, so a burst of mail costs one
-// commit instead of one per message while a lone frame is admitted at once.
+// readSocket admits the stream's frames: it waits for one, then drains
+// whatever else the stream has already received (up to maxAdmitBatch
+// frames) into one transaction, so a burst of mail costs one commit
+// instead of one per message while a lone frame is admitted at once.
+//
+// Why no reader goroutine of its own: the stream already reads ahead into
+// its own buffer while a batch is admitted, and a replica holds thousands
+// of idle sockets, each of which would park one more goroutine (and its
+// stack) for nothing.
 func (w *Worker) readSocket(ctx context.Context, ep domain.EmailEndpoint, stream *agentmail.Stream) error {
-	frames := make(chan []byte, maxAdmitBatch)
-	errc := make(chan error, 1)
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		defer close(frames)
-		for {
-			f, err := stream.Next(rctx)
-			if err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case frames <- f.Raw:
-			case <-rctx.Done():
-				errc <- rctx.Err()
-				return
-			}
-		}
-	}()
 	for {
-		raw, ok := <-frames
-		if !ok {
-			return <-errc
+		f, err := stream.Next(ctx)
+		if err != nil {
+			return err
 		}
-		batch := [][]byte{raw}
-	drain:
+		batch := [][]byte{f.Raw}
 		for len(batch) < maxAdmitBatch {
-			select {
-			case r, ok := <-frames:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, r)
-			default:
-				break drain
+			f, ok := stream.TryNext()
+			if !ok {
+				break
 			}
+			batch = append(batch, f.Raw)
 		}
 		var evs []agentmail.Event
 		for _, r := range batch {
