@@ -263,7 +263,7 @@ func Dial(ctx context.Context, wsURL, apiKey string, inboxIDs []string, opts *St
 		s.shutdown()
 		return nil, s.err
 	}
-	go s.pingLoop(life, o.PingInterval, o.PingTimeout)
+	s.pingLoop(life, o.PingInterval, o.PingTimeout)
 	return s, nil
 }
 
@@ -318,6 +318,18 @@ func (s *Stream) Next(ctx context.Context) (Frame, error) {
 		}
 	case <-ctx.Done():
 		return Frame{}, ctx.Err()
+	}
+}
+
+// TryNext returns a frame already received, without waiting: ok is false
+// when none is waiting (the stream may still be live; call [Stream.Next]).
+// A caller drains a burst with it after Next returned its first frame.
+func (s *Stream) TryNext() (f Frame, ok bool) {
+	select {
+	case raw := <-s.frames:
+		return Frame{Raw: raw}, true
+	default:
+		return Frame{}, false
 	}
 }
 
@@ -427,16 +439,23 @@ func readError(err error) *StreamError {
 	return &StreamError{Reason: StreamReasonReadFailed, CloseStatus: -1, err: err}
 }
 
+// pingLoop pings every interval until the stream ends, failing it when a
+// pong does not come within timeout.
+//
+// Why a timer and not a goroutine with a ticker: a replica holds
+// thousands of idle streams, and a parked goroutine per stream costs its
+// stack (at least 8 KiB) for nothing; the timer's function runs on a
+// goroutine only while it pings.
 func (s *Stream) pingLoop(ctx context.Context, interval, timeout time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	var mu sync.Mutex
+	var t *time.Timer
+	ping := func() {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.done:
 			return
-		case <-t.C:
+		default:
 		}
 		pctx, cancel := context.WithTimeout(ctx, timeout)
 		err := s.conn.Ping(pctx)
@@ -448,5 +467,17 @@ func (s *Stream) pingLoop(ctx context.Context, interval, timeout time.Duration) 
 			_ = s.conn.CloseNow()
 			return
 		}
+		mu.Lock()
+		t.Reset(interval)
+		mu.Unlock()
 	}
+	mu.Lock()
+	t = time.AfterFunc(interval, ping)
+	mu.Unlock()
+	// The lifetime context ends in shutdown, whichever way the stream ended.
+	context.AfterFunc(ctx, func() {
+		mu.Lock()
+		t.Stop()
+		mu.Unlock()
+	})
 }

@@ -104,6 +104,9 @@ func TestStageMetricsAfterTraffic(t *testing.T) {
 		}
 		exactly := map[string]float64{
 			`paperclip_email_sockets_connected`:                          1,
+			`paperclip_email_sockets_held`:                               1,
+			`paperclip_email_socket_fair_share`:                          1,
+			`paperclip_email_replicas_live`:                              1,
 			`paperclip_email_stats_up`:                                   1,
 			`paperclip_email_inboxes{mode="websocket",status="active"}`:  1,
 			`paperclip_email_inboxes{mode="webhook",status="active"}`:    0,

@@ -251,9 +251,13 @@ type Worker struct {
 	// workLeases counts the catch-up and thread lease sets this process
 	// holds now, so renewLoop renews while any is held.
 	workLeases atomic.Int64
-	// elsewhere are the inboxes whose socket another process held at the
-	// last batch renewal.
-	elsewhere map[string]bool
+	// elsewhere maps the inboxes whose socket another process held at the
+	// last batch renewal to that process.
+	elsewhere map[string]string
+	// own is the socket ownership state (ownership.go).
+	own ownership
+	// renewals counts completed batch renewals (Renewals).
+	renewals atomic.Int64
 	// replicas is the number of live replicas the last batch renewal
 	// counted (socketShareLocked).
 	replicas atomic.Int64

@@ -67,6 +67,8 @@ func (w *Worker) renewLoop(ctx context.Context) {
 		// The renewed leases run from the statement's own time, which is
 		// after began: counting from began is on the safe side.
 		lastOK = began
+		w.m.Renewals.Inc()
+		w.renewals.Add(1)
 		for _, token := range w.closeSocketsLost(r.Sockets) {
 			// Renewed but not run here (its release failed): give it back.
 			if err := w.st.ReleaseSocketToken(ctx, w.q, token); err != nil {
@@ -74,13 +76,16 @@ func (w *Worker) renewLoop(ctx context.Context) {
 			}
 		}
 		w.replicas.Store(int64(r.Replicas))
+		for _, id := range w.learnOwnership(r, candidates, began) {
+			w.handOver(id, "handing a socket to its preferred replica, which joined later")
+		}
 		w.shedSockets()
 		if r.Live != nil {
 			w.mu.Lock()
 			w.elsewhere = r.Live
 			w.mu.Unlock()
 			for _, id := range candidates {
-				if !r.Live[id] {
+				if r.Live[id] == "" {
 					w.wakeFor(id, wakeSocket)
 				}
 			}
@@ -108,31 +113,53 @@ func (w *Worker) socketShareLocked() int {
 }
 
 // shedSockets closes the sockets this process runs beyond its share (a
-// replica joined, or came back after a restart); the replicas under their
+// replica joined, or came back after a restart), those whose preferred
+// owner is another replica first (ownership.go); the replicas under their
 // share take them over at their next renewal. The inbox's subscription
 // catch-up on the new holder admits what arrived in between.
 func (w *Worker) shedSockets() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	share := w.socketShareLocked()
 	if share == 0 {
+		w.mu.Unlock()
 		return
 	}
-	running := 0
-	for _, s := range w.sockets {
-		if s.running {
-			running++
+	var mine, others []string
+	for id, s := range w.sockets {
+		if !s.running || s.cancel == nil {
+			continue
+		}
+		if len(w.own.members) > 0 && preferredOwner(id, w.own.members) == w.o.Holder {
+			mine = append(mine, id)
+		} else {
+			others = append(others, id)
 		}
 	}
-	for id, s := range w.sockets {
-		if running <= share {
+	w.mu.Unlock()
+	excess := len(mine) + len(others) - share
+	for _, id := range append(others, mine...) {
+		if excess <= 0 {
 			return
 		}
-		if s.running && s.cancel != nil {
-			w.log.Info("handing a socket to a replica under its share", "endpoint", id)
-			s.cancel()
-			running--
-		}
+		w.handOver(id, "handing a socket to a replica under its share")
+		excess--
+	}
+}
+
+// handOver closes this process's socket of inbox id so another replica
+// takes it (socketEnded releases the lease and signals the others, naming
+// the inbox), and counts the move.
+func (w *Worker) handOver(id, why string) {
+	w.mu.Lock()
+	s := w.sockets[id]
+	ok := s != nil && s.running && s.cancel != nil
+	if ok {
+		s.cancel()
+	}
+	w.mu.Unlock()
+	if ok {
+		w.log.Info(why, "endpoint", id)
+		w.m.SocketMoves.WithLabelValues("out").Inc()
 	}
 }
 

@@ -24,6 +24,14 @@ type Metrics struct {
 	Deliveries *prometheus.CounterVec
 	// Quarantined counts received mail quarantined, by reason.
 	Quarantined *prometheus.CounterVec
+	// SocketMoves counts socket ownership moves seen by this process, by
+	// direction: in (it took over an inbox another replica had held), out
+	// (it handed one to another replica). See ownership.go.
+	SocketMoves *prometheus.CounterVec
+	// Renewals counts this process's completed batch lease renewals (one
+	// statement each, every SocketRenew while it holds or looks for a
+	// lease): tests bound failover in renewal periods with it.
+	Renewals prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg when reg is
@@ -49,9 +57,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paperclip_email_quarantined_total", Help: "Received email that did not become work, by quarantine reason.",
 		}, []string{"reason"}),
+		SocketMoves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paperclip_email_socket_moves_total", Help: "WebSocket inboxes this process took over from another replica (in) or handed to one (out).",
+		}, []string{"direction"}),
+		Renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paperclip_email_lease_renewals_total", Help: "Batch lease renewals this process completed (one statement renews all its receiving leases).",
+		}),
 	}
+	// Both directions exist from the start, so a dashboard's rate() sees
+	// the first move.
+	m.SocketMoves.WithLabelValues("in")
+	m.SocketMoves.WithLabelValues("out")
 	if reg != nil {
-		reg.MustRegister(m.Admission, m.Processing, m.Wake, m.Deliveries, m.Quarantined)
+		reg.MustRegister(m.Admission, m.Processing, m.Wake, m.Deliveries, m.Quarantined, m.SocketMoves, m.Renewals)
 	}
 	return m
 }

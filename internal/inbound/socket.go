@@ -43,6 +43,9 @@ type socketState struct {
 	// elsewhereUntil is when the socket lease another process holds
 	// lapses, as last seen; until then that process scans the inbox.
 	elsewhereUntil time.Time
+	// started is when this process took the socket lease (ownership.go:
+	// only a member that joined later may be handed the socket).
+	started time.Time
 }
 
 // maintainSocket keeps exactly one live socket per inbox across replicas
@@ -80,6 +83,13 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 		at := s.reconnectAt
 		w.mu.Unlock()
 		return at
+	}
+	if !w.mayTakeLocked(ep.ID) {
+		// Another live replica is the inbox's preferred owner
+		// (ownership.go): leave it that replica unless the lease stays
+		// free (renewLoop wakes this one again while nobody takes it).
+		w.mu.Unlock()
+		return time.Time{}
 	}
 	if share := w.socketShareLocked(); share > 0 {
 		running := 0
@@ -121,8 +131,12 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 	sctx, cancel := context.WithCancel(w.ctx)
 	w.mu.Lock()
 	s.lease, s.running, s.connected, s.cancel, s.config = l, true, false, cancel, ep.UpdatedAt
-	s.elsewhereUntil = time.Time{}
+	s.elsewhereUntil, s.started = time.Time{}, now
+	moved := w.takenOverLocked(ep.ID)
 	w.mu.Unlock()
+	if moved {
+		w.m.SocketMoves.WithLabelValues("in").Inc()
+	}
 	w.wg.Add(1)
 	go w.runSocket(sctx, ep, key, l)
 	return time.Time{}
@@ -138,7 +152,7 @@ func (w *Worker) socketHeldElsewhere(endpointID string, now time.Time) bool {
 	if s != nil && s.running {
 		return false
 	}
-	return s != nil && now.Before(s.elsewhereUntil) || w.elsewhere[endpointID]
+	return s != nil && now.Before(s.elsewhereUntil) || w.elsewhere[endpointID] != ""
 }
 
 // socketConnectedLocked is SocketConnected with w.mu held.
@@ -280,48 +294,28 @@ func (w *Worker) endCatchupRequest(endpointID string, completed bool) {
 	}
 }
 
-// readSocket admits the stream's frames. A reader goroutine feeds a
-// channel, and the admitter drains whatever has accumulated (up to
-// maxAdmitBatch frames) into one transaction, so a burst of mail costs one
-// commit instead of one per message while a lone frame is admitted at once.
+// readSocket admits the stream's frames: it waits for one, then drains
+// whatever else the stream has already received (up to maxAdmitBatch
+// frames) into one transaction, so a burst of mail costs one commit
+// instead of one per message while a lone frame is admitted at once.
+//
+// Why no reader goroutine of its own: the stream already reads ahead into
+// its own buffer while a batch is admitted, and a replica holds thousands
+// of idle sockets, each of which would park one more goroutine (and its
+// stack) for nothing.
 func (w *Worker) readSocket(ctx context.Context, ep domain.EmailEndpoint, stream *agentmail.Stream) error {
-	frames := make(chan []byte, maxAdmitBatch)
-	errc := make(chan error, 1)
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		defer close(frames)
-		for {
-			f, err := stream.Next(rctx)
-			if err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case frames <- f.Raw:
-			case <-rctx.Done():
-				errc <- rctx.Err()
-				return
-			}
-		}
-	}()
 	for {
-		raw, ok := <-frames
-		if !ok {
-			return <-errc
+		f, err := stream.Next(ctx)
+		if err != nil {
+			return err
 		}
-		batch := [][]byte{raw}
-	drain:
+		batch := [][]byte{f.Raw}
 		for len(batch) < maxAdmitBatch {
-			select {
-			case r, ok := <-frames:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, r)
-			default:
-				break drain
+			f, ok := stream.TryNext()
+			if !ok {
+				break
 			}
+			batch = append(batch, f.Raw)
 		}
 		var evs []agentmail.Event
 		for _, r := range batch {

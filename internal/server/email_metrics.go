@@ -12,7 +12,7 @@ import (
 )
 
 // registerEmailMetrics adds the email channel's gauges (docs/operations.md):
-// this process's subscribed sockets, and the database's inboxes by status,
+// this process's subscribed and held sockets, its share of them, and the database's inboxes by status,
 // waiting deliveries and open sends, read at scrape time.
 func (s *Server) registerEmailMetrics() {
 	inb := s.Inbound
@@ -31,6 +31,20 @@ func (s *Server) registerEmailMetrics() {
 				}
 				return float64(n)
 			}),
+		// Per-replica balance (docs/architecture.md, "Stable socket
+		// ownership"): each replica reports its own sockets and share.
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paperclip_email_sockets_held",
+			Help: "WebSocket inboxes whose live connection this process holds (socket lease taken), subscribed or not."},
+			func() float64 { held, _, _ := inb.SocketShare(); return float64(held) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paperclip_email_socket_fair_share",
+			Help: "Active WebSocket inboxes divided among the live replicas, rounded up: this process's fair share of sockets."},
+			func() float64 { _, fair, _ := inb.SocketShare(); return float64(fair) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paperclip_email_socket_share_cap",
+			Help: "The most sockets this process takes: its fair share plus a slack of one and 2 %."},
+			func() float64 { _, _, bound := inb.SocketShare(); return float64(bound) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paperclip_email_replicas_live",
+			Help: "Live replicas sharing the sockets, this one included, as this process last counted them."},
+			func() float64 { return float64(inb.LiveReplicas()) }),
 		newEmailStatsCollector(s.Store),
 	)
 }

@@ -161,10 +161,26 @@ func (s *Store) LockEndpoint(ctx context.Context, tx *sql.Tx, id string) error {
 // writes at most once per second per endpoint: every admission touching the
 // endpoint row would serialize concurrent admissions of one busy inbox on
 // that row's lock in PostgreSQL.
+//
+// Why SKIP LOCKED on PostgreSQL: every processing transaction of the inbox
+// holds the row FOR SHARE (its fence) until it commits. An UPDATE waited
+// for all of them, and while it waited every new fence queued behind it,
+// so once a second the inbox's processing stalled for as long as its
+// slowest transaction in flight (and the socket reader behind the
+// admission with it): the admission → wake tail of new-thread mail, whose
+// transactions are the longest. The time is informational (shown as the
+// inbox's last event), so an admission that finds the row locked leaves
+// it to a later one; at any steady rate one finds it free within the
+// second.
 func (s *Store) TouchEndpointEvent(ctx context.Context, q db.Querier, endpointID string) error {
 	now := s.Now()
-	_, err := q.ExecContext(ctx, `UPDATE email_endpoints SET last_event_at = $2 WHERE id = $1
-		AND (last_event_at IS NULL OR last_event_at < $3)`, endpointID, now, now.Add(-time.Second))
+	query := `UPDATE email_endpoints SET last_event_at = $2 WHERE id = $1
+		AND (last_event_at IS NULL OR last_event_at < $3)`
+	if s.DB.Dialect == db.Postgres {
+		query = `UPDATE email_endpoints SET last_event_at = $2 WHERE id = (SELECT id FROM email_endpoints WHERE id = $1
+		AND (last_event_at IS NULL OR last_event_at < $3) FOR NO KEY UPDATE SKIP LOCKED)`
+	}
+	_, err := q.ExecContext(ctx, query, endpointID, now, now.Add(-time.Second))
 	if err != nil {
 		return fmt.Errorf("record email event time: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -100,12 +101,16 @@ func (s *Store) FinishCatchups(ctx context.Context, q db.Querier, endpointIDs []
 type LeaseRenewal struct {
 	// Sockets are the socket lease tokens it renewed.
 	Sockets map[string]bool
-	// Live are the endpoints whose socket lease another process holds
-	// unexpired (nil unless asked for, and on SQLite).
-	Live map[string]bool
+	// Live maps each endpoint whose socket lease another process holds
+	// unexpired to that holder (nil unless asked for, and on SQLite).
+	Live map[string]string
 	// Replicas counts the processes with a live membership row, this one
 	// included (1 on SQLite).
 	Replicas int
+	// Members are the holders of those live membership rows, this one
+	// included, sorted (nil on SQLite): the replicas over which sockets
+	// are spread by rendezvous hashing (inbound's ownership).
+	Members []string
 }
 
 // RenewHolderLeases extends, in one statement, every unexpired receiving
@@ -115,7 +120,7 @@ type LeaseRenewal struct {
 // PostgreSQL the same statement (data-modifying CTEs) also upserts the
 // process's membership row in email_replicas, deletes rows dead for an
 // hour, counts the live replicas and, with live, returns the endpoints
-// whose socket lease another process holds. The SELECTs see the rows as
+// whose socket lease another process holds, and by whom. The SELECTs see the rows as
 // they were before the statement's own changes, which for other holders'
 // rows is what they need (this process's own row and leases are counted
 // in Go).
@@ -124,7 +129,7 @@ func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder stri
 	// Why the CASE: a lease with a longer TTL of its own (a send's thread
 	// lease) is never shortened, only short ones are extended.
 	update := `UPDATE email_leases SET expires_at = CASE WHEN expires_at < $2 THEN $2 ELSE expires_at END, updated_at = $3
-		WHERE holder = $1 AND lease_key <> '` + LeaseKeyWork + `' AND expires_at > $3 RETURNING lease_key, token`
+		WHERE holder = $1 AND lease_key <> '` + LeaseKeyWork + `' AND expires_at > $3 RETURNING lease_key, token, ''`
 	pg := s.DB.Dialect == db.Postgres
 	query := update
 	args := []any{holder, now.Add(ttl), now}
@@ -148,44 +153,47 @@ func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder stri
 			member AS (INSERT INTO email_replicas (holder, expires_at) VALUES ($1, $2)
 				ON CONFLICT (holder) DO UPDATE SET expires_at = excluded.expires_at RETURNING holder),
 			gone AS (DELETE FROM email_replicas WHERE expires_at < $4 RETURNING holder)
-			SELECT lease_key, token FROM renewed
-			UNION ALL SELECT 'replicas', COUNT(*)::text FROM email_replicas WHERE expires_at > $3 AND holder <> $1
-			UNION ALL SELECT 'member', holder FROM member
-			UNION ALL SELECT 'gone', holder FROM gone`
+			SELECT lease_key, token, '' FROM renewed
+			UNION ALL SELECT 'replica', holder, '' FROM email_replicas WHERE expires_at > $3 AND holder <> $1
+			UNION ALL SELECT 'member', holder, '' FROM member
+			UNION ALL SELECT 'gone', holder, '' FROM gone`
 		args = append(args, now.Add(-time.Hour))
 		if live {
-			query += ` UNION ALL SELECT 'live', endpoint_id FROM email_leases
+			query += ` UNION ALL SELECT 'live', endpoint_id, holder FROM email_leases
 				WHERE lease_key = '` + LeaseKeySocket + `' AND expires_at > $3 AND holder <> $1`
 		}
 	}
-	type row struct{ kind, v string }
+	type row struct{ kind, v, h string }
 	rows, err := queryAll(ctx, q, "renew leases", func(r rowScanner) (row, error) {
 		var x row
-		return x, r.Scan(&x.kind, &x.v)
+		return x, r.Scan(&x.kind, &x.v, &x.h)
 	}, query, args...)
 	if err != nil {
 		return LeaseRenewal{}, err
 	}
 	out := LeaseRenewal{Sockets: map[string]bool{}, Replicas: 1}
 	if live && pg {
-		out.Live = map[string]bool{}
+		out.Live = map[string]string{}
+	}
+	if pg {
+		out.Members = []string{holder}
 	}
 	for _, x := range rows {
 		switch x.kind {
 		case "live":
 			if out.Live != nil {
-				out.Live[x.v] = true
+				out.Live[x.v] = x.h
 			}
-		case "replicas":
-			var n int
-			_, _ = fmt.Sscan(x.v, &n)
-			out.Replicas = n + 1
+		case "replica":
+			out.Members = append(out.Members, x.v)
+			out.Replicas = len(out.Members)
 		case LeaseKeySocket:
 			out.Sockets[x.v] = true
 		default:
 			// Thread and catch-up leases, membership: nothing to report.
 		}
 	}
+	sort.Strings(out.Members)
 	return out, nil
 }
 
