@@ -59,7 +59,7 @@ var refusalLabels = map[string]string{
 	"budget_exceeded": "Budget exceeded", "issue_state_changed": "Task state changed", "issue_not_found": "Task not found",
 }
 
-var wakeReasonLabels = map[string]string{"email_received": "Email received", "manual": "Manual", "comment": "Comment"}
+var wakeReasonLabels = map[string]string{"email_received": "Email received", "manual": "Manual", "comment": "Comment", "assignment": "Assignment"}
 
 var agentStatusLabels = map[string]string{
 	"active": "Active", "paused": "Paused", "terminated": "Terminated", "pending_approval": "Pending approval",
