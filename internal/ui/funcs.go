@@ -38,17 +38,18 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339)
 	},
-	"duration":   runDuration,
-	"bytes":      humanBytes,
-	"short":      shortID,
-	"comment":    RenderComment,
-	"plain":      RenderPlainText,
-	"join":       strings.Join,
-	"add":        func(a, b int) int { return a + b },
-	"prettyJSON": prettyJSON,
-	"deref":      deref,
-	"list":       func(v ...string) []string { return v },
-	"person":     personName,
+	"duration":    runDuration,
+	"runStatuses": func() []string { return runStatusOrder },
+	"bytes":       humanBytes,
+	"short":       shortID,
+	"comment":     RenderComment,
+	"plain":       RenderPlainText,
+	"join":        strings.Join,
+	"add":         func(a, b int) int { return a + b },
+	"prettyJSON":  prettyJSON,
+	"deref":       deref,
+	"list":        func(v ...string) []string { return v },
+	"person":      personName,
 	"dict": func(kv ...any) map[string]any {
 		m := map[string]any{}
 		for i := 0; i+1 < len(kv); i += 2 {

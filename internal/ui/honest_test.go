@@ -4,9 +4,11 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 // TestNewTaskWakesItsAssignee: assigning an agent on New task starts it
@@ -38,6 +40,43 @@ func TestNewTaskWakesItsAssignee(t *testing.T) {
 		}
 		if page := e.get(c + "/tasks/new"); !strings.Contains(page.body, `id="task-wake" name="wake" value="1" checked`) {
 			t.Error("Wake the assigned agent is not ticked by default")
+		}
+	})
+}
+
+// TestRunsPage: the company Runs page lists runs like a CI list (status,
+// agent, task, reason, duration, and the error of a failed run), filtered
+// by status and agent.
+func TestRunsPage(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, dbURL string) {
+		e := startLocal(t, dbURL)
+		f := e.seed("Runs")
+		c := "/c/" + f.company
+		bad := testkit.ID(e.api.JSON("POST", "/api/companies/"+f.company+"/agents", map[string]any{"name": "Broken bot",
+			"adapterType": "process", "adapterConfig": map[string]any{"command": "/bin/sh", "args": []string{"-c", "exit 7"}}}, 201))
+		failed := testkit.ID(e.api.JSON("POST", "/api/agents/"+bad+"/wakeup", map[string]string{"reason": "manual", "issueId": f.task}, 202))
+		testkit.Eventually(t, 30*time.Second, "both runs finished", func() bool {
+			return e.api.JSON("GET", "/api/heartbeat-runs/"+f.run, nil, 200)["finishedAt"] != nil &&
+				e.api.JSON("GET", "/api/heartbeat-runs/"+failed, nil, 200)["finishedAt"] != nil
+		})
+		p := e.get(c + "/runs")
+		checkPage(t, c+"/runs", p)
+		for _, want := range []string{`data-run-id="` + f.run + `" data-status="succeeded"`, `data-run-id="` + failed + `" data-status="failed"`,
+			"Runs bot", "Broken bot", "Runs task", "Manual", "process exited with code 7", `aria-current="page">Runs</a>`} {
+			if !strings.Contains(p.body, want) {
+				t.Errorf("runs page lacks %q", want)
+			}
+		}
+		p = e.get(c + "/runs?status=failed")
+		if strings.Contains(p.body, `data-run-id="`+f.run+`"`) || !strings.Contains(p.body, `data-run-id="`+failed+`"`) {
+			t.Errorf("status filter: %s", p.body)
+		}
+		p = e.get(c + "/runs?agent=" + f.agent)
+		if !strings.Contains(p.body, `data-run-id="`+f.run+`"`) || strings.Contains(p.body, `data-run-id="`+failed+`"`) {
+			t.Errorf("agent filter: %s", p.body)
+		}
+		if p := e.get(c + "/runs?fragment=run-list"); p.status != 200 || !strings.Contains(p.body, `id="run-list-region"`) {
+			t.Errorf("run-list fragment: %d", p.status)
 		}
 	})
 }

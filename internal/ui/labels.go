@@ -49,6 +49,9 @@ var priorityLabels = map[string]string{"critical": "Critical", "high": "High", "
 
 var priorityOrder = []string{"critical", "high", "medium", "low"}
 
+// runStatusOrder lists run statuses for filters, in their life order.
+var runStatusOrder = []string{"queued", "running", "succeeded", "failed", "cancelled", "timed_out", "refused"}
+
 var runStatusLabels = map[string]string{
 	"queued": "Queued", "running": "Running", "succeeded": "Succeeded", "failed": "Failed",
 	"cancelled": "Cancelled", "timed_out": "Timed out", "refused": "Refused",
