@@ -129,6 +129,7 @@ func (u *UI) routes() {
 	m.HandleFunc("GET /c/{cid}/attachments/{aid}", u.company(u.downloadAttachment))
 	m.HandleFunc("POST /c/{cid}/tasks/{tid}/deliveries/{pid}/resolve", u.company(u.resolveDelivery))
 	m.HandleFunc("GET /c/{cid}/runs", u.company(u.runsPage))
+	m.HandleFunc("GET /c/{cid}/email", u.company(u.emailListPage))
 	m.HandleFunc("GET /c/{cid}/runs/{rid}", u.company(u.runPage))
 
 	m.HandleFunc("GET /c/{cid}/agents", u.company(u.agentsPage))
