@@ -59,6 +59,7 @@ func (s *Server) routes() {
 	s.Handle("GET /api/heartbeat-runs/{runId}/log", s.getRunLog)
 	s.Handle("POST /api/heartbeat-runs/{runId}/cancel", s.cancelRun)
 	s.Handle("GET /api/companies/{companyId}/activity", s.listActivity)
+	s.Handle("GET /api/companies/{companyId}/changes", s.changes)
 
 	s.Handle("POST /api/companies/{companyId}/secrets", s.createSecret)
 	s.Handle("GET /api/companies/{companyId}/secrets", s.listSecrets)

@@ -50,6 +50,9 @@ type UI struct {
 	now     func() time.Time
 	pollMS  int // test override of every poll interval (PAPERCLIP_UI_POLL_MS)
 	limiter *loginLimiter
+	// stopped closes when the server shuts down (ends event streams).
+	stopped  chan struct{}
+	stopOnce sync.Once
 
 	healthMu sync.Mutex
 	health   cachedHealth
@@ -59,7 +62,7 @@ type UI struct {
 
 // New builds the UI handler.
 func New(d Deps) (*UI, error) {
-	u := &UI{d: d, mux: http.NewServeMux(), log: d.Logger, now: d.Now, limiter: newLoginLimiter()}
+	u := &UI{d: d, mux: http.NewServeMux(), log: d.Logger, now: d.Now, limiter: newLoginLimiter(), stopped: make(chan struct{})}
 	if u.log == nil {
 		u.log = slog.New(slog.DiscardHandler)
 	}
@@ -130,6 +133,7 @@ func (u *UI) routes() {
 	m.HandleFunc("POST /c/{cid}/tasks/{tid}/deliveries/{pid}/resolve", u.company(u.resolveDelivery))
 	m.HandleFunc("GET /c/{cid}/runs", u.company(u.runsPage))
 	m.HandleFunc("GET /c/{cid}/email", u.company(u.emailListPage))
+	m.HandleFunc("GET /c/{cid}/events", u.company(u.events))
 	m.HandleFunc("GET /c/{cid}/runs/{rid}", u.company(u.runPage))
 
 	m.HandleFunc("GET /c/{cid}/agents", u.company(u.agentsPage))

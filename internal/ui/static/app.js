@@ -207,6 +207,28 @@
     }
   });
 
+  // ---- Server-sent events: refresh regions as soon as data changes -------
+  // /c/{id}/events names what changed ("tasks", "runs", "conversations");
+  // a region with data-live="…" refreshes on those kinds, one without on
+  // any. Polling keeps running underneath as the fallback.
+  function liveEvents() {
+    const main = document.getElementById("main");
+    const url = main && main.dataset.events;
+    if (!url || typeof EventSource !== "function") return;
+    const es = new EventSource(url);
+    const refresh = (kind) => {
+      if (document.hidden) return;
+      pollers.forEach((state) => {
+        const region = document.getElementById(state.id);
+        if (!region || state.stopped) return;
+        const live = region.getAttribute("data-live");
+        if (!live || live.split(" ").includes(kind)) schedule(state, 0);
+      });
+    };
+    ["tasks", "runs", "conversations"].forEach((kind) => es.addEventListener(kind, () => refresh(kind)));
+    window.addEventListener("pagehide", () => es.close());
+  }
+
   // ---- Dependent regions: a select re-renders a fragment ---------------
   // <select data-refresh="name"> fetches ?fragment=name of this page with
   // the form's data-refresh selects as query parameters and swaps the
@@ -341,6 +363,7 @@
   function init() {
     enhance(document);
     document.querySelectorAll("[data-poll]").forEach((el) => start(el));
+    liveEvents();
     document.querySelectorAll("form[data-address-form]").forEach(addressCheck);
     const alert = document.querySelector("[data-focus]");
     if (alert) alert.focus();
