@@ -64,4 +64,18 @@ func TestUILiveListsArePushed(t *testing.T) {
 	if !eval[bool](b, `window.__pcNoReload === true`) {
 		t.Fatal("the page reloaded")
 	}
+
+	// Keyboard: ? lists the shortcuts, j/k move in the list, c starts a task.
+	b.key("?")
+	b.eventually("the shortcuts dialog", 5*time.Second, func() bool { return eval[bool](b, `document.querySelector("#shortcuts").open`) })
+	b.key("?")
+	b.key("j")
+	b.key("j")
+	b.key("k")
+	if got := eval[string](b, `document.activeElement.closest("tr") ? document.activeElement.closest("tr").dataset.taskId : ""`); got == "" ||
+		got != eval[string](b, `document.querySelector("#task-list tbody tr").dataset.taskId`) {
+		t.Errorf("j j k does not land on the first task: %q", got)
+	}
+	b.key("c")
+	b.waitPath("/c/"+cid+"/tasks/new", 10*time.Second)
 }

@@ -360,10 +360,47 @@
     });
   }
 
+  // ---- Keyboard shortcuts ---------------------------------------------------
+  // c: new task; j / k: next / previous row of the page's list (Enter opens
+  // it); /: the search box when the page has one; ?: this list. Never while
+  // typing in a field, and never with a modifier key.
+  const listRows = "#task-list tbody tr, #run-list tbody tr, #conversation-list .conv-row, #agent-list tbody tr, #activity-list tbody tr";
+  function shortcuts() {
+    const main = document.getElementById("main");
+    const help = document.getElementById("shortcuts");
+    let current = -1;
+    const move = (delta) => {
+      const rows = Array.from(document.querySelectorAll(listRows));
+      if (!rows.length) return;
+      current = Math.max(0, Math.min(rows.length - 1, current + delta));
+      rows.forEach((r, i) => r.classList.toggle("kb-current", i === current));
+      const link = rows[current].querySelector("a[href]");
+      if (link) link.focus();
+      rows[current].scrollIntoView({ block: "nearest" });
+    };
+    document.addEventListener("keydown", (ev) => {
+      if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.defaultPrevented) return;
+      const t = ev.target;
+      if (t.closest && t.closest("input, textarea, select, [contenteditable]")) return;
+      const company = main && main.dataset.events ? main.dataset.events.replace(/\/events$/, "") : "";
+      if (ev.key === "c" && company) { ev.preventDefault(); location.assign(company + "/tasks/new"); }
+      else if (ev.key === "j") { ev.preventDefault(); move(1); }
+      else if (ev.key === "k") { ev.preventDefault(); move(-1); }
+      else if (ev.key === "/") {
+        const search = document.querySelector('input[type="search"], input[name="q"]');
+        if (search) { ev.preventDefault(); search.focus(); }
+      } else if (ev.key === "?" && help) {
+        ev.preventDefault();
+        if (help.open) help.close(); else help.showModal();
+      }
+    });
+  }
+
   function init() {
     enhance(document);
     document.querySelectorAll("[data-poll]").forEach((el) => start(el));
     liveEvents();
+    shortcuts();
     document.querySelectorAll("form[data-address-form]").forEach(addressCheck);
     const alert = document.querySelector("[data-focus]");
     if (alert) alert.focus();
