@@ -80,3 +80,46 @@ func TestRunsPage(t *testing.T) {
 		}
 	})
 }
+
+// TestMembersAdminSurfaces: the Members page lists the company's board
+// keys with a Revoke button and members with a Remove button; both act
+// through the API (which keeps the last owner).
+func TestMembersAdminSurfaces(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, dbURL string) {
+		e := startLocal(t, dbURL)
+		f := e.seed("Admin")
+		c := "/c/" + f.company
+		e.api.JSON("POST", "/api/companies/"+f.company+"/members", map[string]any{"email": "pat@example.com", "role": "member"}, 201)
+		if p := e.post(c+"/members", c+"/board-keys", url.Values{"name": {"CI deploy"}}); p.status != 201 {
+			t.Fatalf("create key: %d", p.status)
+		}
+		keys := e.api.List("/api/companies/" + f.company + "/board-keys")
+		if len(keys) != 1 {
+			t.Fatalf("keys: %v", keys)
+		}
+		kid := testkit.ID(keys[0])
+		p := e.get(c + "/members")
+		checkPage(t, c+"/members", p)
+		if !strings.Contains(p.body, `data-key-id="`+kid+`"`) || !strings.Contains(p.body, "CI deploy") || !strings.Contains(p.body, ">Revoke</button>") {
+			t.Fatalf("members page lacks the key list")
+		}
+		if p := e.post(c+"/members", c+"/board-keys/"+kid+"/revoke", nil); p.status != 303 {
+			t.Fatalf("revoke: %d %s", p.status, p.body)
+		}
+		if keys := e.api.List("/api/companies/" + f.company + "/board-keys"); len(keys) != 0 {
+			t.Fatalf("keys after revoke: %v", keys)
+		}
+		var pat string
+		for _, m := range e.api.List("/api/companies/" + f.company + "/members") {
+			if m["email"] == "pat@example.com" {
+				pat = m["userId"].(string)
+			}
+		}
+		if p := e.post(c+"/members", c+"/members/"+pat+"/remove", nil); p.status != 303 {
+			t.Fatalf("remove: %d %s", p.status, p.body)
+		}
+		if p := e.get(c + "/members"); strings.Contains(p.body, "pat@example.com") {
+			t.Error("the removed member is still listed")
+		}
+	})
+}

@@ -19,6 +19,8 @@ const (
 	flashCompanyCreated = "Company created."
 	flashSettingsSaved  = "Settings saved."
 	flashTaskCreated    = "Task created."
+	flashMemberRemoved  = "Member removed."
+	flashKeyRevoked     = "Board key revoked. Sessions signed in with it have ended."
 	flashTaskSaved      = "Task saved."
 	flashCommentAdded   = "Comment added."
 	flashAgentCreated   = "Agent created."

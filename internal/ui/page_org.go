@@ -129,14 +129,31 @@ type membersData struct {
 	Token             string
 	TokenFor          string
 	MemberErr, KeyErr *APIError
+	// RevokeErr is a refused revoke, shown above the key list.
+	RevokeErr *APIError
+	// Keys are the company's active board keys the viewer may see (owners
+	// and admins: all; others: their own), with their owners' emails.
+	Keys   []domain.BoardAPIKey
+	People map[string]string
 }
 
 func (u *UI) membersPage(c *rc) { u.renderMembers(c, http.StatusOK, membersData{}) }
 
 func (u *UI) renderMembers(c *rc, status int, d membersData) {
-	if e := c.api("GET", "/companies/"+c.cid+"/members", nil, &d.Members); e != nil {
+	var keysErr *APIError
+	var e *APIError
+	parallel(func() { e = c.api("GET", "/companies/"+c.cid+"/members", nil, &d.Members) },
+		func() { keysErr = c.api("GET", "/companies/"+c.cid+"/board-keys", nil, &d.Keys) })
+	if e != nil {
 		c.fail(e)
 		return
+	}
+	if keysErr != nil {
+		d.Keys = nil // a viewer without key access simply sees no list
+	}
+	d.People = map[string]string{}
+	for _, m := range d.Members {
+		d.People[m.UserID] = personName(m.Email)
 	}
 	if d.Member.Role == "" {
 		d.Member.Role = "member"
@@ -185,4 +202,40 @@ func (u *UI) createBoardKey(c *rc) {
 	d.TokenFor = out.Name
 	u.d.Redact(out.Token)
 	u.renderMembers(c, http.StatusCreated, d)
+}
+
+// removeMember removes a member (owners and admins; the API keeps the last
+// owner and lets only owners remove owners).
+func (u *UI) removeMember(c *rc) {
+	uid, ok := c.pathUUID("uid")
+	if !ok {
+		c.notFound()
+		return
+	}
+	if e := c.api("DELETE", "/companies/"+c.cid+"/members/"+uid, nil, nil); e != nil {
+		if c.refusedUnseen(e, c.caps.Admin) {
+			return
+		}
+		u.renderMembers(c, e.Status, membersData{MemberErr: e})
+		return
+	}
+	c.redirect("/c/"+c.cid+"/members", flashMemberRemoved)
+}
+
+// revokeBoardKey revokes a board key (its owner, or an instance
+// administrator; sessions signed in with it end with it).
+func (u *UI) revokeBoardKey(c *rc) {
+	kid, ok := c.pathUUID("kid")
+	if !ok {
+		c.notFound()
+		return
+	}
+	if e := c.api("DELETE", "/board-keys/"+kid, nil, nil); e != nil {
+		if c.refusedUnseen(e, true) {
+			return
+		}
+		u.renderMembers(c, e.Status, membersData{RevokeErr: e})
+		return
+	}
+	c.redirect("/c/"+c.cid+"/members", flashKeyRevoked)
 }

@@ -154,6 +154,8 @@ func (u *UI) routes() {
 	m.HandleFunc("GET /c/{cid}/members", u.company(u.membersPage))
 	m.HandleFunc("POST /c/{cid}/members", u.company(u.addMember))
 	m.HandleFunc("POST /c/{cid}/board-keys", u.company(u.createBoardKey))
+	m.HandleFunc("POST /c/{cid}/board-keys/{kid}/revoke", u.company(u.revokeBoardKey))
+	m.HandleFunc("POST /c/{cid}/members/{uid}/remove", u.company(u.removeMember))
 
 	u.emailRoutes(m)
 
