@@ -123,3 +123,22 @@ func TestMembersAdminSurfaces(t *testing.T) {
 		}
 	})
 }
+
+// TestActivityReadsAsSentences: the activity log reads "{who} {did what}
+// {to what}" with the task linked, and the raw payload behind "Show
+// payload".
+func TestActivityReadsAsSentences(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, dbURL string) {
+		e := startLocal(t, dbURL)
+		f := e.seed("Words")
+		c := "/c/" + f.company
+		p := e.get(c + "/activity")
+		checkPage(t, c+"/activity", p)
+		for _, want := range []string{`<strong>Local board</strong> commented on`, `<a class="clamp" href="` + c + `/tasks/` + f.task + `">Words task</a>`,
+			"<summary>Show payload</summary>"} {
+			if !strings.Contains(p.body, want) {
+				t.Errorf("activity lacks %q", want)
+			}
+		}
+	})
+}

@@ -63,6 +63,23 @@ func (u *UI) createEnvironment(c *rc) {
 type activityRow struct {
 	domain.Activity
 	Actor, Label, Href, Details string
+	// Verb and Object make the entry a sentence: "{Actor} {Verb} {Object}"
+	// (the object linked to Href when it has a page).
+	Verb, Object string
+}
+
+// activityVerbs phrase an action as the verb of a sentence whose object is
+// its entity ("Mail Assistant sent an email on Hello"). Actions without one
+// read "{Actor}: {label}".
+var activityVerbs = map[string]string{
+	"issue.created": "created", "issue.updated": "updated", "issue.reopened": "reopened (a new email arrived on)",
+	"issue.comment_added": "commented on", "issue.attachment_added": "attached a file to",
+	"email.received": "received an email on", "email.queued": "queued an email on", "email.sent": "sent an email on",
+	"email.failed": "could not send an email on", "email.uncertain": "lost confirmation of an email on",
+	"email.resolved": "resolved a delivery on", "heartbeat.wakeup": "woke", "heartbeat.refused": "was refused a wake of",
+	"heartbeat.finished": "finished", "agent.created": "created agent", "agent.updated": "updated agent",
+	"email_endpoint.connected": "connected inbox", "email_endpoint.pause": "paused inbox", "email_endpoint.resume": "resumed inbox",
+	"email_endpoint.reconnect": "reconnected inbox", "email_endpoint.remove": "disconnected inbox",
 }
 
 type activityData struct {
@@ -82,6 +99,12 @@ func (u *UI) activityPage(c *rc) {
 	emails := map[string]string{}
 	for _, m := range members {
 		emails[m.UserID] = personName(m.Email)
+	}
+	var tasks []domain.Issue
+	_ = c.api("GET", "/companies/"+c.cid+"/issues?limit=500", nil, &tasks)
+	titles := map[string]string{}
+	for _, t := range tasks {
+		titles[t.ID] = t.Title
 	}
 	d := activityData{EmailOnly: c.r.URL.Query().Get("email") == "1"}
 	for _, a := range list {
@@ -114,6 +137,17 @@ func (u *UI) activityPage(c *rc) {
 			if json.Unmarshal(a.Details, &det) == nil && det.IssueID != "" {
 				row.Href = "/c/" + c.cid + "/tasks/" + det.IssueID
 			}
+		}
+		row.Verb = activityVerbs[a.Action]
+		switch {
+		case strings.HasPrefix(row.Href, "/c/"+c.cid+"/tasks/") && titles[strings.TrimPrefix(row.Href, "/c/"+c.cid+"/tasks/")] != "":
+			row.Object = titles[strings.TrimPrefix(row.Href, "/c/"+c.cid+"/tasks/")]
+		case a.EntityType == "agent" && idx.Name(a.EntityID) != "":
+			row.Object = idx.Name(a.EntityID)
+		case a.EntityType == "heartbeat_run" || a.EntityType == "run":
+			row.Object = "run " + shortID(a.EntityID)
+		case a.EntityID != "":
+			row.Object = strings.ReplaceAll(a.EntityType, "_", " ") + " " + shortID(a.EntityID)
 		}
 		d.Rows = append(d.Rows, row)
 	}
