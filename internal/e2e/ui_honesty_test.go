@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,7 @@ func expireSend(t *testing.T, inst *testkit.Instance, pid string) {
 func TestUIHonestStates(t *testing.T) {
 	e := startMailUIServer(t)
 	c := "/c/" + e.cid
+	shots := os.Getenv("PAPERCLIP_UI_SCREENSHOTS")
 	long := strings.Repeat("W", 600)
 	if _, err := e.em.Deliver("support@agentmail.to", emulator.DeliverRequest{From: "Sam <sam@example.com>",
 		Subject: long, Text: "Hello\n" + strings.Repeat("x", 400)}); err != nil {
@@ -149,11 +151,19 @@ func TestUIHonestStates(t *testing.T) {
 	b.checkLayout()
 	b.dark(false)
 	b.visitBoth(c + "/apps/agentmail/inboxes/" + e.eid + "/disconnect")
+	b.visitBoth(c + "/runs")
+	if !strings.Contains(b.text("#run-list"), run["error"].(string)) {
+		t.Errorf("the Runs page does not show the failed run's error")
+	}
+	b.screenshot(shots, "runs-desktop")
+	b.visitBoth(c + "/email")
+	b.screenshot(shots, "email-desktop")
 
 	// A phone: the same pages, no widening, no cut-off table.
 	p := newBrowser(t, e.inst.URL(), 390, 844)
 	for _, path := range []string{c + "/tasks/" + task, c + "/runs/" + rid, c + "/tasks", c, c + "/agents", c + "/activity", c + "/members",
-		c + "/apps/agentmail", c + "/apps/agentmail/inboxes/" + e.eid + "/conversations"} {
+		c + "/apps/agentmail", c + "/apps/agentmail/inboxes/" + e.eid + "/conversations", c + "/runs", c + "/email"} {
 		p.visitBoth(path)
 	}
+	p.screenshot(shots, "email-phone")
 }
