@@ -130,7 +130,22 @@
     state.timer = setTimeout(() => poll(state), ms);
   }
 
+  // One fetch per region at a time: a push arriving while a fetch is in
+  // flight asks for one more afterwards. Two overlapping fetches could
+  // otherwise swap the older answer in last and keep the newer ETag, and
+  // the region would then stay stale behind 304s.
   async function poll(state) {
+    if (state.inflight) { state.again = true; return; }
+    state.inflight = true;
+    try {
+      await pollOnce(state);
+    } finally {
+      state.inflight = false;
+      if (state.again) { state.again = false; schedule(state, 0); }
+    }
+  }
+
+  async function pollOnce(state) {
     const region = document.getElementById(state.id);
     if (!region || state.stopped) return;
     if (document.hidden) return; // resumed by visibilitychange
@@ -157,8 +172,10 @@
     }
     if (!res.ok) return backoff(state, region);
     state.failures = 0;
-    state.etag = res.headers.get("ETag");
+    const etag = res.headers.get("ETag");
     const html = await res.text();
+    if (!region.isConnected) { schedule(state, 0); return; }
+    state.etag = etag;
     swap(state, region, html);
   }
 
