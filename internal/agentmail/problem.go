@@ -63,7 +63,10 @@ func ProblemFor(err error) (Problem, bool) {
 		p.Message = "Your AgentMail account has reached its resource limit. Free up space in AgentMail or raise the plan limit, then try again."
 	case pe.Code == CodeDomainNotVerified:
 		p.Message = "This email domain is not verified in AgentMail. Verify the domain in AgentMail or choose another domain."
-	case pe.Status == http.StatusUnauthorized:
+	case pe.Status == http.StatusUnauthorized || (pe.Status == http.StatusForbidden && (pe.Code == CodeUnknown || pe.Code == "")):
+		// A bare 403 (no code) is AgentMail's gateway refusing the
+		// credential before the API runs: a plain wrong key, not a
+		// permission or an account limit (IsAuthFailure reads it the same).
 		p.Message = "AgentMail rejected the API key. Check that the key is correct and still active, then try again."
 	case pe.Status == http.StatusForbidden:
 		p.Message = "AgentMail did not allow Paperclip to " + action + ". Check your API key permissions and AgentMail account limits, then try again."

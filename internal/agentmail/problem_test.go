@@ -66,8 +66,10 @@ func TestProblemFor(t *testing.T) {
 			want{422, ProblemRequestFailed, "AgentMail did not allow Paperclip to create an inbox-scoped API key.", "different address", "", 0}},
 		{"13.2/6 inspect 401", &Error{Status: 401, Operation: OpInspectKey, Code: CodeUnauthorized},
 			want{422, ProblemRequestFailed, "rejected the API key", "", "", 0}},
-		{"inspect 403", &Error{Status: 403, Operation: OpInspectKey, Code: CodeUnknown},
-			want{422, ProblemRequestFailed, "did not allow Paperclip to verify the API key", "", "", 0}},
+		// A bare 403 is AgentMail's gateway refusing a wrong key: never
+		// "permissions or account limits".
+		{"inspect bare 403", &Error{Status: 403, Operation: OpInspectKey, Code: CodeUnknown},
+			want{422, ProblemRequestFailed, "AgentMail rejected the API key. Check that the key is correct and still active, then try again.", "permission", "", 0}},
 		{"webhook 403", &Error{Status: 403, Operation: OpCreateWebhook, Code: CodeMissingPermission},
 			want{422, ProblemRequestFailed, "register the email webhook", "", "", 0}},
 		{"request 403", &Error{Status: 403, Operation: OpRequest, Code: CodeForbidden},

@@ -61,6 +61,7 @@ func (s *Server) routes() {
 	s.Handle("GET /api/companies/{companyId}/activity", s.listActivity)
 	s.Handle("GET /api/companies/{companyId}/activity/export", s.exportActivity)
 	s.Handle("GET /api/companies/{companyId}/search", s.search)
+	s.Handle("GET /api/companies/{companyId}/changes", s.changes)
 
 	s.Handle("POST /api/companies/{companyId}/secrets", s.createSecret)
 	s.Handle("GET /api/companies/{companyId}/secrets", s.listSecrets)

@@ -167,10 +167,20 @@ func Seed(ctx context.Context, srv *server.Server, em *emulator.Server, ag Agent
 		out.AgentID = a.ID
 	}
 	out.EndpointID, out.Address, out.APIKey = st.EndpointID, Address, st.APIKey
+	// The emulator's key is saved as an AgentMail connection (idempotent by
+	// the endpoint's key, so a re-run finds the same one), the way the
+	// browser's Connect AgentMail step saves it: the AgentMail pages then
+	// show the connection the demo inbox uses instead of "No AgentMail
+	// connection yet" above an address that receives mail.
+	conn, _, err := srv.Email.Connect(ctx, actor, out.CompanyID, email.ConnectInput{APIKey: st.APIKey,
+		GrantKind: domain.GrantOrganization, AllAgents: true, IdempotencyKey: st.EndpointID, Name: "AgentMail emulator (demo)"})
+	if err != nil {
+		return out, fmt.Errorf("save the demo AgentMail connection: %w", err)
+	}
 	ep, err := srv.Store.GetEndpoint(ctx, srv.DB, st.EndpointID)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && ep.Status == domain.EndpointDraft):
-		_, err = srv.Email.Setup(ctx, actor, out.CompanyID, email.SetupInput{AssignedAgentID: out.AgentID, APIKey: st.APIKey,
+		_, err = srv.Email.Setup(ctx, actor, out.CompanyID, email.SetupInput{AssignedAgentID: out.AgentID, CredentialConnectionID: conn.ID,
 			Username: Username, ReceiveMode: domain.ReceiveWebSocket, IdempotencyKey: st.EndpointID})
 		if err != nil {
 			return out, fmt.Errorf("connect the demo inbox: %w", err)
@@ -229,6 +239,16 @@ func Instructions(srv *server.Server, em *emulator.Server, s Seeded) string {
 	fmt.Fprintf(&b, "\nThen watch the task, the agent's run and its reply:\n")
 	fmt.Fprintf(&b, "  %s/c/%s/tasks  (or: %s GET /companies/%s/issues)\n", srv.URL(), s.CompanyID, api, s.CompanyID)
 	fmt.Fprintf(&b, "  curl -s %s/_emulator/outbox\n", em.URL())
+	// The CLI finds the server through its environment (127.0.0.1:3100
+	// by default) and needs the company: print the one line that points
+	// it at this demo, moved ports included.
+	env := "PAPERCLIP_COMPANY_ID=" + s.CompanyID
+	if u := srv.URL(); u != "http://"+DefaultListen {
+		env = "PAPERCLIP_API_URL=" + u + "/api " + env
+	}
+	fmt.Fprintf(&b, "\nUse the paperclipai CLI with this demo from another terminal:\n")
+	fmt.Fprintf(&b, "  export %s\n", env)
+	fmt.Fprintf(&b, "  paperclipai email status\n")
 	fmt.Fprintf(&b, "\nOr set up email yourself in the browser, without any API call:\n")
 	fmt.Fprintf(&b, "  1. Open %s/c/%s/apps/agentmail/connect\n", srv.URL(), s.CompanyID)
 	fmt.Fprintf(&b, "  2. Paste the emulator's AgentMail API key when asked: %s\n", s.APIKey)

@@ -122,9 +122,16 @@ func TestDemoAnswersEmailEndToEnd(t *testing.T) {
 		p.eventually(t, 30*time.Second, "delivery receipt", func() bool {
 			return c.JSON("GET", "/api/companies/"+company+"/email/deliveries/"+pub, nil, 200)["outcome"] == "delivered"
 		})
+		// The receipt can arrive while the run is still finishing (the agent
+		// sent the reply, then completes the task and exits): wait for the
+		// run to end, then judge how it ended.
+		var runs []map[string]any
+		p.eventually(t, 60*time.Second, "the run to finish", func() bool {
+			runs = c.List("/api/companies/" + company + "/heartbeat-runs")
+			return len(runs) == 1 && runs[0]["finishedAt"] != nil
+		})
 		tasks := c.List("/api/companies/" + company + "/issues?originKind=chat_channel")
-		runs := c.List("/api/companies/" + company + "/heartbeat-runs")
-		if len(tasks) != 1 || len(runs) != 1 || runs[0]["status"] != "succeeded" {
+		if len(tasks) != 1 || runs[0]["status"] != "succeeded" {
 			t.Fatalf("tasks %d, runs %v", len(tasks), runs)
 		}
 		// The answered task is done, not left to do.
@@ -137,6 +144,22 @@ func TestDemoAnswersEmailEndToEnd(t *testing.T) {
 		if !strings.Contains(p.stdout.String(), "PAPERCLIP_API_URL="+p.url+"/api paperclipai api GET /companies/"+company+"/issues") {
 			t.Fatalf("banner's api hint ignores --listen:\n%s", p.stdout.String())
 		}
+		// The banner says how to point the CLI at this demo: with that
+		// environment, `paperclipai email status` reaches it (not 3100).
+		m := regexp.MustCompile(`export (PAPERCLIP_API_URL=\S+) (PAPERCLIP_COMPANY_ID=\S+)`).FindStringSubmatch(p.stdout.String())
+		if m == nil {
+			t.Fatalf("the banner does not say how to point the CLI at the demo:\n%s", p.stdout.String())
+		}
+		status := exec.Command(testkit.Binary(t), "email", "status")
+		status.Env = append(os.Environ(), m[1], m[2])
+		if out, err := status.CombinedOutput(); err != nil || !strings.Contains(string(out), "assistant@agentmail.to") {
+			t.Fatalf("paperclipai email status with the banner's environment: %v\n%s", err, out)
+		}
+		// The demo's inbox uses a saved AgentMail connection, so the
+		// AgentMail pages show one.
+		if conns := c.List("/api/companies/" + company + "/email/connections"); len(conns) != 1 {
+			t.Fatalf("the demo saved %d AgentMail connections, want 1", len(conns))
+		}
 		// Re-run on the same home: the same company and inbox keep working,
 		// and the emulator still has the old mail.
 		p.stop(t)
@@ -144,6 +167,9 @@ func TestDemoAnswersEmailEndToEnd(t *testing.T) {
 		c2 := testkit.NewClient(t, p2.url)
 		if n := len(c2.List("/api/companies")); n != 1 {
 			t.Fatalf("re-run seeded %d companies", n)
+		}
+		if n := len(c2.List("/api/companies/" + company + "/email/connections")); n != 1 {
+			t.Fatalf("re-run has %d AgentMail connections, want the one", n)
 		}
 		if old := p2.outbox(t, "alice@example.com"); len(old) != 1 {
 			t.Fatalf("the demo emulator forgot its outbox: %v", old)

@@ -72,6 +72,10 @@ func TestUIJourney(t *testing.T) {
 		b.fill("#task-description", "Numbers first.\nThen the highlights.")
 		b.fill("#task-assignee", aid)
 		b.fill("#task-priority", "high")
+		// The journey wakes the agent by a comment below: the task is
+		// created without waking it (TestNewTaskWakesItsAssignee covers
+		// the wake on assignment).
+		b.click("#task-wake")
 		b.submit("main form button[type=submit]")
 		b.waitText("h1", "Write the weekly report", 5*time.Second)
 		tid := b.path()[len(c+"/tasks/"):]

@@ -86,7 +86,7 @@ func TestUIEmailNegativeJourneys(t *testing.T) {
 		b.waitText(".alert-error", "Enter an API key to continue.", 5*time.Second)
 		b.fill("#api-key", "am_not_a_real_key")
 		b.submit("#connect-submit")
-		const refused = "AgentMail did not allow Paperclip to verify the API key. Check your API key permissions and AgentMail account limits, then try again."
+		const refused = "AgentMail rejected the API key. Check that the key is correct and still active, then try again."
 		b.waitText(".alert-error", refused, 5*time.Second)
 		b.openDetails(".diag")
 		b.waitText(".diag", "Operation: inspect_key · AgentMail status: 403 · Code: unknown", 5*time.Second)

@@ -227,7 +227,17 @@ func TestUITaskEmail(t *testing.T) {
 	eval[bool](b, `window.__pcNoReload = true`)
 	e.wakeAutoreply(t, evilTask)
 	intent := `#task-timeline article[aria-label="Email send intent"]`
-	b.eventually("the uncertain send intent", 60*time.Second, func() bool {
+	// While Paperclip retries (same idempotency key) the send says so and
+	// nothing is offered to resolve.
+	b.eventually("the retrying send intent", 60*time.Second, func() bool {
+		return b.exists(intent) && strings.Contains(b.text(intent), "Retrying · attempt ")
+	})
+	if b.exists(intent + " details.resolve") {
+		t.Error("resolution is offered while Paperclip still retries")
+	}
+	// Retries stop (the confirmation window passes): now it is uncertain.
+	expireSend(t, e.inst, b.attr(intent, "data-publication-id"))
+	b.eventually("the uncertain send intent", 30*time.Second, func() bool {
 		return b.exists(intent) && strings.Contains(b.text(intent), "Delivery uncertain")
 	})
 	if !eval[bool](b, `window.__pcNoReload === true`) {
@@ -246,11 +256,6 @@ func TestUITaskEmail(t *testing.T) {
 	}
 	b.click("#resolve-" + pid + "-checked")
 	b.submit("#resolve-" + pid + "-failed")
-	for i := 0; i < 20 && strings.Contains(b.text("main"), "An email operation is running; retry shortly"); i++ {
-		// The worker's retry held the thread; the page offers Try again.
-		time.Sleep(300 * time.Millisecond)
-		b.submit(intent + " [role=alert] button[type=submit]")
-	}
 	b.waitText(".flash", "Delivery marked not sent. Ask the agent to send again if it is still needed.", 10*time.Second)
 	b.waitText(intent, "Delivery failed", 5*time.Second)
 	b.waitText(intent, "Operator confirmed that this email was not sent. A new explicit send is required.", 5*time.Second)

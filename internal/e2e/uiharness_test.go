@@ -322,6 +322,7 @@ func (b *browser) checkPage() {
 			b.t.Errorf("%s: a %s has no accessible name", b.path(), role)
 		}
 	}
+	b.checkLayout()
 }
 
 // screenshot writes a PNG of the page to dir/name.png when dir is set.

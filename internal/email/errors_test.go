@@ -83,7 +83,7 @@ func TestProviderErrorsMapToHTTP(t *testing.T) {
 			msg    string
 		}{
 			{401, 422, "rejected the API key"},
-			{403, 422, "did not allow Paperclip to create the email address"},
+			{403, 422, "rejected the API key"}, // a bare 403: AgentMail's gateway refusing the key
 			{400, 422, "Try a different address"},
 			{409, 422, "Try a different address"},
 			{422, 422, "Try a different address"},

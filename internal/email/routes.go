@@ -30,6 +30,7 @@ func (s *Service) Routes(rt httpx.Router) {
 	h("POST /api/companies/{companyId}/email/connections/{connectionId}/grants", s.addGrant)
 	h("DELETE /api/companies/{companyId}/email/connections/{connectionId}/grants/{grantId}", s.revokeGrant)
 	h("GET /api/companies/{companyId}/email/inboxes", s.listInboxes)
+	h("GET /api/companies/{companyId}/email/conversations", s.listCompanyConversations)
 	h("POST /api/companies/{companyId}/email/inspect", s.inspectKey)
 	h("POST /api/companies/{companyId}/email/inboxes", s.setup)
 	h("GET /api/email/inboxes/{endpointId}", s.getInbox)

@@ -233,3 +233,97 @@ func (s *Service) ListInboxesPage(ctx context.Context, a authz.Actor, companyID 
 	}
 	return out, next, nil
 }
+
+// Conversation states of the company email list, most urgent first.
+const (
+	ConvDeliveryFailed = "delivery_failed"
+	ConvReplyPending   = "reply_pending"
+	ConvAgentWorking   = "agent_working"
+	ConvAwaitingReview = "awaiting_review"
+	ConvReplied        = "replied"
+	ConvNew            = "new"
+)
+
+// CompanyConversation is one conversation of the company's email list:
+// who wrote, about what, to which inbox, who answers it and where it
+// stands (State, one of the Conv* constants).
+type CompanyConversation struct {
+	ID              string    `json:"id"`
+	EndpointID      string    `json:"endpointId"`
+	Address         string    `json:"address"`
+	IssueID         string    `json:"issueId"`
+	IssueTitle      string    `json:"issueTitle"`
+	IssueStatus     string    `json:"issueStatus"`
+	AssigneeAgentID *string   `json:"assigneeAgentId"`
+	Subject         string    `json:"subject"`
+	From            string    `json:"from"`
+	Snippet         string    `json:"snippet"`
+	State           string    `json:"state"`
+	PendingSends    int       `json:"pendingSends"`
+	LastActivityAt  time.Time `json:"lastActivityAt"`
+	CreatedAt       time.Time `json:"createdAt"`
+}
+
+// conversationState says where a conversation stands, most urgent first:
+// its newest send failed; a send is queued or uncertain; the agent runs on
+// it; a send of it, or its task, waits for review; it was answered; else it is new.
+func conversationState(c store.CompanyConversation) string {
+	switch {
+	case c.LastOutcome == string(domain.OutcomeFailed):
+		return ConvDeliveryFailed
+	case c.PendingSends > 0:
+		return ConvReplyPending
+	case c.ActiveRuns > 0:
+		return ConvAgentWorking
+	case c.LastOutcome == string(domain.OutcomeAwaitingReview) || c.IssueStatus == domain.IssueInReview:
+		return ConvAwaitingReview
+	case c.LastDirection == "outbound" || c.LastOutcome == string(domain.OutcomeSent) || c.LastOutcome == string(domain.OutcomeDelivered):
+		return ConvReplied
+	}
+	return ConvNew
+}
+
+// listCompanyConversations serves GET /api/companies/{companyId}/email/conversations
+// (?endpointId=, paged): the company's conversations across its inboxes,
+// newest activity first, for board actors.
+func (s *Service) listCompanyConversations(w http.ResponseWriter, r *http.Request) error {
+	companyID, err := pathUUID(r, "companyId", "invalid companyId: must be a UUID")
+	if err != nil {
+		return err
+	}
+	a := httpx.Actor(r)
+	if err := authz.RequireBoard(a); err != nil {
+		return err
+	}
+	if _, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, companyID, false); err != nil {
+		return err
+	}
+	endpointID := r.URL.Query().Get("endpointId")
+	if endpointID != "" && !store.ValidID(endpointID) {
+		return httpx.Errorf(http.StatusBadRequest, "endpointId must be a UUID")
+	}
+	p, err := httpx.PageParams(r)
+	if err != nil {
+		return err
+	}
+	rows, err := s.Store.ListCompanyConversations(r.Context(), s.Store.DB, companyID, endpointID, p)
+	if err != nil {
+		return err
+	}
+	rows, next := httpx.TrimPage(rows, p, func(c store.CompanyConversation) store.Cursor {
+		return store.Cursor{At: c.LastActivityAt, ID: c.ID}
+	})
+	out := make([]CompanyConversation, 0, len(rows))
+	for _, c := range rows {
+		cc := CompanyConversation{ID: c.ID, EndpointID: c.EndpointID, Address: c.Address, IssueID: c.IssueID, IssueTitle: c.IssueTitle,
+			IssueStatus: c.IssueStatus, Subject: c.Subject, From: c.From, Snippet: strings.TrimSpace(c.Snippet), State: conversationState(c),
+			PendingSends: c.PendingSends, LastActivityAt: c.LastActivityAt, CreatedAt: c.CreatedAt}
+		if c.AssigneeAgentID != "" {
+			id := c.AssigneeAgentID
+			cc.AssigneeAgentID = &id
+		}
+		out = append(out, cc)
+	}
+	httpx.WritePage(w, r, out, next)
+	return nil
+}

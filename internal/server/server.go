@@ -290,6 +290,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.httpSrv = &http.Server{Handler: guard.Wrap(s.Mux), ReadHeaderTimeout: orDefault(cfg.HeaderReadTimeout, 10*time.Second),
 		IdleTimeout: orDefault(cfg.IdleTimeout, 2*time.Minute), MaxHeaderBytes: MaxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	// Open UI event streams end when shutdown begins (it does not cancel
+	// request contexts itself).
+	s.httpSrv.RegisterOnShutdown(webUI.Stop)
 	go func() { s.serveDone <- s.httpSrv.Serve(ln) }()
 	logger.Info("paperclipai started", "listen", ln.Addr().String(), "database", string(s.DB.Dialect),
 		"mode", cfg.DeploymentMode, "home", cfg.Home)

@@ -171,7 +171,7 @@ func TestEmailPagesAndSecretHygiene(t *testing.T) {
 			t.Fatalf("empty key: %d %s", p.status, p.body)
 		}
 		p = e.post(keyPage, e.am()+"/connect", url.Values{"apiKey": {"am_not_a_real_key"}, "idempotencyKey": {testkit.NewUUID()}})
-		if p.status != 422 || !strings.Contains(p.body, "AgentMail did not allow Paperclip to verify the API key.") ||
+		if p.status != 422 || !strings.Contains(p.body, "AgentMail rejected the API key.") ||
 			!strings.Contains(p.body, "Operation: inspect_key · AgentMail status: 403 · Code: unknown") {
 			t.Fatalf("bad key: %d %s", p.status, p.body)
 		}
@@ -235,11 +235,18 @@ func TestEmailPagesAndSecretHygiene(t *testing.T) {
 				t.Errorf("access tab: %s", p.body)
 			}
 		}
-		// Reconnect with an empty key re-renders; with the key succeeds.
+		// Reconnect with no key and the same mode re-renders; with no key
+		// and another mode it asks the API (the mode alone may change;
+		// here the API refuses webhooks without a public HTTPS URL); with
+		// the key it succeeds.
 		settings := e.am() + "/inboxes/" + rid + "/settings"
 		p = e.post(settings, e.am()+"/inboxes/"+rid+"/reconnect", url.Values{"apiKey": {""}, "receiveMode": {"websocket"}})
-		if p.status != 400 || !strings.Contains(p.body, "Enter an API key to continue.") {
+		if p.status != 400 || !strings.Contains(p.body, "Enter a new API key or choose a different receiving mode.") {
 			t.Fatalf("empty reconnect: %d", p.status)
+		}
+		p = e.post(settings, e.am()+"/inboxes/"+rid+"/reconnect", url.Values{"apiKey": {""}, "receiveMode": {"webhook"}})
+		if p.status != 400 || !strings.Contains(p.body, "Webhook receiving requires a public HTTPS URL") {
+			t.Fatalf("mode-only reconnect: %d %s", p.status, p.body)
 		}
 		if loc := location(t, e.post(settings, e.am()+"/inboxes/"+rid+"/reconnect", url.Values{"apiKey": {sentinel}, "receiveMode": {"websocket"}})); loc != settings {
 			t.Fatalf("reconnect: %s", loc)

@@ -39,12 +39,13 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339)
 	},
-	"duration": runDuration,
-	"bytes":    humanBytes,
-	"short":    shortID,
-	"comment":  RenderComment,
-	"plain":    RenderPlainText,
-	"join":     strings.Join,
+	"duration":    runDuration,
+	"runStatuses": func() []string { return runStatusOrder },
+	"bytes":       humanBytes,
+	"short":       shortID,
+	"comment":     RenderComment,
+	"plain":       RenderPlainText,
+	"join":        strings.Join,
 	// vis shows Unicode format characters (bidirectional overrides,
 	// zero-width characters) as visible escapes instead of applying them:
 	// used on sender names, subjects, titles and file names.

@@ -20,6 +20,8 @@ const (
 	flashCompanyCreated = "Company created."
 	flashSettingsSaved  = "Settings saved."
 	flashTaskCreated    = "Task created."
+	flashMemberRemoved  = "Member removed."
+	flashKeyRevoked     = "Board key revoked. Sessions signed in with it have ended."
 	flashTaskSaved      = "Task saved."
 	flashCommentAdded   = "Comment added."
 	flashAgentCreated   = "Agent created."
@@ -50,6 +52,9 @@ var priorityLabels = map[string]string{"critical": "Critical", "high": "High", "
 
 var priorityOrder = []string{"critical", "high", "medium", "low"}
 
+// runStatusOrder lists run statuses for filters, in their life order.
+var runStatusOrder = []string{"queued", "running", "succeeded", "failed", "cancelled", "timed_out", "refused"}
+
 var runStatusLabels = map[string]string{
 	"queued": "Queued", "running": "Running", "succeeded": "Succeeded", "failed": "Failed",
 	"cancelled": "Cancelled", "timed_out": "Timed out", "refused": "Refused",
@@ -60,7 +65,7 @@ var refusalLabels = map[string]string{
 	"budget_exceeded": "Budget exceeded", "issue_state_changed": "Task state changed", "issue_not_found": "Task not found",
 }
 
-var wakeReasonLabels = map[string]string{"email_received": "Email received", "manual": "Manual", "comment": "Comment"}
+var wakeReasonLabels = map[string]string{"email_received": "Email received", "manual": "Manual", "comment": "Comment", "assignment": "Assignment"}
 
 var agentStatusLabels = map[string]string{
 	"active": "Active", "paused": "Paused", "terminated": "Terminated", "pending_approval": "Pending approval",

@@ -81,13 +81,15 @@ var conversationStateLabels = map[string]string{"waiting": "Waiting for a reply"
 
 // Fixed copy of the email pages.
 const (
-	msgEmailDisabled       = "Email connections are experimental and turned off."
-	msgEmailDisabledAsk    = "Ask an instance administrator to turn them on."
-	msgOnlyManagersConns   = "Only connection managers can see and change AgentMail connections."
-	msgNoConnections       = "No AgentMail connection yet. Connect once, then assign email addresses to your agents."
-	msgNoInboxes           = "No email addresses yet."
-	msgCreateAgentFirst    = "Create an agent first."
-	msgEnterAPIKey         = "Enter an API key to continue."
+	msgEmailDisabled     = "Email connections are experimental and turned off."
+	msgEmailDisabledAsk  = "Ask an instance administrator to turn them on."
+	msgOnlyManagersConns = "Only connection managers can see and change AgentMail connections."
+	msgNoConnections     = "No AgentMail connection yet. Connect once, then assign email addresses to your agents."
+	msgNoInboxes         = "No email addresses yet."
+	msgCreateAgentFirst  = "Create an agent first."
+	msgEnterAPIKey       = "Enter an API key to continue."
+	// msgReconnectNothing: Reconnect with no new key and the same mode.
+	msgReconnectNothing    = "Enter a new API key or choose a different receiving mode."
 	msgNoCredentialAccess  = "You don’t have access to this AgentMail credential."
 	msgConnReady           = "Your connection is ready. Give an agent an inbox."
 	msgConnReadyAnother    = "Give another agent an inbox"

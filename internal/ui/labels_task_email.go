@@ -32,6 +32,14 @@ const (
 	taskEmailResolveNeedBox = "Tick “" + taskEmailResolveChecked + "” to confirm that the email was not sent."
 	taskEmailResolveBadID   = "The provider message ID can be at most 998 characters."
 	taskEmailExpired        = "Automatic retries stopped: the confirmation window has expired."
+	// taskEmailRetrying is the badge of a send the worker still owns after
+	// a failed attempt (a provider 503, a timeout): it is retried with the
+	// same idempotency key, so nothing needs resolving yet.
+	taskEmailRetrying     = "Retrying"
+	taskEmailRetryingText = "AgentMail didn’t confirm the last attempt. Paperclip retries with the same idempotency key, so the email goes out at most once."
+	// taskEmailPending marks a task whose reply is not sent yet (queued,
+	// retrying or uncertain), on the task and in the lists.
+	taskEmailPending = "Reply pending"
 
 	flashDeliverySent    = "Delivery marked sent."
 	flashDeliveryNotSent = "Delivery marked not sent. Ask the agent to send again if it is still needed."
@@ -89,4 +97,5 @@ var taskEmailCopy = taskEmailCopyT{Received: taskEmailReceived, Sent: taskEmailS
 
 func init() {
 	funcs["taskEmailCopy"] = func() taskEmailCopyT { return taskEmailCopy }
+	funcs["pendingLabel"] = func() string { return taskEmailPending }
 }

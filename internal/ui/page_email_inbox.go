@@ -220,12 +220,19 @@ func (u *UI) inboxReconnect(c *rc) {
 	mode := c.form("receiveMode")
 	d := u.newInboxData(c, ib, idx, "settings")
 	d.ReconnectOpen, d.ErrAction = true, "reconnect"
-	if key == "" {
-		d.Err = &APIError{Status: http.StatusBadRequest, Message: msgEnterAPIKey}
+	// The key is optional: without one the inbox reconnects with its saved
+	// credential, so the receiving mode alone can change
+	// (docs/email-setup.md, "7. Pause, resume, reconnect, disconnect").
+	if key == "" && (mode == "" || mode == ib.ReceiveMode) {
+		d.Err = &APIError{Status: http.StatusBadRequest, Message: msgReconnectNothing}
 		u.renderInbox(c, http.StatusBadRequest, d)
 		return
 	}
-	e := c.apiLong("POST", "/email/inboxes/"+ib.ID+"/reconnect", map[string]string{"apiKey": key, "receiveMode": mode}, nil)
+	body := map[string]string{"receiveMode": mode}
+	if key != "" {
+		body["apiKey"] = key
+	}
+	e := c.apiLong("POST", "/email/inboxes/"+ib.ID+"/reconnect", body, nil)
 	if e == nil {
 		c.redirect(c.agentmailPath("/inboxes/"+ib.ID+"/settings"), flashReconnected)
 		return

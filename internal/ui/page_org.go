@@ -64,6 +64,9 @@ func (u *UI) createEnvironment(c *rc) {
 type activityRow struct {
 	domain.Activity
 	Actor, Label, Entity, Href, Details string
+	// Verb and Object make the entry a sentence: "{Actor} {Verb} {Object}"
+	// (the object linked to Href when it has a page).
+	Verb, Object string
 }
 
 // entityLabels name the kinds of thing an audit entry is about.
@@ -85,6 +88,20 @@ func actionLabel(action string) string {
 	}
 	words[0] = strings.ToUpper(words[0][:1]) + words[0][1:]
 	return strings.Join(words, " ")
+}
+
+// activityVerbs phrase an action as the verb of a sentence whose object is
+// its entity ("Mail Assistant sent an email on Hello"). Actions without one
+// read "{Actor}: {label}".
+var activityVerbs = map[string]string{
+	"issue.created": "created", "issue.updated": "updated", "issue.reopened": "reopened (a new email arrived on)",
+	"issue.comment_added": "commented on", "issue.attachment_added": "attached a file to",
+	"email.received": "received an email on", "email.queued": "queued an email on", "email.sent": "sent an email on",
+	"email.failed": "could not send an email on", "email.uncertain": "lost confirmation of an email on",
+	"email.resolved": "resolved a delivery on", "heartbeat.wakeup": "woke", "heartbeat.refused": "was refused a wake of",
+	"heartbeat.finished": "finished", "agent.created": "created agent", "agent.updated": "updated agent",
+	"email_endpoint.connected": "connected inbox", "email_endpoint.pause": "paused inbox", "email_endpoint.resume": "resumed inbox",
+	"email_endpoint.reconnect": "reconnected inbox", "email_endpoint.remove": "disconnected inbox",
 }
 
 type activityData struct {
@@ -164,6 +181,12 @@ func (u *UI) activityPage(c *rc) {
 	for _, m := range members {
 		emails[m.UserID] = personName(m.Email)
 	}
+	var tasks []domain.Issue
+	_ = c.api("GET", "/companies/"+c.cid+"/issues?limit=200", nil, &tasks)
+	titles := map[string]string{}
+	for _, t := range tasks {
+		titles[t.ID] = t.Title
+	}
 	d := activityData{EmailOnly: f.Kind == "email", Filter: f, Kinds: activityKinds, Err: apiErr}
 	for _, m := range members {
 		d.Actors = append(d.Actors, struct{ Value, Label string }{m.UserID, personName(m.Email)})
@@ -211,6 +234,17 @@ func (u *UI) activityPage(c *rc) {
 				row.Href = "/c/" + c.cid + "/tasks/" + det.IssueID
 			}
 		}
+		row.Verb = activityVerbs[a.Action]
+		switch {
+		case strings.HasPrefix(row.Href, "/c/"+c.cid+"/tasks/") && titles[strings.TrimPrefix(row.Href, "/c/"+c.cid+"/tasks/")] != "":
+			row.Object = titles[strings.TrimPrefix(row.Href, "/c/"+c.cid+"/tasks/")]
+		case a.EntityType == "agent" && idx.Name(a.EntityID) != "":
+			row.Object = idx.Name(a.EntityID)
+		case a.EntityType == "heartbeat_run" || a.EntityType == "run":
+			row.Object = "run " + shortID(a.EntityID)
+		case a.EntityID != "":
+			row.Object = strings.ReplaceAll(a.EntityType, "_", " ") + " " + shortID(a.EntityID)
+		}
 		d.Rows = append(d.Rows, row)
 	}
 	c.render(http.StatusOK, "activity", view{Title: "Activity", Nav: "activity", Data: d})
@@ -225,14 +259,31 @@ type membersData struct {
 	Token             string
 	TokenFor          string
 	MemberErr, KeyErr *APIError
+	// RevokeErr is a refused revoke, shown above the key list.
+	RevokeErr *APIError
+	// Keys are the company's active board keys the viewer may see (owners
+	// and admins: all; others: their own), with their owners' emails.
+	Keys   []domain.BoardAPIKey
+	People map[string]string
 }
 
 func (u *UI) membersPage(c *rc) { u.renderMembers(c, http.StatusOK, membersData{}) }
 
 func (u *UI) renderMembers(c *rc, status int, d membersData) {
-	if e := apiAll(c, "/companies/"+c.cid+"/members", &d.Members); e != nil {
+	var keysErr *APIError
+	var e *APIError
+	parallel(func() { e = apiAll(c, "/companies/"+c.cid+"/members", &d.Members) },
+		func() { keysErr = c.api("GET", "/companies/"+c.cid+"/board-keys", nil, &d.Keys) })
+	if e != nil {
 		c.fail(e)
 		return
+	}
+	if keysErr != nil {
+		d.Keys = nil // a viewer without key access simply sees no list
+	}
+	d.People = map[string]string{}
+	for _, m := range d.Members {
+		d.People[m.UserID] = personName(m.Email)
 	}
 	if d.Member.Role == "" {
 		d.Member.Role = "member"
@@ -281,4 +332,40 @@ func (u *UI) createBoardKey(c *rc) {
 	d.TokenFor = out.Name
 	u.d.Redact(out.Token)
 	u.renderMembers(c, http.StatusCreated, d)
+}
+
+// removeMember removes a member (owners and admins; the API keeps the last
+// owner and lets only owners remove owners).
+func (u *UI) removeMember(c *rc) {
+	uid, ok := c.pathUUID("uid")
+	if !ok {
+		c.notFound()
+		return
+	}
+	if e := c.api("DELETE", "/companies/"+c.cid+"/members/"+uid, nil, nil); e != nil {
+		if c.refusedUnseen(e, c.caps.Admin) {
+			return
+		}
+		u.renderMembers(c, e.Status, membersData{MemberErr: e})
+		return
+	}
+	c.redirect("/c/"+c.cid+"/members", flashMemberRemoved)
+}
+
+// revokeBoardKey revokes a board key (its owner, or an instance
+// administrator; sessions signed in with it end with it).
+func (u *UI) revokeBoardKey(c *rc) {
+	kid, ok := c.pathUUID("kid")
+	if !ok {
+		c.notFound()
+		return
+	}
+	if e := c.api("DELETE", "/board-keys/"+kid, nil, nil); e != nil {
+		if c.refusedUnseen(e, true) {
+			return
+		}
+		u.renderMembers(c, e.Status, membersData{RevokeErr: e})
+		return
+	}
+	c.redirect("/c/"+c.cid+"/members", flashKeyRevoked)
 }

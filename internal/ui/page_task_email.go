@@ -28,17 +28,21 @@ type taskEmailView struct {
 	Thread   outbound.ThreadSummary
 	Address  string
 	// InboxLink is the inbox settings page (managers), else empty.
-	InboxLink    string
-	InboxNote    string
-	Emails       int
-	Sends        int
-	StartedBy    string
-	Cancelled    bool
-	Active       bool
-	Items        []taskEmailItem
-	Poll         int
-	Base, CID    string
-	Counts       string
+	InboxLink string
+	InboxNote string
+	Emails    int
+	Sends     int
+	StartedBy string
+	Cancelled bool
+	Active    bool
+	Items     []taskEmailItem
+	Poll      int
+	Base, CID string
+	Counts    string
+	// Pending counts sends not out yet (queued, retrying or uncertain): a
+	// task can be Done while its reply still waits.
+	Pending      int
+	PendingText  string
 	HasInbound   bool
 	CanResolve   bool
 	ResolveState *taskResolveState
@@ -89,6 +93,11 @@ type taskEmailSend struct {
 	Steps       []taskEmailStep
 	Terminal    bool
 	Uncertain   bool
+	// Retrying: the worker still owns the send after a failed attempt;
+	// RetryLine says "Retrying · attempt 3 · next in 4 s". Resolution is
+	// offered only once retries stopped (Uncertain and not Retrying).
+	Retrying  bool
+	RetryLine string
 	// Resolve is the re-render state when the last resolve of this send failed.
 	Resolve *taskResolveState
 }
@@ -117,7 +126,7 @@ type taskResolveState struct {
 // builds the view once they are done. finish reports false when it already
 // answered with an error page.
 func (u *UI) taskEmailLoader(c *rc, t domain.Issue, d *taskData, frag string) (loads []func(), finish func() bool) {
-	if !isEmailTask(t) || (frag != "" && frag != "task-timeline" && frag != "task-email") {
+	if !isEmailTask(t) || (frag != "" && frag != "task-timeline" && frag != "task-email" && frag != "task-header") {
 		return nil, func() bool { return true }
 	}
 	var th *outbound.ThreadSummary
@@ -200,6 +209,9 @@ func (u *UI) buildTaskEmail(c *rc, t domain.Issue, d *taskData, th outbound.Thre
 		case domain.OutcomeQueued, domain.OutcomeSent, domain.OutcomeUncertain:
 			v.Active = true
 		}
+		if p.Outcome == domain.OutcomeQueued || p.Outcome == domain.OutcomeUncertain {
+			v.Pending++
+		}
 		if p.ProviderMessageID != nil {
 			if m, ok := byProviderID[*p.ProviderMessageID]; ok && m.Direction == "outbound" {
 				sends[m.ProviderMessageID] = s
@@ -209,6 +221,9 @@ func (u *UI) buildTaskEmail(c *rc, t domain.Issue, d *taskData, th outbound.Thre
 		// Not bound to a retained email yet: a send intent (until the sent
 		// message arrives, after which the email card carries the outcome).
 		intents = append(intents, s)
+	}
+	if v.Pending > 0 {
+		v.PendingText = plural(v.Pending, "email is", "emails are") + " not sent yet."
 	}
 	if strings.HasPrefix(t.OriginID, "email-send:") {
 		key := strings.TrimPrefix(t.OriginID, "email-send:")
@@ -330,6 +345,14 @@ func (u *UI) taskEmailSend(d *taskData, p outbound.SendSummary, byProviderID map
 			s.Steps = append(s.Steps, taskEmailStep{Label: "Sent", Done: true})
 		}
 	}
+	if (p.Outcome == domain.OutcomeUncertain || p.Outcome == domain.OutcomeQueued) && p.Retrying && p.Attempts > 0 {
+		s.Retrying, s.Uncertain = true, false
+		s.Label, s.Tone, s.Text = taskEmailRetrying, "amber", taskEmailRetryingText
+		s.RetryLine = retryLine(p.Attempts, p.NextAttemptAt, time.Now())
+		// Not terminal: the send is still on its way to Sent.
+		s.Terminal = false
+		s.Steps = []taskEmailStep{{Label: "Queued", Current: true}, {Label: "Sent"}, {Label: "Delivered"}}
+	}
 	if p.Error != nil {
 		if p.Outcome == domain.OutcomeFailed {
 			s.Text = *p.Error
@@ -338,6 +361,19 @@ func (u *UI) taskEmailSend(d *taskData, p outbound.SendSummary, byProviderID map
 		}
 	}
 	return s
+}
+
+// retryLine spells a retrying send's progress: "Retrying · attempt 3 ·
+// next in 4 s" ("next attempt now" once it is due).
+func retryLine(attempts int, next *time.Time, now time.Time) string {
+	line := fmt.Sprintf("%s · attempt %d", taskEmailRetrying, attempts)
+	if next == nil {
+		return line
+	}
+	if d := next.Sub(now); d > 0 {
+		return line + fmt.Sprintf(" · next in %d s", int((d+time.Second-1)/time.Second))
+	}
+	return line + " · next attempt now"
 }
 
 // resolveDelivery settles an uncertain send after the operator checked

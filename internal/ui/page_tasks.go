@@ -51,6 +51,36 @@ type tasksData struct {
 	PollMS    int
 	SelfHref  string
 	FragHref  string
+	// Pending holds the tasks with a send not out yet ("Reply pending").
+	Pending map[string]bool
+}
+
+// PendingSend reports whether a task's reply is still queued, retrying or
+// uncertain.
+func (d tasksData) PendingSend(id string) bool { return d.Pending[id] }
+
+// pendingSends reads which tasks have a send that is not out yet, from
+// the company's sends listing (managers only; for anyone else, or with
+// email turned off, the lists simply carry no marker).
+func pendingSends(c *rc) map[string]bool {
+	out := map[string]bool{}
+	if !c.caps.Manager {
+		return out
+	}
+	for _, o := range []domain.SendOutcome{domain.OutcomeQueued, domain.OutcomeUncertain} {
+		var page struct {
+			Items []struct {
+				IssueID string `json:"issueId"`
+			} `json:"items"`
+		}
+		if c.api("GET", "/companies/"+c.cid+"/email/publications?limit=200&outcome="+string(o), nil, &page) != nil {
+			continue
+		}
+		for _, it := range page.Items {
+			out[it.IssueID] = true
+		}
+	}
+	return out
 }
 
 // IsEmailTask reports whether a task came from email.
@@ -94,7 +124,8 @@ func (u *UI) tasksPage(c *rc) {
 	var next string
 	parallel(func() { d.Agents, d.AgentIdx, e1 = c.agents() },
 		func() { next, e2 = c.apiPage("/companies/"+c.cid+"/issues?"+api.Encode(), &d.Tasks) },
-		func() { _ = apiAll(c, "/companies/"+c.cid+"/email/inboxes", &d.Inboxes) })
+		func() { _ = apiAll(c, "/companies/"+c.cid+"/email/inboxes", &d.Inboxes) },
+		func() { d.Pending = pendingSends(c) })
 	for _, e := range []*APIError{e1, e2} {
 		if e != nil {
 			c.fail(e)
@@ -119,6 +150,9 @@ func (u *UI) tasksPage(c *rc) {
 
 type taskForm struct {
 	Title, Description, Status, Priority, Assignee, Project, Parent string
+	// Wake: wake the assignee on the new task right away (ticked by
+	// default). Assigning alone starts nothing; the form says so.
+	Wake bool
 }
 
 type newTaskData struct {
@@ -131,7 +165,7 @@ type newTaskData struct {
 
 func (u *UI) newTaskPage(c *rc) {
 	f := taskForm{Status: "todo", Priority: "medium", Parent: c.r.URL.Query().Get("parent"),
-		Assignee: c.r.URL.Query().Get("assignee")}
+		Assignee: c.r.URL.Query().Get("assignee"), Wake: true}
 	u.renderNewTask(c, http.StatusOK, f, nil)
 }
 
@@ -162,7 +196,8 @@ func (c *rc) form(name string) string { return c.r.PostFormValue(name) }
 
 func (u *UI) createTask(c *rc) {
 	f := taskForm{Title: c.form("title"), Description: c.form("description"), Status: c.form("status"),
-		Priority: c.form("priority"), Assignee: c.form("assignee"), Project: c.form("project"), Parent: c.form("parent")}
+		Priority: c.form("priority"), Assignee: c.form("assignee"), Project: c.form("project"), Parent: c.form("parent"),
+		Wake: c.form("wake") != ""}
 	body := map[string]any{"title": f.Title, "description": f.Description, "status": f.Status, "priority": f.Priority}
 	for k, v := range map[string]string{"assigneeAgentId": f.Assignee, "projectId": f.Project, "parentId": f.Parent} {
 		if v != "" {
@@ -174,5 +209,13 @@ func (u *UI) createTask(c *rc) {
 		u.renderNewTask(c, e.Status, f, e)
 		return
 	}
-	c.redirect(fmt.Sprintf("/c/%s/tasks/%s", c.cid, t.ID), flashTaskCreated)
+	flash := flashTaskCreated
+	if f.Assignee != "" && f.Wake {
+		// Assigning wakes the agent, as upstream does on assignment; the
+		// task exists either way, so a refused wake is only reported.
+		var run domain.Run
+		e := c.api("POST", "/agents/"+f.Assignee+"/wakeup", map[string]string{"reason": "assignment", "issueId": t.ID}, &run)
+		flash = wakeFlash(flashTaskCreated+" ", run, e)
+	}
+	c.redirect(fmt.Sprintf("/c/%s/tasks/%s", c.cid, t.ID), flash)
 }

@@ -267,11 +267,20 @@ func TestTaskEmailView(t *testing.T) {
 			return m.board.JSON("GET", "/api/companies/"+m.cid+"/email/deliveries/"+ukey, nil, 200)["outcome"] == "uncertain"
 		})
 		upath := c + "/tasks/" + utask
+		// While Paperclip retries with the same key the send says so and
+		// offers nothing to resolve.
 		ap := m.admin.get(upath).body
 		intent := between(ap, `<article class="email-intent"`, `</article>`)
+		if !strings.Contains(intent, "Retrying · attempt ") || strings.Contains(intent, "/resolve") || strings.Contains(intent, "Delivery uncertain") {
+			t.Errorf("a retrying send: %s", intent)
+		}
+		// Retries stop (the confirmation window passes): now it is uncertain.
+		expireSend(t, m.inst, ukey)
+		ap = m.admin.get(upath).body
+		intent = between(ap, `<article class="email-intent"`, `</article>`)
 		for _, want := range []string{`data-publication-id="` + ukey + `"`, "Delivery uncertain", "Resolve delivery after checking AgentMail",
 			`id="resolve-` + ukey + `-message-id"`, `id="resolve-` + ukey + `-sent"`, `id="resolve-` + ukey + `-failed"`,
-			"I checked AgentMail: this email was not sent.", "still retrying with the same idempotency key", "Requested by admin@example.com"} {
+			"I checked AgentMail: this email was not sent.", "Automatic retries stopped: the confirmation window has expired.", "Requested by admin@example.com"} {
 			if !strings.Contains(intent, want) {
 				t.Errorf("manager's intent card lacks %q", want)
 			}

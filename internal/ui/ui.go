@@ -50,6 +50,9 @@ type UI struct {
 	now     func() time.Time
 	pollMS  int // test override of every poll interval (PAPERCLIP_UI_POLL_MS)
 	limiter *loginLimiter
+	// stopped closes when the server shuts down (ends event streams).
+	stopped  chan struct{}
+	stopOnce sync.Once
 
 	healthMu sync.Mutex
 	health   cachedHealth
@@ -59,7 +62,7 @@ type UI struct {
 
 // New builds the UI handler.
 func New(d Deps) (*UI, error) {
-	u := &UI{d: d, mux: http.NewServeMux(), log: d.Logger, now: d.Now, limiter: newLoginLimiter(loginLimiterMax)}
+	u := &UI{d: d, mux: http.NewServeMux(), log: d.Logger, now: d.Now, limiter: newLoginLimiter(loginLimiterMax), stopped: make(chan struct{})}
 	if u.log == nil {
 		u.log = slog.New(slog.DiscardHandler)
 	}
@@ -132,6 +135,9 @@ func (u *UI) routes() {
 	m.HandleFunc("GET /c/{cid}/tasks/{tid}/attachments/{aid}", u.company(u.legacyAttachment))
 	m.HandleFunc("GET /c/{cid}/attachments/{aid}", u.company(u.downloadAttachment))
 	m.HandleFunc("POST /c/{cid}/tasks/{tid}/deliveries/{pid}/resolve", u.company(u.resolveDelivery))
+	m.HandleFunc("GET /c/{cid}/runs", u.company(u.runsPage))
+	m.HandleFunc("GET /c/{cid}/email", u.company(u.emailListPage))
+	m.HandleFunc("GET /c/{cid}/events", u.company(u.events))
 	m.HandleFunc("GET /c/{cid}/runs/{rid}", u.company(u.runPage))
 
 	m.HandleFunc("GET /c/{cid}/agents", u.company(u.agentsPage))
@@ -155,6 +161,8 @@ func (u *UI) routes() {
 	m.HandleFunc("POST /c/{cid}/board-keys", u.company(u.createBoardKey))
 	m.HandleFunc("GET /c/{cid}/retention", u.company(u.retentionPage))
 	m.HandleFunc("POST /c/{cid}/retention", u.company(u.saveRetention))
+	m.HandleFunc("POST /c/{cid}/board-keys/{kid}/revoke", u.company(u.revokeBoardKey))
+	m.HandleFunc("POST /c/{cid}/members/{uid}/remove", u.company(u.removeMember))
 
 	u.emailRoutes(m)
 	u.reviewRoutes(m)

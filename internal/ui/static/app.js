@@ -130,7 +130,22 @@
     state.timer = setTimeout(() => poll(state), ms);
   }
 
+  // One fetch per region at a time: a push arriving while a fetch is in
+  // flight asks for one more afterwards. Two overlapping fetches could
+  // otherwise swap the older answer in last and keep the newer ETag, and
+  // the region would then stay stale behind 304s.
   async function poll(state) {
+    if (state.inflight) { state.again = true; return; }
+    state.inflight = true;
+    try {
+      await pollOnce(state);
+    } finally {
+      state.inflight = false;
+      if (state.again) { state.again = false; schedule(state, 0); }
+    }
+  }
+
+  async function pollOnce(state) {
     const region = document.getElementById(state.id);
     if (!region || state.stopped) return;
     if (document.hidden) return; // resumed by visibilitychange
@@ -157,8 +172,10 @@
     }
     if (!res.ok) return backoff(state, region);
     state.failures = 0;
-    state.etag = res.headers.get("ETag");
+    const etag = res.headers.get("ETag");
     const html = await res.text();
+    if (!region.isConnected) { schedule(state, 0); return; }
+    state.etag = etag;
     swap(state, region, html);
   }
 
@@ -206,6 +223,28 @@
       pollers.forEach((s) => { if (!s.stopped) schedule(s, 0); });
     }
   });
+
+  // ---- Server-sent events: refresh regions as soon as data changes -------
+  // /c/{id}/events names what changed ("tasks", "runs", "conversations");
+  // a region with data-live="…" refreshes on those kinds, one without on
+  // any. Polling keeps running underneath as the fallback.
+  function liveEvents() {
+    const main = document.getElementById("main");
+    const url = main && main.dataset.events;
+    if (!url || typeof EventSource !== "function") return;
+    const es = new EventSource(url);
+    const refresh = (kind) => {
+      if (document.hidden) return;
+      pollers.forEach((state) => {
+        const region = document.getElementById(state.id);
+        if (!region || state.stopped) return;
+        const live = region.getAttribute("data-live");
+        if (!live || live.split(" ").includes(kind)) schedule(state, 0);
+      });
+    };
+    ["tasks", "runs", "conversations"].forEach((kind) => es.addEventListener(kind, () => refresh(kind)));
+    window.addEventListener("pagehide", () => es.close());
+  }
 
   // ---- Dependent regions: a select re-renders a fragment ---------------
   // <select data-refresh="name"> fetches ?fragment=name of this page with
@@ -373,10 +412,48 @@
     });
   }
 
+  // ---- Keyboard shortcuts ---------------------------------------------------
+  // c: new task; j / k: next / previous row of the page's list (Enter opens
+  // it); /: the search box when the page has one; ?: this list. Never while
+  // typing in a field, and never with a modifier key.
+  const listRows = "#task-list tbody tr, #run-list tbody tr, #conversation-list .conv-row, #agent-list tbody tr, #activity-list tbody tr";
+  function shortcuts() {
+    const main = document.getElementById("main");
+    const help = document.getElementById("shortcuts");
+    let current = -1;
+    const move = (delta) => {
+      const rows = Array.from(document.querySelectorAll(listRows));
+      if (!rows.length) return;
+      current = Math.max(0, Math.min(rows.length - 1, current + delta));
+      rows.forEach((r, i) => r.classList.toggle("kb-current", i === current));
+      const link = rows[current].querySelector("a[href]");
+      if (link) link.focus();
+      rows[current].scrollIntoView({ block: "nearest" });
+    };
+    document.addEventListener("keydown", (ev) => {
+      if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.defaultPrevented) return;
+      const t = ev.target;
+      if (t.closest && t.closest("input, textarea, select, [contenteditable]")) return;
+      const company = main && main.dataset.events ? main.dataset.events.replace(/\/events$/, "") : "";
+      if (ev.key === "c" && company) { ev.preventDefault(); location.assign(company + "/tasks/new"); }
+      else if (ev.key === "j") { ev.preventDefault(); move(1); }
+      else if (ev.key === "k") { ev.preventDefault(); move(-1); }
+      else if (ev.key === "/") {
+        const search = document.querySelector('input[type="search"], input[name="q"]');
+        if (search) { ev.preventDefault(); search.focus(); }
+      } else if (ev.key === "?" && help) {
+        ev.preventDefault();
+        if (help.open) help.close(); else help.showModal();
+      }
+    });
+  }
+
   function init() {
     enhance(document);
     slashFocus();
     document.querySelectorAll("[data-poll]").forEach((el) => start(el));
+    liveEvents();
+    shortcuts();
     document.querySelectorAll("form[data-address-form]").forEach(addressCheck);
     const alert = document.querySelector("[data-focus]");
     if (alert) alert.focus();

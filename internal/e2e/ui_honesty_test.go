@@ -1,0 +1,169 @@
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/store"
+	"github.com/paperclipai/paperclipai/internal/testkit"
+)
+
+// expireSend stops a retrying send's automatic attempts the way the
+// worker does when the 23-hour confirmation window passes (the test
+// cannot wait for it): under the send's thread lease, so the worker is
+// never mid-attempt when the state changes.
+func expireSend(t *testing.T, inst *testkit.Instance, pid string) {
+	t.Helper()
+	ctx := context.Background()
+	st := inst.Store
+	pub, err := st.GetPublication(ctx, st.DB, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, err := st.GetConversation(ctx, st.DB, pub.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "the send's thread lease", func() bool {
+		l, _, err := st.TryLease(ctx, st.DB, pub.CompanyID, pub.EndpointID, store.ThreadLeaseKey(conv.ExternalThreadID), "test", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l == nil {
+			return false
+		}
+		defer func() { _ = l.Release(ctx) }()
+		if err := st.SetPublicationState(ctx, st.DB, pid, domain.SendUnknown,
+			"The send confirmation window has expired. Check AgentMail before resolving this delivery.", nil); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	})
+}
+
+// TestUIHonestStates holds the operator-facing bugs of issue 33 shut, in
+// Chromium at 1280 px and 390 px, light and dark (every visited page also
+// runs the layout checks: nothing wider than the viewport, no table cut
+// off on a phone, every button legible):
+//   - a 600-character unbroken subject widens no page (task, run, lists);
+//   - a failed run's error shows in its log view, not only in the side panel;
+//   - a provider 503 reads "Retrying · attempt N · next in X s" with no
+//     resolution offered; resolution appears once retries stopped;
+//   - a task whose reply is still queued says "Reply pending" on the task
+//     and in the lists, even when it is Done;
+//   - destructive buttons ("Confirm not sent", "Disconnect inbox") are
+//     legible (.btn-danger was defined twice: red text on red).
+func TestUIHonestStates(t *testing.T) {
+	e := startMailUIServer(t)
+	c := "/c/" + e.cid
+	shots := os.Getenv("PAPERCLIP_UI_SCREENSHOTS")
+	long := strings.Repeat("W", 600)
+	if _, err := e.em.Deliver("support@agentmail.to", emulator.DeliverRequest{From: "Sam <sam@example.com>",
+		Subject: long, Text: "Hello\n" + strings.Repeat("x", 400)}); err != nil {
+		t.Fatal(err)
+	}
+	// The task's title is the subject cut to the title limit; the task is
+	// the only one.
+	var task string
+	testkit.Eventually(t, 30*time.Second, "the long subject's task", func() bool {
+		if ts := e.api.List("/api/companies/" + e.cid + "/issues"); len(ts) == 1 {
+			task = testkit.ID(ts[0])
+		}
+		return task != ""
+	})
+
+	// A run that fails without output (after the email's own run).
+	testkit.Eventually(t, 60*time.Second, "the email's run to finish", func() bool {
+		runs := e.api.List("/api/companies/" + e.cid + "/heartbeat-runs?issueId=" + task)
+		return len(runs) == 1 && runs[0]["finishedAt"] != nil
+	})
+	e.api.JSON("PATCH", "/api/agents/"+e.aid, map[string]any{"adapterConfig": map[string]any{
+		"command": "/bin/sh", "args": []string{"-c", "exit 3"}}}, 200)
+	e.api.JSON("POST", "/api/agents/"+e.aid+"/wakeup", map[string]any{"reason": "manual", "issueId": task}, 202)
+	var run map[string]any
+	testkit.Eventually(t, 60*time.Second, "the failing run to finish", func() bool {
+		runs := e.api.List("/api/companies/" + e.cid + "/heartbeat-runs?issueId=" + task)
+		for _, r := range runs {
+			if r["wakeReason"] == "manual" && r["finishedAt"] != nil {
+				run = r
+				return true
+			}
+		}
+		return false
+	})
+	if run["status"] != "failed" || run["error"] == nil || run["error"] == "" {
+		t.Fatalf("the failing run: %v", run)
+	}
+	b := newBrowser(t, e.inst.URL(), 1280, 900)
+	rid := run["id"].(string)
+	b.visitBoth(c + "/runs/" + rid)
+	if got := b.text("#run-error"); !strings.Contains(got, run["error"].(string)) {
+		t.Errorf("the run's log view does not show its error %q: %q", run["error"], got)
+	}
+
+	// A provider 503 on the reply: retrying, not uncertain.
+	e.em.AddFault(emulator.Fault{Match: emulator.FaultMatch{Operation: "reply_message"}, Status: 503, Code: "service_unavailable"})
+	e.wakeAutoreply(t, task)
+	var pid string
+	testkit.Eventually(t, 60*time.Second, "a failed attempt of the reply", func() bool {
+		th := e.api.JSON("GET", "/api/companies/"+e.cid+"/email/tasks/"+task, nil, 200)
+		pubs, _ := th["publications"].([]any)
+		if len(pubs) == 1 {
+			p := pubs[0].(map[string]any)
+			if p["retrying"] == true && p["attempts"].(float64) >= 1 {
+				pid = p["id"].(string)
+			}
+		}
+		return pid != ""
+	})
+	b.visit(c + "/tasks/" + task)
+	intent := `#task-timeline article[aria-label="Email send intent"]`
+	if txt := b.text(intent); !strings.Contains(txt, "Retrying · attempt ") || strings.Contains(txt, "Delivery uncertain") ||
+		b.exists(intent+" details.resolve") || !strings.Contains(b.text(intent+" .retry-line"), "next ") {
+		t.Errorf("a retrying send does not say so, or offers resolution: %q", txt)
+	}
+	// The agent finished its work: the task is Done, its reply still waits.
+	testkit.Eventually(t, 60*time.Second, "the task done", func() bool {
+		return e.api.JSON("GET", "/api/issues/"+task, nil, 200)["status"] == "done"
+	})
+	b.visitBoth(c + "/tasks/" + task)
+	if !strings.Contains(b.text("#task-header"), "Reply pending") || !strings.Contains(b.text("#task-email"), "Reply pending") {
+		t.Errorf("a Done task with a queued reply does not say so: %q", b.text("#task-header"))
+	}
+	b.visitBoth(c + "/tasks")
+	if !strings.Contains(b.text(`#task-list tr[data-task-id="`+task+`"]`), "Reply pending") {
+		t.Errorf("the task list does not show the pending reply")
+	}
+	b.visitBoth(c)
+
+	// Retries stop: now the operator is asked to resolve, legibly.
+	expireSend(t, e.inst, pid)
+	b.visit(c + "/tasks/" + task)
+	b.waitText(intent, "Delivery uncertain", 10*time.Second)
+	b.openDetails(intent + " details.resolve")
+	b.checkLayout()
+	b.dark(true)
+	b.checkLayout()
+	b.dark(false)
+	b.visitBoth(c + "/apps/agentmail/inboxes/" + e.eid + "/disconnect")
+	b.visitBoth(c + "/runs")
+	if !strings.Contains(b.text("#run-list"), run["error"].(string)) {
+		t.Errorf("the Runs page does not show the failed run's error")
+	}
+	b.screenshot(shots, "runs-desktop")
+	b.visitBoth(c + "/email")
+	b.screenshot(shots, "email-desktop")
+
+	// A phone: the same pages, no widening, no cut-off table.
+	p := newBrowser(t, e.inst.URL(), 390, 844)
+	for _, path := range []string{c + "/tasks/" + task, c + "/runs/" + rid, c + "/tasks", c, c + "/agents", c + "/activity", c + "/members",
+		c + "/apps/agentmail", c + "/apps/agentmail/inboxes/" + e.eid + "/conversations", c + "/runs", c + "/email"} {
+		p.visitBoth(path)
+	}
+	p.screenshot(shots, "email-phone")
+}
