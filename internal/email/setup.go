@@ -37,7 +37,7 @@ type SetupInput struct {
 	ReceiveMode            string `json:"receiveMode,omitempty"`
 	// SendReview sets the new inbox's review mode (off, new_recipients,
 	// all); empty takes the default: new_recipients for a low-trust agent,
-	// off otherwise (docs/email-setup.md, "Review before send").
+	// off otherwise (docs/email-setup.md, "6a. Review before send").
 	SendReview     string `json:"sendReview,omitempty"`
 	IdempotencyKey string `json:"idempotencyKey"`
 }

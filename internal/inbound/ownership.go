@@ -9,7 +9,7 @@ import (
 )
 
 // ownership is which replica runs which inbox's socket, as this process
-// sees it (docs/architecture.md, "Stable socket ownership"). Every replica
+// sees it (docs/architecture.md, "Inbound email", the stable socket ownership item). Every replica
 // ranks the live members for an inbox by a rendezvous (highest random
 // weight) hash of the inbox id and the member's holder name; the top
 // member is the inbox's preferred owner. Because the ranking of two

@@ -15,7 +15,7 @@ import (
 )
 
 // Sockets spread over the replicas and keep their owner (docs/architecture.md,
-// "Stable socket ownership"), checked with counts, not wall time: with
+// "Inbound email", stable socket ownership), checked with counts, not wall time: with
 // three replicas and 30 inboxes each holds at most its share plus the
 // slack (ceil(30/3) + 1 + 2 %); after a SIGKILL every inbox is owned again
 // by a survivor within a bounded number of the survivors' lease renewals,

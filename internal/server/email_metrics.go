@@ -31,8 +31,9 @@ func (s *Server) registerEmailMetrics() {
 				}
 				return float64(n)
 			}),
-		// Per-replica balance (docs/architecture.md, "Stable socket
-		// ownership"): each replica reports its own sockets and share.
+		// Per-replica balance (docs/architecture.md, "Inbound email", the
+		// stable socket ownership item): each replica reports its own
+		// sockets and share.
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paperclip_email_sockets_held",
 			Help: "WebSocket inboxes whose live connection this process holds (socket lease taken), subscribed or not."},
 			func() float64 { held, _, _ := inb.SocketShare(); return float64(held) }),

@@ -20,7 +20,7 @@ import (
 // 100,000) in one company, each with a few words of a small vocabulary and
 // one word of its own, then times searches of a rare word, a common word
 // with a sender filter and a phrase, reporting the p95 of each iteration's
-// searches (docs/benchmarks.md, "Search").
+// searches (docs/benchmarks.md, "Search (issue 31)").
 func BenchmarkSearchEmails(b *testing.B) {
 	n := 100_000
 	if v := os.Getenv("PAPERCLIP_BENCH_EMAILS"); v != "" {
