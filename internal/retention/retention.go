@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"io/fs"
 	"net/mail"
 	"os"
@@ -147,7 +148,9 @@ func (s *Service) Usage(ctx context.Context, companyID string) (Usage, error) {
 		return u, fmt.Errorf("run log usage: %w", err)
 	}
 	if s.WorkspacesDir != "" && store.ValidID(companyID) {
-		u.TaskDirBytes = dirSize(filepath.Join(s.WorkspacesDir, companyID))
+		for _, dir := range s.companyDirs(companyID) {
+			u.TaskDirBytes += dirSize(dir)
+		}
 	}
 	return u, nil
 }
@@ -286,6 +289,27 @@ func (s *Service) purgeMessages(ctx context.Context, tx *sql.Tx, r *Report, wher
 	return nil
 }
 
+// taskDirs are the places a task's private directory can be: the sandbox
+// and the host tree (sandboxed and host runs never share a directory, see
+// heartbeat.TaskDirectory), and the layout of homes from before that split.
+func (s *Service) taskDirs(companyID, taskID string) []string {
+	return []string{
+		heartbeat.TaskDirectory(s.WorkspacesDir, companyID, taskID, true),
+		heartbeat.TaskDirectory(s.WorkspacesDir, companyID, taskID, false),
+		filepath.Join(s.WorkspacesDir, companyID, taskID),
+	}
+}
+
+// companyDirs are the directories that hold a company's task directories
+// (taskDirs' parents).
+func (s *Service) companyDirs(companyID string) []string {
+	var out []string
+	for _, d := range s.taskDirs(companyID, "x") {
+		out = append(out, filepath.Dir(d))
+	}
+	return out
+}
+
 // PurgeTaskDirs removes the private directories, in this replica's home,
 // of the company's tasks done for longer than its setting.
 func (s *Service) PurgeTaskDirs(ctx context.Context, companyID string, now time.Time) (Report, error) {
@@ -314,16 +338,17 @@ func (s *Service) PurgeTaskDirs(ctx context.Context, companyID string, now time.
 		if !store.ValidID(id) {
 			continue
 		}
-		dir := filepath.Join(s.WorkspacesDir, companyID, id)
-		if _, err := os.Lstat(dir); err != nil {
-			continue
+		for _, dir := range s.taskDirs(companyID, id) {
+			if _, err := os.Lstat(dir); err != nil {
+				continue
+			}
+			size := dirSize(dir)
+			if err := os.RemoveAll(dir); err != nil {
+				return r, fmt.Errorf("remove task directory %s: %w", id, err)
+			}
+			r.TaskDirs++
+			r.TaskDirBytes += size
 		}
-		size := dirSize(dir)
-		if err := os.RemoveAll(dir); err != nil {
-			return r, fmt.Errorf("remove task directory %s: %w", id, err)
-		}
-		r.TaskDirs++
-		r.TaskDirBytes += size
 	}
 	return r, s.audit(ctx, companyID, "retention.purged", r, nil)
 }

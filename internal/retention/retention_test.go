@@ -3,6 +3,7 @@ package retention_test
 import (
 	"context"
 	"encoding/base64"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"io"
 	"log/slog"
 	"os"
@@ -120,7 +121,7 @@ func TestRetention(t *testing.T) {
 		if err := d.QueryRowContext(ctx, `SELECT id FROM issues WHERE company_id = $1 ORDER BY id LIMIT 1`, e.CompanyID).Scan(&taskID); err != nil {
 			t.Fatal(err)
 		}
-		taskDir := filepath.Join(svc.WorkspacesDir, e.CompanyID, taskID)
+		taskDir := heartbeat.TaskDirectory(svc.WorkspacesDir, e.CompanyID, taskID, false)
 		if err := os.MkdirAll(taskDir, 0o700); err != nil {
 			t.Fatal(err)
 		}
