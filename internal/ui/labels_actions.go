@@ -50,6 +50,8 @@ var routeActions = map[string]string{
 	"GET /c/{cid}/search":                                    "search this company",
 	"GET /c/{cid}/members":                                   "see members",
 	"POST /c/{cid}/members":                                  "add members",
+	"GET /c/{cid}/retention":                                 "see data retention",
+	"POST /c/{cid}/retention":                                "change data retention",
 	"POST /c/{cid}/board-keys":                               "create board keys",
 	"GET /c/{cid}/apps":                                      "see apps",
 	"POST /c/{cid}/apps/enable-email":                        "turn on email connections",

@@ -118,7 +118,7 @@ func (u *UI) runsPage(c *rc) {
 	var e1, e2, e3 *APIError
 	parallel(func() { d.Agents, idx, e1 = c.agents() },
 		func() { e2 = c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?"+api.Encode(), nil, &runs) },
-		func() { e3 = c.api("GET", "/companies/"+c.cid+"/issues?limit=500", nil, &tasks) })
+		func() { e3 = c.api("GET", "/companies/"+c.cid+"/issues?limit=200&sort=updated", nil, &tasks) })
 	for _, e := range []*APIError{e1, e2, e3} {
 		if e != nil {
 			c.fail(e)
