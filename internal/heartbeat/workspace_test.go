@@ -204,8 +204,15 @@ func TestUnsafeTaskDirectoriesRefused(t *testing.T) {
 			t.Fatalf("the server wrote through a symlink: %v", entries)
 		}
 
-		// A symlinked company directory is refused too.
-		d2 := newWSEnv(t, d)
+		// A symlinked company directory is refused too. The second home
+		// gets a database of its own: on the shared one the first
+		// home's scheduler could claim the run and start it in its own,
+		// unlinked, workspaces.
+		own := dbtest.OpenSQLite(t)
+		if d.Dialect == db.Postgres {
+			own = dbtest.OpenPostgres(t)
+		}
+		d2 := newWSEnv(t, own)
 		b := d2.shAgent(t, "", "echo ran")
 		if err := os.MkdirAll(filepath.Join(d2.workspaces, "host"), 0o700); err != nil {
 			t.Fatal(err)
