@@ -68,6 +68,28 @@ func TestSocketsSpreadOverReplicas(t *testing.T) {
 		return total == inboxes && (need == nil || per[need.cmd.Process.Pid] > 0)
 	}
 	testkit.Eventually(t, wait, "30 sockets over 3 replicas, within the share bound", func() bool { return spread(procs, nil) })
+	// Spread within the bound is not yet settled: a replica may still hand
+	// an inbox to its preferred owner that joined later. Settled means no
+	// move in three renewals of every replica; only then is "a survivor
+	// never loses an inbox it held" a property of the kill.
+	settled := func() bool {
+		in0, out0 := movesOf(t, procs)
+		r0 := map[*runProc]float64{}
+		for _, p := range procs {
+			r0[p] = scrapeMetric(t, p, "paperclip_email_lease_renewals_total")
+		}
+		testkit.Eventually(t, wait, "three renewals of every replica", func() bool {
+			for _, p := range procs {
+				if scrapeMetric(t, p, "paperclip_email_lease_renewals_total")-r0[p] < 3 {
+					return false
+				}
+			}
+			return true
+		})
+		in1, out1 := movesOf(t, procs)
+		return in1 == in0 && out1 == out0 && spread(procs, nil)
+	}
+	testkit.Eventually(t, wait, "the spread settled (no socket moved in three renewals)", settled)
 
 	before := socketOwnersByLease(t, st)
 	victim, survivors := procs[0], procs[1:]
