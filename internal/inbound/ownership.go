@@ -48,7 +48,20 @@ type ownership struct {
 	// lastHolder is the other process last seen holding each inbox's
 	// socket, so a takeover can be counted as a move.
 	lastHolder map[string]string
+	// joined holds the members whose join is complete: seen at or over
+	// their cap while a hand-over to them waited. No socket is handed to
+	// them any more, so a hand-over held back by the cap never happens
+	// later, when another member's death raises the cap (that would move
+	// a survivor's inbox on a death).
+	joined map[string]bool
+	// absent counts, per member seen before, the renewals in a row whose
+	// member list lacked it.
+	absent map[string]int
 }
+
+// forgetAfterRounds is how many renewals in a row a member must be missing
+// before this process forgets when it first saw it.
+const forgetAfterRounds = 16
 
 // fallbackRounds is how many batch renewals in a row must find an inbox's
 // socket free before a replica other than its preferred owner takes it.
@@ -124,6 +137,7 @@ func (w *Worker) learnOwnership(r store.LeaseRenewal, candidates []string, now t
 	o := &w.own
 	if o.firstSeen == nil {
 		o.firstSeen, o.freeRounds, o.lastHolder = map[string]time.Time{}, map[string]int{}, map[string]string{}
+		o.joined, o.absent = map[string]bool{}, map[string]int{}
 	}
 	if r.Members != nil {
 		o.members = r.Members
@@ -133,8 +147,19 @@ func (w *Worker) learnOwnership(r store.LeaseRenewal, candidates []string, now t
 			}
 		}
 		for m := range o.firstSeen {
-			if !slices.Contains(r.Members, m) {
+			// A member missing from one renewal's list (its membership row
+			// renewed late under load) is not new when it shows again:
+			// forgetting it would make every socket look older than its
+			// "join" and hand sockets to it. A restarted replica has a new
+			// holder name, so only long-gone members are forgotten.
+			if slices.Contains(r.Members, m) {
+				delete(o.absent, m)
+				continue
+			}
+			if o.absent[m]++; o.absent[m] > forgetAfterRounds {
 				delete(o.firstSeen, m)
+				delete(o.joined, m)
+				delete(o.absent, m)
 			}
 		}
 	}
@@ -178,7 +203,11 @@ func (w *Worker) learnOwnership(r store.LeaseRenewal, candidates []string, now t
 			continue
 		}
 		seen, ok := o.firstSeen[to]
-		if !ok || !seen.After(s.started) || held[to] >= share {
+		if !ok || !seen.After(s.started) || o.joined[to] {
+			continue
+		}
+		if held[to] >= share {
+			o.joined[to] = true
 			continue
 		}
 		// Counted so that this renewal hands the newer member no more
