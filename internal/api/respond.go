@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -16,8 +17,11 @@ import (
 // logged with the request id and answered with a generic 500.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *httpx.Error
+	var refusal *domain.Refusal
 	switch {
 	case errors.As(err, &ae):
+	case errors.As(err, &refusal):
+		ae = httpx.FromRefusal(refusal)
 	case errors.Is(err, authz.ErrUnauthenticated):
 		ae = &httpx.Error{Status: http.StatusUnauthorized, Message: "authentication required: send Authorization: Bearer <board API key or run token>"}
 	case errors.Is(err, authz.ErrForbidden):

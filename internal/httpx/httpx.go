@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -161,6 +162,9 @@ func PublicMessage(err error, fallback string) string {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Message
+	}
+	if r, ok := domain.AsRefusal(err); ok {
+		return r.Message
 	}
 	return fallback
 }
