@@ -31,6 +31,8 @@ func TestHelpNamesWhatCommandsNeed(t *testing.T) {
 		{[]string{"emulator", "send", "--help"}, []string{"send --to ADDR [flags]", "Only --to is required"}, []string{"--subject S --text T"}},
 		{[]string{"email", "--help"}, []string{"--company", "PAPERCLIP_COMPANY_ID"}, nil},
 		{[]string{"admin", "backup", "--help"}, []string{"--out", "pg_dump", "master key"}, nil},
+		{[]string{"activity", "export", "--help"}, []string{"--format", "jsonl or csv", "--task", "ACME-12", "--since", "--out",
+			"PAPERCLIP_COMPANY_ID"}, nil},
 	}
 	for _, c := range cases {
 		code, out := runCLI(t, c.args...)

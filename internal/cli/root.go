@@ -40,6 +40,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newAPICmd(), newDoctorCmd(), newVersionCmd(), newEmulatorCmd(), newEmailCmd(), newExampleAgentCmd(), newAdminCmd(), newMCPCmd(), newEgressExecCmd(), newUUIDCmd())
+	root.AddCommand(newRunCmd(), newAPICmd(), newDoctorCmd(), newVersionCmd(), newEmulatorCmd(), newEmailCmd(), newExampleAgentCmd(), newAdminCmd(), newMCPCmd(), newEgressExecCmd(), newUUIDCmd(), newActivityCmd())
 	return root
 }

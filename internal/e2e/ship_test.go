@@ -292,6 +292,7 @@ func TestSIGTERMHandsSocketsOver(t *testing.T) {
 		t.Fatalf("the second replica took %d sockets while the first held them", n)
 	}
 
+	signalled := time.Now()
 	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -299,6 +300,10 @@ func TestSIGTERMHandsSocketsOver(t *testing.T) {
 		h := socketHolders(t, d)
 		return h[other.cmd.Process.Pid] == inboxes && h[victim.cmd.Process.Pid] == 0
 	})
+	// A figure to report (issue 32 asks for under 2 s), never asserted:
+	// what the test holds to is that the hand-over happens while the
+	// first replica still drains, and that no email is lost.
+	t.Logf("every socket held by the other replica %s after SIGTERM", time.Since(signalled).Round(time.Millisecond))
 	for _, a := range w.addresses {
 		testkit.Eventually(t, 30*time.Second, "one subscribed socket for "+a, func() bool { return f.em.SubscribedCount(a) == 1 })
 	}

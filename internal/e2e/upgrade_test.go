@@ -59,27 +59,29 @@ func buildPrevious(t *testing.T, rev string) string {
 // TestUpgradeFromPreviousVersion creates data with the previous version's
 // binary, upgrades to this one (which migrates) and reads everything back;
 // then the previous binary, started again on the upgraded database as an
-// older replica of a rolling upgrade would be, still serves the data.
+// older replica of a rolling upgrade would be, still serves the data. On
+// PostgreSQL it also runs the rolling upgrade itself (docs/deployment.md,
+// "Upgrades"): a replica of this version starts and migrates while the
+// previous version keeps serving, and each reads what the other wrote.
 func TestUpgradeFromPreviousVersion(t *testing.T) {
 	old := buildPrevious(t, previousVersion(t))
-	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+	dbtest.EachURL(t, func(t *testing.T, dialect db.Dialect, url string) {
 		home := t.TempDir()
-		startWith := func(bin string) *proc {
+		startIn := func(bin, home string) *proc {
 			cmd := exec.Command(bin, "run", "--home", home, "--listen", "127.0.0.1:0")
 			cmd.Env = append(os.Environ(), "PAPERCLIP_DATABASE_URL="+url, "PAPERCLIP_SHUTDOWN_GRACE=20s")
 			p := &proc{child: startChild(t, cmd)}
 			p.waitHealthy(t)
 			return p
 		}
+		startWith := func(bin string) *proc { return startIn(bin, home) }
 		p := startWith(old)
 		c := testkit.NewClient(t, p.url)
 		cid := testkit.ID(c.JSON("POST", "/api/companies", map[string]any{"name": "Made before the upgrade"}, 201))
 		aid := testkit.ID(c.JSON("POST", "/api/companies/"+cid+"/agents", agentBody("Old agent", "true"), 201))
 		iid := testkit.ID(c.JSON("POST", "/api/companies/"+cid+"/issues", map[string]any{"title": "Old task", "assigneeAgentId": aid}, 201))
 		c.JSON("POST", "/api/issues/"+iid+"/comments", map[string]any{"body": "written by the previous version"}, 201)
-		if err := p.stop(t, syscall.SIGTERM); err != nil {
-			t.Fatalf("stop the previous version: %v\n%s", err, p.report())
-		}
+		comments := []string{"written by the previous version"}
 
 		check := func(c *testkit.Client, who string) {
 			t.Helper()
@@ -93,9 +95,45 @@ func TestUpgradeFromPreviousVersion(t *testing.T) {
 				t.Fatalf("%s: task %v", who, got)
 			}
 			cs := c.List("/api/issues/" + iid + "/comments")
-			if len(cs) != 1 || cs[0]["body"] != "written by the previous version" {
-				t.Fatalf("%s: comments %v", who, cs)
+			if len(cs) != len(comments) {
+				t.Fatalf("%s: comments %v, want %q", who, cs, comments)
 			}
+			for i, want := range comments {
+				if cs[i]["body"] != want {
+					t.Fatalf("%s: comments %v, want %q", who, cs, comments)
+				}
+			}
+		}
+		if dialect == db.Postgres {
+			// A rolling upgrade: the previous version keeps serving while
+			// a replica of this version starts on the same database and
+			// migrates it; the older replica still reads and writes, and
+			// the newer one sees what it wrote.
+			home2 := t.TempDir()
+			key := filepath.Join("instance", "secrets", "master.key")
+			b, err := os.ReadFile(filepath.Join(home, key))
+			if err != nil {
+				t.Fatalf("the previous version's master key: %v", err)
+			}
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(home2, key)), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(home2, key), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			newer := startIn(testkit.Binary(t), home2)
+			nc := testkit.NewClient(t, newer.url)
+			check(nc, "the newer replica beside the older one")
+			c.JSON("POST", "/api/issues/"+iid+"/comments", map[string]any{"body": "written by the older replica after the migration"}, 201)
+			comments = append(comments, "written by the older replica after the migration")
+			check(c, "the older replica after the newer one migrated")
+			check(nc, "the newer replica reading the older one's write")
+			if err := newer.stop(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("stop the newer replica: %v\n%s", err, newer.report())
+			}
+		}
+		if err := p.stop(t, syscall.SIGTERM); err != nil {
+			t.Fatalf("stop the previous version: %v\n%s", err, p.report())
 		}
 		p = startWith(testkit.Binary(t))
 		check(testkit.NewClient(t, p.url), "after the upgrade")

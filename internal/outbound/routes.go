@@ -47,11 +47,11 @@ func (s *Service) Routes(rt httpx.Router) {
 			return nil
 		}
 	}
-	h("GET /api/companies/{companyId}/email/tasks/{issueId}", idRoute("issueId", "Task ID must be a UUID", http.StatusOK,
+	h("GET /api/companies/{companyId}/email/tasks/{issueId}", s.taskRef(idRoute("issueId", "Task ID must be a UUID", http.StatusOK,
 		func(_ http.ResponseWriter, r *http.Request, companyID, id string) (any, error) {
 			return s.Thread(r.Context(), httpx.Actor(r), companyID, id)
-		}))
-	h("GET /api/companies/{companyId}/email/tasks/{issueId}/deliveries", idRoute("issueId", "Task ID must be a UUID", http.StatusOK, s.deliveriesRoute))
+		})))
+	h("GET /api/companies/{companyId}/email/tasks/{issueId}/deliveries", s.taskRef(idRoute("issueId", "Task ID must be a UUID", http.StatusOK, s.deliveriesRoute)))
 	h("GET /api/companies/{companyId}/email/deliveries/{publicationId}", idRoute("publicationId", "Publication ID must be a UUID", http.StatusOK,
 		func(_ http.ResponseWriter, r *http.Request, companyID, id string) (any, error) {
 			return s.SendStatus(r.Context(), httpx.Actor(r), companyID, id)

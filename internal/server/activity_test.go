@@ -8,6 +8,9 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -157,6 +160,49 @@ func TestActivityFiltersAndExport(t *testing.T) {
 		}
 		if st, _ := e.board.Do("GET", "/api/companies/"+a+"/activity/export?format=xml", nil); st != 400 {
 			t.Errorf("format=xml: %d, want 400", st)
+		}
+
+		// The CLI exports the same rows: `paperclipai activity export`
+		// with the filters as flags, to stdout or to a file.
+		cli := func(args ...string) (string, error) {
+			cmd := exec.Command(e.bin, append([]string{"activity", "export", "--company", a}, args...)...)
+			cmd.Env = append(os.Environ(), "PAPERCLIP_API_URL="+e.inst.URL()+"/api", "PAPERCLIP_API_KEY=")
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		out, err := cli("--action", "issue.,email.")
+		if err != nil {
+			t.Fatalf("activity export: %v\n%s", err, out)
+		}
+		got = nil
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var act domain.Activity
+			if err := json.Unmarshal([]byte(line), &act); err != nil {
+				t.Fatalf("cli jsonl line %q: %v", line, err)
+			}
+			got = append(got, act.ID)
+		}
+		if !slices.Equal(got, []string{e3, e2, e1}) {
+			t.Errorf("cli jsonl export: %v, want %v", got, []string{e3, e2, e1})
+		}
+		file := filepath.Join(t.TempDir(), "activity.csv")
+		if out, err := cli("--format", "csv", "--actor-kind", "user", "--task", taskX, "--since", "2020-11-10", "--until", "2020-11-30", "--out", file); err != nil {
+			t.Fatalf("activity export --format csv --out: %v\n%s", err, out)
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err = csv.NewReader(bytes.NewReader(data)).ReadAll()
+		if err != nil || len(recs) != 3 || recs[1][0] != e4 || recs[2][0] != e1 {
+			t.Errorf("cli csv export: %v %q", err, data)
+		}
+		if out, err := cli("--since", "yesterday", "--out", filepath.Join(t.TempDir(), "bad.jsonl")); err == nil ||
+			!strings.Contains(out, "since must be an RFC 3339 time") || !strings.Contains(out, "HTTP 400") {
+			t.Errorf("cli export with a bad filter: %v\n%s", err, out)
+		}
+		if out, err := cli("--format", "xml"); err == nil || !strings.Contains(out, "--format must be jsonl or csv") {
+			t.Errorf("cli export --format xml: %v\n%s", err, out)
 		}
 	})
 }

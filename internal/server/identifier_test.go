@@ -46,6 +46,21 @@ func TestShortTaskIdentifiers(t *testing.T) {
 				t.Errorf("GET %s: %d %s, want %d", path, st, body, want)
 			}
 		}
+		// The email routes of a task, and so the MCP email.readThread
+		// operation (which calls them) and `paperclipai email thread`.
+		e.board.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": true}}, 200)
+		for path, want := range map[string]int{"/api/companies/" + a + "/email/tasks/ACME-1": 200,
+			"/api/companies/" + a + "/email/tasks/acme-2/deliveries": 200, "/api/companies/" + a + "/email/tasks/ACME-99": 404,
+			"/api/companies/" + a + "/email/tasks/ACME2-1": 404} {
+			if st, body := e.board.Do("GET", path, nil); st != want {
+				t.Errorf("GET %s: %d %s, want %d", path, st, body, want)
+			}
+		}
+		thread := exec.Command(e.bin, "email", "thread", "ACME-1", "--company", a)
+		thread.Env = append(os.Environ(), "PAPERCLIP_API_URL="+e.inst.URL()+"/api", "PAPERCLIP_API_KEY=")
+		if out, err := thread.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "null" {
+			t.Errorf("paperclipai email thread ACME-1: %v %q", err, out)
+		}
 		cmd := exec.Command(e.bin, "api", "GET", "/issues/ACME2-1", "--field", "id")
 		cmd.Env = append(os.Environ(), "PAPERCLIP_API_URL="+e.inst.URL()+"/api", "PAPERCLIP_API_KEY=")
 		out, err := cmd.Output()

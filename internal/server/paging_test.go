@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
@@ -226,6 +227,10 @@ func pageIDs(t *testing.T, l pagedListing, body []byte, h map[string][]string) (
 		if id == "" {
 			id, _ = r["userId"].(string) // members
 		}
+		if ep, _ := r["endpointId"].(string); id == "" && ep != "" {
+			addr, _ := r["address"].(string) // suppressions: (inbox, address)
+			id = ep + "/" + addr
+		}
 		if id == "" {
 			t.Fatalf("row without id: %v", r)
 		}
@@ -263,6 +268,10 @@ func newPagingFixture(t *testing.T, e *env) *pagingFixture {
 			return err
 		}
 		f.endpoint = ep.ID
+		// An address, which the suppression listing shows.
+		if _, err := tx.ExecContext(ctx, `UPDATE email_endpoints SET address = $1 WHERE id = $2`, "paging-"+ep.ID+"@agentmail.test", ep.ID); err != nil {
+			return err
+		}
 		c := domain.EmailConversation{CompanyID: f.company, EndpointID: f.endpoint, IssueID: f.issue, ExternalConversationID: "conv",
 			ExternalThreadID: "thread-parent", Subject: "Parent"}
 		if _, err := f.st.InsertConversation(ctx, tx, &c); err != nil {
@@ -392,7 +401,40 @@ func (f *pagingFixture) listings() []pagedListing {
 		one("sends", "/api/companies/"+c+"/email/publications", true, func(q db.Querier) (string, error) {
 			return f.publication(ctx, q)
 		}),
+		one("company-conversations", "/api/companies/"+c+"/email/conversations", false, func(q db.Querier) (string, error) {
+			n := f.next()
+			cv := domain.EmailConversation{CompanyID: c, EndpointID: f.endpoint, IssueID: f.issue,
+				ExternalConversationID: fmt.Sprintf("cc%d", n), ExternalThreadID: fmt.Sprintf("ct%d", n), Subject: "Across inboxes"}
+			_, err := st.InsertConversation(ctx, q, &cv)
+			return cv.ID, err
+		}),
+		one("inbox-quarantine", "/api/email/inboxes/"+f.endpoint+"/quarantine", true, func(q db.Querier) (string, error) {
+			return f.quarantined(ctx, q)
+		}),
+		one("company-quarantine", "/api/companies/"+c+"/email/quarantine", true, func(q db.Querier) (string, error) {
+			return f.quarantined(ctx, q)
+		}),
+		one("suppressions", "/api/companies/"+c+"/email/suppressions", true, func(q db.Querier) (string, error) {
+			addr := fmt.Sprintf("bounced%d@example.com", f.next())
+			return f.endpoint + "/" + addr, st.SuppressFrom(ctx, q, c, f.endpoint, addr, "message.bounced", "")
+		}),
 	}
+}
+
+// quarantined inserts a held-back inbound message (and the delivery it
+// came in).
+func (f *pagingFixture) quarantined(ctx context.Context, q db.Querier) (string, error) {
+	n := f.next()
+	d := store.EmailDelivery{CompanyID: f.company, EndpointID: f.endpoint, ProviderEventID: fmt.Sprintf("qev%d", n),
+		DeduplicationKey: fmt.Sprintf("message.received:q%d", n), EventKind: "message", Source: "websocket",
+		NormalizedEvent: json.RawMessage(`{}`), State: domain.DeliveryFiltered}
+	if _, err := f.st.InsertDelivery(ctx, q, &d); err != nil {
+		return "", err
+	}
+	m := store.QuarantinedMessage{ID: store.NewID(), CompanyID: f.company, EndpointID: f.endpoint, DeliveryID: d.ID, ProviderMessageID: fmt.Sprintf("qm%d", n),
+		ProviderThreadID: fmt.Sprintf("qt%d", n), From: "spam@example.com", Subject: "Held", ReceivedAt: time.Now(),
+		Reason: store.QuarantineSpam, Detail: "paging", BodyText: "held"}
+	return m.ID, f.st.InsertQuarantined(ctx, q, &m)
 }
 
 // publication inserts a finished (failed) send, which no worker picks up.

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -219,9 +220,17 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 var binary onceValue
 
 // Binary builds ./cmd/paperclipai once per test process and returns its path.
+// When PAPERCLIP_TEST_BINARY names a file (./scripts/test builds the binary
+// once for every test process) that file is used instead.
 func Binary(t testing.TB) string {
 	t.Helper()
 	path, err := binary.get(func() (string, error) {
+		if p := os.Getenv("PAPERCLIP_TEST_BINARY"); p != "" {
+			if _, err := os.Stat(p); err != nil {
+				return "", fmt.Errorf("PAPERCLIP_TEST_BINARY: %w", err)
+			}
+			return p, nil
+		}
 		dir, err := os.MkdirTemp("", "paperclipai-bin-")
 		if err != nil {
 			return "", err

@@ -96,6 +96,16 @@ var activityLabels = map[string]string{
 	"instance.settings_updated": "Instance settings changed", "secret.created": "Secret created",
 	"secret.rotated": "Secret rotated", "secret.deleted": "Secret deleted",
 	"action_policy.created": "Action policy created", "action_policy.deleted": "Action policy deleted",
+	"agent.spend_reset": "Agent spend reset", "board_key.revoked": "Board key revoked",
+	"company.member_removed": "Member removed", "environment.updated": "Environment updated",
+	"email.receipt": "Delivery receipt", "email.review_approved": "Email approved in review",
+	"email.review_rejected": "Email rejected in review", "email.review_expired": "Email review expired",
+	"email.send_policy_updated": "Send policy changed", "email.sender_rules.updated": "Sender rules changed",
+	"email.quarantine_released": "Held email released", "email.suppression_lifted": "Recipient suppression lifted",
+	"heartbeat.cancelled": "Run cancelled", "heartbeat.orphaned": "Run lost when its server stopped",
+	"notification_webhook.created": "Notification webhook added", "notification_webhook.deleted": "Notification webhook removed",
+	"retention.updated": "Retention settings changed", "retention.purged": "Old data purged",
+	"retention.purged_sender": "One address's email purged",
 }
 
 func labelOr(m map[string]string, k string) string {

@@ -22,7 +22,9 @@ func TestRetentionPage(t *testing.T) {
 		path := "/c/" + f.company + "/retention"
 		p := e.get(path)
 		checkPage(t, path, p)
-		for _, want := range []string{"Space used now", "Run logs", "For ever", `name="emailDays"`} {
+		// The space each kind of data uses, one row per kind.
+		for _, want := range []string{"Space used now", "Email content", "Email attachments", "Run logs",
+			"Task directories (this server)", "For ever", `name="emailDays"`} {
 			if !strings.Contains(p.body, want) {
 				t.Errorf("retention page lacks %q", want)
 			}
