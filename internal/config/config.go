@@ -67,6 +67,10 @@ type Config struct {
 	// environment; tests shorten them.
 	HeaderReadTimeout time.Duration
 	IdleTimeout       time.Duration
+	// NotificationWatchInterval is how often inbox health and bounce rates
+	// are checked for notification events (1 min). Not read from the
+	// environment; tests shorten it.
+	NotificationWatchInterval time.Duration
 	// Email timing overrides, for tests and drills that must see lease
 	// expiry, catch-up or reconnects within seconds; zero keeps the
 	// defaults (90 s leases, catch-up every 60 s, reconnect backoff from

@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -34,6 +35,13 @@ func TestComplainedAndRejectedReceipts(t *testing.T) {
 		acc := e.Board.JSON("POST", e.sendPath(), again, 202)
 		if acc["outcome"] != "failed" || acc["error"] == nil || acc["label"] != "Not sent" || acc["receipt"] != nil {
 			t.Fatalf("send to a suppressed recipient: %v", acc)
+		}
+		// The refusal names the address, why, since when, and where the
+		// suppression list is (issue 30).
+		if msg, _ := acc["error"].(string); acc["errorCode"] != "recipient_suppressed" || !strings.Contains(msg, "complain@example.com") ||
+			!strings.Contains(msg, "complained") || !strings.Contains(msg, "suppressed since") ||
+			acc["errorDetails"].(map[string]any)["suppressions"] != "/api/companies/"+e.CompanyID+"/email/suppressions" {
+			t.Fatalf("suppressed send's refusal: %v", acc)
 		}
 
 		rejected := e.newEmail("reject@example.com", "Rejected")

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,9 @@ func TestUIQuarantineBlockAndRelease(t *testing.T) {
 	if !strings.Contains(b.text("#quarantine"), "Automatic mail") {
 		t.Errorf("reason not shown: %q", b.text("#quarantine"))
 	}
+	// Screenshots for docs/email-setup.md ("Who may write to your agent").
+	shots := os.Getenv("PAPERCLIP_UI_SCREENSHOTS")
+	b.screenshot(shots, "email-quarantine-desktop")
 
 	// The message page shows text only.
 	b.click(`tr[data-from*="robot@noise.example"] a`)
@@ -66,6 +70,7 @@ func TestUIQuarantineBlockAndRelease(t *testing.T) {
 	})
 	b.visit(inbox + "/senders")
 	b.waitText("#sync-state", "Synced to AgentMail", 10*time.Second)
+	b.screenshot(shots, "email-senders-desktop")
 
 	// Release the partner's message: its task appears.
 	b.visit(inbox + "/quarantine")

@@ -1,6 +1,9 @@
 package e2e_test
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +28,23 @@ func TestUIReviewBeforeSend(t *testing.T) {
 	e.api.JSON("PUT", "/api/email/inboxes/"+ep+"/send-policy", map[string]any{"review": "new_recipients"}, 200)
 	parent := testkit.ID(e.api.JSON("POST", "/api/companies/"+cid+"/issues", map[string]any{"title": "Outreach", "assigneeAgentId": aid}, 201))
 
+	// Screenshots for docs/email-setup.md ("Review before send",
+	// "Notifications") when PAPERCLIP_UI_SCREENSHOTS names a directory.
+	shots := os.Getenv("PAPERCLIP_UI_SCREENSHOTS")
+	var hook string
+	if shots != "" {
+		rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+		t.Cleanup(rcv.Close)
+		hook = testkit.ID(e.api.JSON("POST", "/api/companies/"+cid+"/notification-webhooks", map[string]any{"url": rcv.URL + "/paperclip",
+			"events": []string{"email.review_requested", "email.send_failed"}}, 201))
+	}
+
 	b := newBrowser(t, e.inst.URL(), 1280, 900)
+	if shots != "" {
+		b.visit("/c/" + cid + "/apps/agentmail/inboxes/" + ep)
+		b.waitText("#send-policy", "New recipients", 10*time.Second)
+		b.screenshot(shots, "email-send-policy-desktop")
+	}
 	b.visit("/c/" + cid + "/review")
 	b.waitText("#review-queue", "Nothing waits for review.", 5*time.Second)
 
@@ -39,11 +58,13 @@ func TestUIReviewBeforeSend(t *testing.T) {
 	b.waitText("#review-queue", "A proposal", 15*time.Second)
 	b.waitText("#review-queue", "New recipient stranger@example.com", 5*time.Second)
 	b.waitText("#nav-review", "1", 15*time.Second)
+	b.screenshot(shots, "email-review-queue-desktop")
 
 	b.click("#review-list a")
 	b.waitText("#review-email-h", "Awaiting review", 10*time.Second)
 	b.waitText("#review-to", "stranger@example.com", 5*time.Second)
 	b.waitText("#review-thread", "starts the conversation", 5*time.Second)
+	b.screenshot(shots, "email-review-desktop")
 	// e opens the editor.
 	b.do("press e", chromedp.KeyEvent("e"))
 	b.eventually("the editor", 10*time.Second, func() bool { return b.exists("#review-edit-text") })
@@ -61,4 +82,14 @@ func TestUIReviewBeforeSend(t *testing.T) {
 	}
 	b.visit("/c/" + cid + "/review")
 	b.waitText("#review-queue", "Nothing waits for review.", 10*time.Second)
+	if shots != "" {
+		b.visit("/c/" + cid + "/notifications")
+		b.waitText("#webhook-list", "/paperclip", 5*time.Second)
+		b.screenshot(shots, "notifications-desktop")
+		b.eventually("the review request delivered", 30*time.Second, func() bool {
+			b.visit("/c/" + cid + "/notifications/" + hook)
+			return strings.Contains(b.text("main"), "Delivered")
+		})
+		b.screenshot(shots, "notification-deliveries-desktop")
+	}
 }

@@ -22,6 +22,9 @@ type RulesWorker struct {
 	// DriftEvery is how often each synced inbox is checked for drift
 	// (default 1 hour).
 	DriftEvery time.Duration
+	// BounceEvery is how often the bounce rates are checked (default 1
+	// minute).
+	BounceEvery time.Duration
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -38,7 +41,7 @@ func (w *RulesWorker) HighBounceInboxes() int64 { return w.highCount.Load() }
 
 // NewRulesWorker returns the worker of s.
 func NewRulesWorker(s *Service) *RulesWorker {
-	return &RulesWorker{s: s, Interval: 5 * time.Second, DriftEvery: time.Hour}
+	return &RulesWorker{s: s, Interval: 5 * time.Second, DriftEvery: time.Hour, BounceEvery: time.Minute}
 }
 
 // Start runs the worker until Shutdown.
@@ -68,13 +71,13 @@ func (w *RulesWorker) Shutdown(ctx context.Context) error {
 
 func (w *RulesWorker) loop(ctx context.Context) {
 	defer w.wg.Done()
-	t := time.NewTicker(w.Interval)
+	t := time.NewTicker(min(w.Interval, w.BounceEvery))
 	defer t.Stop()
 	var lastPurge, lastBounce time.Time
 	for {
 		w.syncDue(ctx)
 		w.checkDrift(ctx)
-		if time.Since(lastBounce) > time.Minute {
+		if time.Since(lastBounce) > w.BounceEvery {
 			lastBounce = time.Now()
 			w.checkBounces(ctx)
 		}
@@ -172,9 +175,9 @@ func (w *RulesWorker) purge(ctx context.Context) {
 }
 
 // checkBounces recomputes which active inboxes bounce too much. An inbox
-// that crosses the limit is logged and handed to Options.BounceRateHigh:
-// the seam where an inbox.bounce_rate_high notification event is emitted
-// once notification webhooks exist.
+// that crosses the limit (as this process sees it) is logged and handed to
+// Options.BounceRateHigh, which emits the inbox.bounce_rate_high
+// notification event, deduplicated across replicas.
 func (w *RulesWorker) checkBounces(ctx context.Context) {
 	s := w.s
 	rates, err := s.Store.ActiveBounceRates(ctx, s.Store.DB, BounceSendError, BounceWindow)

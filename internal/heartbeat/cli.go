@@ -49,6 +49,10 @@ type CLIAdapter struct {
 	// passEnv names; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 	Log       *slog.Logger
+	// BudgetExceeded, when set, is called inside the transaction that
+	// charges a run's cost when the charge leaves the agent over its
+	// monthly budget (see Options.BudgetExceeded).
+	BudgetExceeded func(ctx context.Context, tx *sql.Tx, agent domain.Agent) error
 }
 
 // ExecutesHostProgram implements HostProgram: the CLI runs on this host.
@@ -251,6 +255,17 @@ func (a CLIAdapter) record(ctx context.Context, spec RunSpec, at attemptResult) 
 	err := a.Store.Tx(rctx, func(tx *sql.Tx) error {
 		if err := a.Store.RecordRunUsage(rctx, tx, spec.Run, sid, usage); err != nil {
 			return err
+		}
+		if a.BudgetExceeded != nil && usage.CostMicros > 0 {
+			ag, err := a.Store.GetAgent(rctx, tx, spec.Agent.ID)
+			if err != nil {
+				return err
+			}
+			if ag.OverBudget(a.Store.Now()) {
+				if err := a.BudgetExceeded(rctx, tx, ag); err != nil {
+					return err
+				}
+			}
 		}
 		if sid == "" || spec.Run.IssueID == "" {
 			return nil

@@ -103,6 +103,11 @@ type Options struct {
 	// environment (skills directory, workspace) to the spec.
 	Prepare  func(ctx context.Context, spec *RunSpec) error
 	Observer Observer
+	// BudgetExceeded, when set, is called inside the transaction of a wake
+	// refused because the agent's monthly budget is spent: the place to
+	// emit an agent.budget_exceeded notification event (deduplicated by
+	// the callee, per agent and month).
+	BudgetExceeded func(ctx context.Context, tx *sql.Tx, agent domain.Agent) error
 }
 
 // Service is the heartbeat scheduler.
@@ -261,6 +266,11 @@ func (s *Service) wakeup(ctx context.Context, tx *sql.Tx, agentID string, req Wa
 	})
 	if err != nil {
 		return domain.Run{}, false, err
+	}
+	if created && refusal == RefusedBudgetExceeded && s.opts.BudgetExceeded != nil {
+		if err := s.opts.BudgetExceeded(ctx, tx, agent); err != nil {
+			return domain.Run{}, false, err
+		}
 	}
 	return run, created, nil
 }

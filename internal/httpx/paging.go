@@ -27,8 +27,15 @@ type PageList[T any] struct {
 	NextCursor *string `json:"nextCursor"`
 }
 
-// PageParams reads ?limit= (default 50, 1..200) and ?cursor= of a listing.
-func PageParams(r *http.Request) (store.Page, error) {
+// PageParams reads ?limit= (default 50, 1..200) and ?cursor= of a listing
+// whose rows have UUID ids.
+func PageParams(r *http.Request) (store.Page, error) { return PageParamsWith(r, store.ValidID) }
+
+// PageParamsWith is PageParams for a listing whose row ids have another
+// shape (validID, say store.ValidDeliveryID): the cursor of such a listing
+// carries its ids, while every other listing's cursor still takes UUIDs
+// only.
+func PageParamsWith(r *http.Request, validID func(string) bool) (store.Page, error) {
 	q := r.URL.Query()
 	p := store.Page{Limit: DefaultPageLimit}
 	if v := q.Get("limit"); v != "" {
@@ -39,7 +46,7 @@ func PageParams(r *http.Request) (store.Page, error) {
 		p.Limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
-		c, err := DecodeCursor(v)
+		c, err := decodeCursor(v, validID)
 		if err != nil {
 			return p, err
 		}
@@ -57,9 +64,11 @@ func EncodeCursor(c store.Cursor) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(s))
 }
 
-// DecodeCursor parses a token from EncodeCursor; anything else is
-// ErrBadCursor.
-func DecodeCursor(v string) (store.Cursor, error) {
+// DecodeCursor parses a token from EncodeCursor of a listing with UUID row
+// ids; anything else is ErrBadCursor.
+func DecodeCursor(v string) (store.Cursor, error) { return decodeCursor(v, store.ValidID) }
+
+func decodeCursor(v string, validID func(string) bool) (store.Cursor, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(v)
 	if err != nil {
 		return store.Cursor{}, ErrBadCursor
@@ -69,7 +78,7 @@ func DecodeCursor(v string) (store.Cursor, error) {
 		return store.Cursor{}, ErrBadCursor
 	}
 	t, terr := time.Parse(time.RFC3339Nano, parts[0])
-	if terr != nil || !store.ValidID(parts[1]) {
+	if terr != nil || !validID(parts[1]) {
 		return store.Cursor{}, ErrBadCursor
 	}
 	c := store.Cursor{At: t, ID: parts[1]}

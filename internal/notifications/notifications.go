@@ -24,19 +24,23 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/vault"
 )
 
-// Events known at start. Another package adds its own with RegisterEvent
-// (say inbox.bounce_rate_high) before the server starts.
+// Events known at start. Another package may add its own with
+// RegisterEvent before the server starts.
 const (
 	EventReviewRequested = "email.review_requested"
 	EventReviewExpired   = "email.review_expired"
 	EventSendFailed      = "email.send_failed"
 	EventInboxHealth     = "inbox.health_changed"
 	EventBudgetExceeded  = "agent.budget_exceeded"
+	// EventBounceRateHigh: more than 5 % of an inbox's last 100 sends
+	// bounced (at most once per inbox per day while it holds).
+	EventBounceRateHigh = "inbox.bounce_rate_high"
 )
 
 var (
@@ -49,6 +53,7 @@ var (
 		EventSendFailed:      "An email could not be sent",
 		EventInboxHealth:     "An email inbox's health changed",
 		EventBudgetExceeded:  "An agent exceeded its budget",
+		EventBounceRateHigh:  "An email inbox's bounce rate is over 5 %",
 	}
 )
 
@@ -128,10 +133,13 @@ type Webhook struct {
 	Secret string `json:"secret,omitempty"`
 }
 
-type webhookRow struct {
-	Webhook
-	sealed         string
-	privateAllowed bool
+// view is the API's view of a stored webhook (without its secret).
+func view(h store.NotificationWebhook) Webhook {
+	evs := h.Events
+	if evs == nil {
+		evs = []string{}
+	}
+	return Webhook{ID: h.ID, CompanyID: h.CompanyID, URL: h.URL, Events: evs, Format: h.Format, CreatedAt: h.CreatedAt}
 }
 
 // EmitTx records event for every webhook of the company subscribed to it,
@@ -141,7 +149,7 @@ func (s *Service) EmitTx(ctx context.Context, tx *sql.Tx, companyID, event strin
 	if _, ok := summaryOf(event); !ok {
 		return fmt.Errorf("emit notification: unknown event %q", event)
 	}
-	hooks, err := s.webhooks(ctx, tx, companyID)
+	hooks, err := s.Store.ListNotificationWebhooks(ctx, tx, companyID)
 	if err != nil {
 		return err
 	}
@@ -151,11 +159,10 @@ func (s *Service) EmitTx(ctx context.Context, tx *sql.Tx, companyID, event strin
 		if !slices.Contains(h.Events, event) {
 			continue
 		}
-		id := "msg_" + strings.ReplaceAll(store.NewID(), "-", "")
 		payload, _ := json.Marshal(map[string]any{"type": event, "timestamp": now.Format(time.RFC3339Nano), "data": data})
-		if _, err := tx.ExecContext(ctx, `INSERT INTO notification_deliveries (id, company_id, webhook_id, event, payload, state,
-			next_attempt_at, created_at) VALUES ($1,$2,$3,$4,$5,'pending',$6,$6)`, id, companyID, h.ID, event, string(payload), now); err != nil {
-			return fmt.Errorf("emit notification: %w", err)
+		if err := s.Store.InsertNotificationDelivery(ctx, tx, store.NotificationDelivery{ID: NewDeliveryID(), CompanyID: companyID,
+			WebhookID: h.ID, Event: event, Payload: string(payload), CreatedAt: now}); err != nil {
+			return err
 		}
 		queued = true
 	}
@@ -168,27 +175,82 @@ func (s *Service) EmitTx(ctx context.Context, tx *sql.Tx, companyID, event strin
 // Notify wakes the delivery loop (after committing an emitted event).
 func (s *Service) Notify() { s.Work.Notify() }
 
-func (s *Service) webhooks(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, companyID string) ([]webhookRow, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, company_id, url, events, format, secret_sealed, private_allowed, created_at
-		FROM notification_webhooks WHERE company_id = $1 ORDER BY created_at, id`, companyID)
-	if err != nil {
-		return nil, fmt.Errorf("list notification webhooks: %w", err)
-	}
-	defer rows.Close()
-	var out []webhookRow
-	for rows.Next() {
-		var h webhookRow
-		var evs string
-		if err := rows.Scan(&h.ID, &h.CompanyID, &h.URL, &evs, &h.Format, &h.sealed, &h.privateAllowed, &h.CreatedAt); err != nil {
-			return nil, fmt.Errorf("list notification webhooks: %w", err)
+// NewDeliveryID returns a delivery id, which is also the webhook-id header
+// of its every attempt: "msg_" and 32 hex digits (store.ValidDeliveryID).
+func NewDeliveryID() string { return "msg_" + strings.ReplaceAll(store.NewID(), "-", "") }
+
+// EmitOnChange emits event in one transaction with moving the mark m, and
+// only when this call moved it (store.SwapNotificationMark): replicas that
+// notice the same change emit it once, and a state flapping inside the
+// mark's quiet period is not re-sent. The first sighting of a mark only
+// records it unless m.EmitFirst is set. It reports whether it emitted.
+func (s *Service) EmitOnChange(ctx context.Context, m store.NotificationMark, event string,
+	data func(previous string) map[string]any) (bool, error) {
+	// The usual case, nothing changed, costs one read and no write
+	// transaction (a watcher asks every minute for every inbox).
+	if !m.Repeat {
+		if v, err := s.Store.NotificationMarkValue(ctx, s.Store.DB, m.Key); err == nil && v == m.Value {
+			return false, nil
 		}
-		_ = json.Unmarshal([]byte(evs), &h.Events)
-		h.CreatedAt = h.CreatedAt.UTC()
-		out = append(out, h)
 	}
-	return out, rows.Err()
+	emitted := false
+	err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		emitted = false
+		ch, err := s.Store.SwapNotificationMark(ctx, tx, m)
+		if err != nil || !ch.Changed {
+			return err
+		}
+		emitted = true
+		return s.EmitTx(ctx, tx, m.CompanyID, event, data(ch.Previous))
+	})
+	if err != nil {
+		return false, fmt.Errorf("emit %s: %w", event, err)
+	}
+	if emitted {
+		s.Notify()
+	}
+	return emitted, nil
+}
+
+// EmitOnChangeTx is EmitOnChange inside the caller's transaction: the
+// change it reports commits with the event. The caller wakes the delivery
+// loop after commit (Notify); where it cannot, NotifyWhenCommitted.
+func (s *Service) EmitOnChangeTx(ctx context.Context, tx *sql.Tx, m store.NotificationMark, event string, data map[string]any) (bool, error) {
+	ch, err := s.Store.SwapNotificationMark(ctx, tx, m)
+	if err != nil || !ch.Changed {
+		return false, err
+	}
+	return true, s.EmitTx(ctx, tx, m.CompanyID, event, data)
+}
+
+// NotifyWhenCommitted wakes the delivery loop once the mark key shows the
+// value, for an emitter inside a transaction it does not commit itself (a
+// heartbeat wake). On PostgreSQL the NOTIFY of EmitTx already wakes every
+// replica at commit; on SQLite the loop has no such signal, so this
+// watches for the commit (at most 30 s; a rolled-back change never shows).
+func (s *Service) NotifyWhenCommitted(key, value string) {
+	if s.Store.DB.Dialect == db.Postgres {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for wait := 10 * time.Millisecond; ctx.Err() == nil; wait = min(2*wait, time.Second) {
+			if v, err := s.Store.NotificationMarkValue(ctx, s.Store.DB, key); err == nil && v == value {
+				s.Notify()
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
+	}()
+}
+
+// Subscribed returns the companies with a webhook subscribed to event.
+func (s *Service) Subscribed(ctx context.Context, event string) ([]string, error) {
+	return s.Store.CompaniesSubscribedTo(ctx, s.Store.DB, event)
 }
 
 // newSecret returns a Standard Webhooks secret: "whsec_" and the base64 of

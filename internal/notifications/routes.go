@@ -3,7 +3,7 @@ package notifications
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -126,18 +126,16 @@ func (s *Service) Create(ctx context.Context, a authz.Actor, companyID string, i
 	if err != nil {
 		return zero, err
 	}
-	evJSON, _ := json.Marshal(evs)
 	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM notification_webhooks WHERE company_id = $1`, companyID).Scan(&n); err != nil {
+		n, err := s.Store.CountNotificationWebhooks(ctx, tx, companyID)
+		if err != nil {
 			return err
 		}
 		if n >= maxWebhooks {
 			return httpx.Errorf(http.StatusConflict, "a company may have at most %d notification webhooks", maxWebhooks)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO notification_webhooks (id, company_id, url, events, format, secret_sealed,
-			private_allowed, created_by, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`, h.ID, companyID, h.URL, string(evJSON), h.Format,
-			sealed, !public, a.ID(), h.CreatedAt); err != nil {
+		if err := s.Store.InsertNotificationWebhook(ctx, tx, store.NotificationWebhook{ID: h.ID, CompanyID: companyID, URL: h.URL,
+			Events: evs, Format: h.Format, SecretSealed: sealed, PrivateAllowed: !public, CreatedBy: a.ID(), CreatedAt: h.CreatedAt}); err != nil {
 			return err
 		}
 		return s.Store.Audit(ctx, tx, a.AuditActor(), companyID, "notification_webhook.created", "notification_webhook", h.ID,
@@ -150,20 +148,34 @@ func (s *Service) Create(ctx context.Context, a authz.Actor, companyID string, i
 	return h, nil
 }
 
+// WebhookPage is one page of a company's webhooks, with the events a
+// webhook may subscribe to.
+type WebhookPage struct {
+	Items      []Webhook `json:"items"`
+	NextCursor *string   `json:"nextCursor"`
+	Events     []string  `json:"events"`
+}
+
 func (s *Service) listRoute(w http.ResponseWriter, r *http.Request) error {
 	companyID, _, err := s.manager(r)
 	if err != nil {
 		return err
 	}
-	hooks, err := s.webhooks(r.Context(), s.Store.DB, companyID)
+	p, err := httpx.PageParams(r)
 	if err != nil {
 		return err
 	}
-	out := make([]Webhook, 0, len(hooks))
-	for _, h := range hooks {
-		out = append(out, h.Webhook)
+	rows, err := s.Store.NotificationWebhooksPage(r.Context(), s.Store.DB, companyID, p)
+	if err != nil {
+		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"items": out, "events": Events()})
+	rows, next := httpx.TrimPage(rows, p, store.WebhookCursor)
+	items := make([]Webhook, 0, len(rows))
+	for _, h := range rows {
+		items = append(items, view(h))
+	}
+	pl := httpx.NewPageList(items, next)
+	httpx.WriteJSON(w, http.StatusOK, WebhookPage{Items: pl.Items, NextCursor: pl.NextCursor, Events: Events()})
 	return nil
 }
 
@@ -177,11 +189,11 @@ func (s *Service) deleteRoute(w http.ResponseWriter, r *http.Request) error {
 		return httpx.Errorf(http.StatusBadRequest, "webhookId must be a UUID")
 	}
 	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(r.Context(), `DELETE FROM notification_webhooks WHERE id = $1 AND company_id = $2`, id, companyID)
+		found, err := s.Store.DeleteNotificationWebhook(r.Context(), tx, companyID, id)
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		if !found {
 			return httpx.Errorf(http.StatusNotFound, "Notification webhook not found")
 		}
 		return s.Store.Audit(r.Context(), tx, a.AuditActor(), companyID, "notification_webhook.deleted", "notification_webhook", id, map[string]any{})
@@ -193,6 +205,8 @@ func (s *Service) deleteRoute(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// deliveriesRoute serves a webhook's delivery log, newest first, paged by
+// the shared cursor (whose id is a delivery's msg_… id here).
 func (s *Service) deliveriesRoute(w http.ResponseWriter, r *http.Request) error {
 	companyID, _, err := s.manager(r)
 	if err != nil {
@@ -202,42 +216,31 @@ func (s *Service) deliveriesRoute(w http.ResponseWriter, r *http.Request) error 
 	if !store.ValidID(id) {
 		return httpx.Errorf(http.StatusBadRequest, "webhookId must be a UUID")
 	}
-	rows, err := s.Store.DB.QueryContext(r.Context(), `SELECT id, event, state, attempts, last_status, last_error, next_attempt_at,
-		created_at, delivered_at FROM notification_deliveries WHERE webhook_id = $1 AND company_id = $2 ORDER BY created_at DESC, id LIMIT 200`,
-		id, companyID)
+	p, err := httpx.PageParamsWith(r, store.ValidDeliveryID)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	out := []DeliveryView{}
-	for rows.Next() {
-		var d DeliveryView
-		var status sql.NullInt64
-		var lastErr sql.NullString
-		var next, delivered sql.NullTime
-		if err := rows.Scan(&d.ID, &d.Event, &d.State, &d.Attempts, &status, &lastErr, &next, &d.CreatedAt, &delivered); err != nil {
-			return err
-		}
-		if status.Valid {
-			v := int(status.Int64)
-			d.LastStatus = &v
-		}
-		if lastErr.Valid {
-			d.LastError = &lastErr.String
-		}
-		if next.Valid && d.State == "pending" {
-			t := next.Time.UTC()
-			d.NextAttemptAt = &t
-		}
-		if delivered.Valid {
-			t := delivered.Time.UTC()
-			d.DeliveredAt = &t
-		}
-		out = append(out, d)
+	h, err := s.Store.GetNotificationWebhook(r.Context(), s.Store.DB, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && h.CompanyID != companyID) {
+		return httpx.Errorf(http.StatusNotFound, "Notification webhook not found")
 	}
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"items": out})
+	rows, err := s.Store.NotificationDeliveriesPage(r.Context(), s.Store.DB, companyID, id, p)
+	if err != nil {
+		return err
+	}
+	rows, next := httpx.TrimPage(rows, p, store.NotificationDeliveryCursor)
+	out := make([]DeliveryView, 0, len(rows))
+	for _, d := range rows {
+		v := DeliveryView{ID: d.ID, Event: d.Event, State: d.State, Attempts: d.Attempts, LastStatus: d.LastStatus,
+			LastError: d.LastError, CreatedAt: d.CreatedAt, DeliveredAt: d.DeliveredAt}
+		if d.State == store.NotificationPending {
+			v.NextAttemptAt = d.NextAttemptAt
+		}
+		out = append(out, v)
+	}
+	httpx.WriteJSON(w, http.StatusOK, httpx.NewPageList(out, next))
 	return nil
 }

@@ -3,7 +3,6 @@ package notifications
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/netguard"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 var (
@@ -92,102 +92,77 @@ func (s *Service) run(ctx context.Context) {
 	}
 }
 
-type due struct {
-	id, companyID, webhookID, event, payload string
-	attempts                                 int
-	createdAt                                time.Time
-}
-
 // deliverDue attempts every due delivery and returns the next retry time.
 func (s *Service) deliverDue(ctx context.Context) (time.Time, error) {
 	now := s.Store.Now()
-	rows, err := s.Store.DB.QueryContext(ctx, `SELECT id, company_id, webhook_id, event, payload, attempts, created_at
-		FROM notification_deliveries WHERE state = 'pending' AND next_attempt_at <= $1 ORDER BY next_attempt_at LIMIT 50`, now)
+	list, err := s.Store.DueNotificationDeliveries(ctx, s.Store.DB, now, 50)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("due notifications: %w", err)
-	}
-	var list []due
-	for rows.Next() {
-		var d due
-		if err := rows.Scan(&d.id, &d.companyID, &d.webhookID, &d.event, &d.payload, &d.attempts, &d.createdAt); err != nil {
-			rows.Close()
-			return time.Time{}, fmt.Errorf("due notifications: %w", err)
-		}
-		list = append(list, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return time.Time{}, err
 	}
 	for _, d := range list {
+		// Another replica may be attempting it: only the claimer does.
+		claimed, err := s.Store.ClaimNotificationDelivery(ctx, s.Store.DB, d.ID, s.Store.Now(), s.Store.Now().Add(2*requestTimeout))
+		if err != nil {
+			return time.Time{}, err
+		}
+		if !claimed {
+			continue
+		}
 		if err := s.attempt(ctx, d); err != nil {
 			return time.Time{}, err
 		}
 	}
-	// Why ORDER BY … LIMIT 1 and not MIN(): SQLite returns an aggregate of
-	// a timestamp as text.
-	var next time.Time
-	err = s.Store.DB.QueryRowContext(ctx, `SELECT next_attempt_at FROM notification_deliveries WHERE state = 'pending'
-		ORDER BY next_attempt_at LIMIT 1`).Scan(&next)
-	if errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}, nil
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("next notification: %w", err)
-	}
-	return next.UTC(), nil
+	next, _, err := s.Store.NextNotificationAttempt(ctx, s.Store.DB)
+	return next, err
 }
 
 // attempt makes one delivery attempt and records its result. A 2xx is
 // delivered; anything else is retried with backoff until 24 hours after the
 // event, then failed. Why at-least-once: the receiver deduplicates by
 // webhook-id, which stays the same on every attempt.
-func (s *Service) attempt(ctx context.Context, d due) error {
-	var url, format, sealed string
-	var private bool
-	err := s.Store.DB.QueryRowContext(ctx, `SELECT url, format, secret_sealed, private_allowed FROM notification_webhooks WHERE id = $1`,
-		d.webhookID).Scan(&url, &format, &sealed, &private)
-	if errors.Is(err, sql.ErrNoRows) {
+func (s *Service) attempt(ctx context.Context, d store.NotificationDelivery) error {
+	h, err := s.Store.GetNotificationWebhook(ctx, s.Store.DB, d.WebhookID)
+	if errors.Is(err, store.ErrNotFound) {
 		return nil // deleted meanwhile: its deliveries went with it
 	}
 	if err != nil {
 		return fmt.Errorf("notification webhook: %w", err)
 	}
-	secret, err := s.Vault.Open(sealed, sealAAD(d.webhookID))
+	secret, err := s.Vault.Open(h.SecretSealed, sealAAD(d.WebhookID))
 	if err != nil {
 		return s.record(ctx, d, 0, "the webhook's secret could not be read", false)
 	}
-	body := []byte(d.payload)
-	if format == "slack" {
+	body := []byte(d.Payload)
+	if h.Format == "slack" {
 		var p struct {
 			Data map[string]any `json:"data"`
 		}
 		_ = json.Unmarshal(body, &p)
-		body, _ = json.Marshal(map[string]string{"text": slackText(d.event, p.Data)})
+		body, _ = json.Marshal(map[string]string{"text": slackText(d.Event, p.Data)})
 	}
 	ts := s.Store.Now()
-	sig, err := Sign(string(secret), d.id, ts, body)
+	sig, err := Sign(string(secret), d.ID, ts, body)
 	if err != nil {
 		return s.record(ctx, d, 0, "the webhook's secret is malformed", false)
 	}
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, h.URL, bytes.NewReader(body))
 	if err != nil {
 		return s.record(ctx, d, 0, "invalid webhook URL", false)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Paperclip-Notifications/1")
-	req.Header.Set("webhook-id", d.id)
+	req.Header.Set("webhook-id", d.ID)
 	req.Header.Set("webhook-timestamp", fmt.Sprint(ts.Unix()))
 	req.Header.Set("webhook-signature", sig)
 	client := guardedClient
-	if private {
+	if h.PrivateAllowed {
 		client = approvedClient
 	}
 	resp, err := client.Do(req)
 	if ctx.Err() != nil {
-		return nil // stopping: the attempt is repeated after restart
+		return nil // stopping: the claim lapses and the attempt is repeated
 	}
 	if err != nil {
 		msg := "the webhook request failed"
@@ -207,23 +182,15 @@ func (s *Service) attempt(ctx context.Context, d due) error {
 // record stores an attempt's result: delivered, a retry after backoff, or
 // failed once the 24-hour window is over. Errors are our fixed sentences,
 // never the receiver's text.
-func (s *Service) record(ctx context.Context, d due, status int, msg string, ok bool) error {
+func (s *Service) record(ctx context.Context, d store.NotificationDelivery, status int, msg string, ok bool) error {
 	now := s.Store.Now()
-	var st any
-	if status != 0 {
-		st = status
-	}
 	if ok {
-		_, err := s.Store.DB.ExecContext(ctx, `UPDATE notification_deliveries SET state = 'delivered', attempts = attempts + 1,
-			last_status = $2, last_error = NULL, next_attempt_at = NULL, delivered_at = $3 WHERE id = $1`, d.id, st, now)
-		return err
+		return s.Store.RecordNotificationDelivered(ctx, s.Store.DB, d.ID, status, now)
 	}
-	next := now.Add(backoff(d.attempts + 1))
-	state := "pending"
-	if next.Sub(d.createdAt.UTC()) > retryWindow {
-		state = "failed"
+	next := now.Add(backoff(d.Attempts + 1))
+	state := store.NotificationPending
+	if next.Sub(d.CreatedAt) > retryWindow {
+		state = store.NotificationFailed
 	}
-	_, err := s.Store.DB.ExecContext(ctx, `UPDATE notification_deliveries SET state = $2, attempts = attempts + 1, last_status = $3,
-		last_error = $4, next_attempt_at = $5 WHERE id = $1`, d.id, state, st, msg, next)
-	return err
+	return s.Store.RecordNotificationAttempt(ctx, s.Store.DB, d.ID, state, status, msg, next)
 }

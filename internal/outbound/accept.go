@@ -116,7 +116,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	if err := s.decide(ctx, actor, ep, conv, sendAction(req), recipients); err != nil {
 		return zero, err
 	}
-	suppressed, err := s.Store.SuppressedAmong(ctx, s.Store.DB, ep.ID, lowerAll(recipients))
+	suppressed, err := s.Store.SuppressionsAmong(ctx, s.Store.DB, ep.ID, lowerAll(recipients))
 	if err != nil {
 		return zero, err
 	}
@@ -128,7 +128,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	if len(suppressed) > 0 {
 		// A permanently bounced recipient fails fast: recorded, never sent.
 		pub.State, pub.Outcome = domain.SendFailed, domain.OutcomeFailed
-		pub.Error = suppressedMsg
+		pub.Error = suppressedError(suppressed)
 	} else if len(holdFor) > 0 {
 		// Held: stored like any send, but the worker never takes it
 		// (PendingSends wants queued or uncertain) until a reviewer
@@ -302,9 +302,6 @@ func (s *Service) selectAttachments(ctx context.Context, companyID, sourceIssueI
 	}
 	return out, nil
 }
-
-// suppressedMsg is the outcome of a send to a suppressed recipient.
-const suppressedMsg = "A recipient previously bounced permanently or complained; this email was not sent"
 
 // sendAction is the action-policy name of a send request.
 func sendAction(req SendRequest) string {

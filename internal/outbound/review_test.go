@@ -280,3 +280,41 @@ func TestSendPolicyRecipients(t *testing.T) {
 		}
 	})
 }
+
+// The review metrics: paperclip_email_sends_held counts the sends waiting
+// now, and paperclip_email_review_wait_seconds observes each decision's
+// wait by decision.
+func TestReviewMetrics(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e := newSendEnv(t, url)
+		e.setPolicy(map[string]any{"review": "all"})
+		metric := func(name string) string {
+			t.Helper()
+			_, body := testkit.NewClient(t, e.URL()).Do("GET", "/metrics", nil)
+			for _, line := range strings.Split(string(body), "\n") {
+				if rest, ok := strings.CutPrefix(line, name+" "); ok {
+					return rest
+				}
+			}
+			t.Fatalf("no metric %s in /metrics", name)
+			return ""
+		}
+		approved := `paperclip_email_review_wait_seconds_count{decision="approved"}`
+		rejected := `paperclip_email_review_wait_seconds_count{decision="rejected"}`
+		if metric("paperclip_email_sends_held") != "0" || metric(approved) != "0" {
+			t.Fatalf("before: held %s, approved %s", metric("paperclip_email_sends_held"), metric(approved))
+		}
+		a, b := testkit.NewUUID(), testkit.NewUUID()
+		e.held(e.Board, a, "one@example.com", "First.")
+		e.held(e.Board, b, "two@example.com", "Second.")
+		if got := metric("paperclip_email_sends_held"); got != "2" {
+			t.Fatalf("held after two holds: %s", got)
+		}
+		e.Board.JSON("POST", e.reviewPath(a), map[string]any{"action": "approve"}, 200)
+		e.Board.JSON("POST", e.reviewPath(b), map[string]any{"action": "reject", "reason": "not now"}, 200)
+		if metric("paperclip_email_sends_held") != "0" || metric(approved) != "1" || metric(rejected) != "1" {
+			t.Fatalf("after the decisions: held %s, approved %s, rejected %s", metric("paperclip_email_sends_held"),
+				metric(approved), metric(rejected))
+		}
+	})
+}

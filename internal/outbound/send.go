@@ -221,13 +221,13 @@ func (w *Worker) prepare(ctx context.Context, pub store.EmailPublication, req Se
 		in.send = agentmail.SendMessageRequest{To: to, Cc: cc, Bcc: req.Bcc, Subject: *req.Subject, Text: req.Text,
 			Attachments: atts, Headers: headers}
 	}
-	sup, err := w.Store.SuppressedAmong(ctx, w.Store.DB, ep.ID, lowerAll(recipients))
+	sup, err := w.Store.SuppressionsAmong(ctx, w.Store.DB, ep.ID, lowerAll(recipients))
 	if err != nil {
 		// Never send past a suppression list we could not read.
 		return ep, "", in, recheck(err)
 	}
 	if len(sup) > 0 {
-		return ep, "", in, final(suppressedMsg)
+		return ep, "", in, final(suppressedError(sup))
 	}
 	return ep, key, in, nil
 }

@@ -176,6 +176,11 @@ type SendSummary struct {
 	// Review is the held send's review (why held, until when, who decided
 	// and what was changed); null for a send never held.
 	Review *ReviewView `json:"review,omitempty"`
+	// ErrorCode is recipient_suppressed for a send refused because a
+	// recipient is suppressed; ErrorDetails then holds the path of the
+	// company's suppression list ("suppressions").
+	ErrorCode    *string        `json:"errorCode,omitempty"`
+	ErrorDetails map[string]any `json:"errorDetails,omitempty"`
 	// Message explains the outcome to the agent in one line (set while a
 	// send awaits review).
 	Message *string `json:"message,omitempty"`
@@ -224,6 +229,10 @@ func summarizeSend(p store.EmailPublication) SendSummary {
 	if p.Error != "" {
 		e := p.Error
 		out.Error = &e
+		if p.Outcome == domain.OutcomeFailed && suppressedSend(p.Error) {
+			code := CodeRecipientSuppressed
+			out.ErrorCode, out.ErrorDetails = &code, suppressionDetails(p.CompanyID)
+		}
 	}
 	if p.ProviderMessageID != "" {
 		m := p.ProviderMessageID

@@ -33,7 +33,7 @@ func (s *Server) adapters(bridge func(context.Context, sandbox.Grant, string, sa
 	}
 	for _, typ := range agentcli.Types {
 		out[typ] = heartbeat.CLIAdapter{Type: typ, Store: s.Store, Bridge: bridge, Egress: egress,
-			Log: logger.With("component", "heartbeat", "adapter", typ)}
+			Log: logger.With("component", "heartbeat", "adapter", typ), BudgetExceeded: s.budgetExceeded}
 	}
 	return out
 }

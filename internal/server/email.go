@@ -54,6 +54,9 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 	s.Inbound.QuarantineRoutes(s.API, s.Email.Gate)
 	s.registerEmailMetrics()
 	rules := email.NewRulesWorker(s.Email)
+	if cfg.NotificationWatchInterval > 0 {
+		rules.BounceEvery = cfg.NotificationWatchInterval
+	}
 	s.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paperclip_email_bounce_rate_high_inboxes",
 		Help: "Active inboxes of which more than 5 % of the last 100 sends bounced (checked every minute by this process)."},
 		func() float64 { return float64(rules.HighBounceInboxes()) }))

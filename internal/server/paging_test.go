@@ -19,6 +19,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/notifications"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
@@ -46,7 +47,7 @@ func TestEveryListPagesExactlyOnce(t *testing.T) {
 		e := setup(t, databaseURL)
 		e.board.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": true}}, 200)
 		f := newPagingFixture(t, e)
-		for _, l := range f.listings() {
+		for _, l := range f.listings(t) {
 			t.Run(l.name, func(t *testing.T) { checkPagesExactlyOnce(t, e, f.st, l) })
 		}
 		t.Run("cli-all", func(t *testing.T) {
@@ -295,7 +296,7 @@ func (f *pagingFixture) next() int {
 }
 
 // listings are every paged list route, each with its rows.
-func (f *pagingFixture) listings() []pagedListing {
+func (f *pagingFixture) listings(t *testing.T) []pagedListing {
 	ctx := context.Background()
 	// one wraps a single-row insert as both seed and concurrent insert.
 	one := func(name, path string, object bool, insert func(q db.Querier) (string, error)) pagedListing {
@@ -320,6 +321,10 @@ func (f *pagingFixture) listings() []pagedListing {
 			}}
 	}
 	c, st := f.company, f.st
+	hook, err := f.webhook(ctx, st.DB)
+	if err != nil {
+		t.Fatalf("webhook: %v", err)
+	}
 	return []pagedListing{
 		one("issues", "/api/companies/"+c+"/issues", false, func(q db.Querier) (string, error) {
 			i := domain.Issue{CompanyID: c, Title: fmt.Sprintf("Task %d", f.next())}
@@ -418,6 +423,16 @@ func (f *pagingFixture) listings() []pagedListing {
 			addr := fmt.Sprintf("bounced%d@example.com", f.next())
 			return f.endpoint + "/" + addr, st.SuppressFrom(ctx, q, c, f.endpoint, addr, "message.bounced", "")
 		}),
+		one("notification-webhooks", "/api/companies/"+c+"/notification-webhooks", true, func(q db.Querier) (string, error) {
+			return f.webhook(ctx, q)
+		}),
+		// Delivery ids are msg_… (the webhook-id header), not UUIDs: the
+		// listing's cursor carries them.
+		one("notification-deliveries", "/api/companies/"+c+"/notification-webhooks/"+hook+"/deliveries", true, func(q db.Querier) (string, error) {
+			d := store.NotificationDelivery{ID: notifications.NewDeliveryID(), CompanyID: c, WebhookID: hook, Event: notifications.EventSendFailed,
+				Payload: "{}", State: store.NotificationDelivered, CreatedAt: st.Now()}
+			return d.ID, st.InsertNotificationDelivery(ctx, q, d)
+		}),
 	}
 }
 
@@ -435,6 +450,14 @@ func (f *pagingFixture) quarantined(ctx context.Context, q db.Querier) (string, 
 		ProviderThreadID: fmt.Sprintf("qt%d", n), From: "spam@example.com", Subject: "Held", ReceivedAt: time.Now(),
 		Reason: store.QuarantineSpam, Detail: "paging", BodyText: "held"}
 	return m.ID, f.st.InsertQuarantined(ctx, q, &m)
+}
+
+// webhook inserts a notification webhook (past the API's cap of 20: the
+// listing must page whatever is stored).
+func (f *pagingFixture) webhook(ctx context.Context, q db.Querier) (string, error) {
+	h := store.NotificationWebhook{ID: store.NewID(), CompanyID: f.company, URL: fmt.Sprintf("https://hooks.example.com/%d", f.next()),
+		Events: []string{"email.review_requested"}, Format: "standard", SecretSealed: "sealed", CreatedAt: f.st.Now()}
+	return h.ID, f.st.InsertNotificationWebhook(ctx, q, h)
 }
 
 // publication inserts a finished (failed) send, which no worker picks up.

@@ -214,6 +214,11 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		// happens once the server serves.
 		Disconnected: func(ctx context.Context, tx *sql.Tx, endpointID string) error {
 			return s.Outbound.SettleDisconnected(ctx, tx, endpointID)
+		},
+		// s.Notifications is built below too; the RulesWorker calls this
+		// only once the workers run.
+		BounceRateHigh: func(ctx context.Context, endpointID string, sends, bounced int) {
+			s.bounceRateHigh(ctx, endpointID, sends, bounced)
 		}})
 	s.Heartbeat = heartbeat.New(heartbeat.Options{
 		Store: s.Store, Logger: logger.With("component", "heartbeat"), RunnerID: runnerID,
@@ -225,6 +230,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		Home: cfg.Home, Hidden: cfg.SandboxHidden(),
 		SandboxUser: sandboxUser, Binary: binary, BinDir: filepath.Join(cfg.Home, "instance", "bin"),
 		Prepare: s.Email.PrepareRun,
+		// Called inside wakes, which happen once the server serves (after
+		// s.Notifications is set below).
+		BudgetExceeded: s.budgetExceeded,
 		Secrets: func(ctx context.Context, a domain.Agent) (map[string]string, error) {
 			return s.Vault.ResolveBound(ctx, s.Store.DB, domain.SecretTargetAgent, a.ID)
 		},
@@ -242,7 +250,8 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	// side emits review and failure events through them.
 	s.Notifications = notifications.New(s.Store, az, s.Vault, logger.With("component", "notifications"), cfg.RequestBodyMaxBytes)
 	s.Notifications.Routes(s.API)
-	s.workers = append(s.workers, s.Notifications)
+	s.workers = append(s.workers, s.Notifications, &healthWatch{email: s.Email, notes: s.Notifications, st: s.Store,
+		every: orDefault(cfg.NotificationWatchInterval, defaultWatchEvery)})
 	s.newEmailChannel(az, amClient, runnerID, exclusive, receiveWork, sendWork)
 	// Data retention: the owners' settings API and the daily purge.
 	s.Retention = &retention.Service{Store: s.Store, WorkspacesDir: cfg.WorkspacesDir()}

@@ -30,3 +30,23 @@ func (s *Store) SuppressedAmong(ctx context.Context, q db.Querier, endpointID st
 	}
 	return out, nil
 }
+
+// SuppressionsAmong returns the suppressions of the endpoint among
+// addresses (lower-cased bare addresses), in the order given: address,
+// reason (the receipt kind) and since when.
+func (s *Store) SuppressionsAmong(ctx context.Context, q db.Querier, endpointID string, addresses []string) ([]Suppression, error) {
+	var out []Suppression
+	for _, a := range addresses {
+		rows, err := queryAll(ctx, q, "check suppression", func(r rowScanner) (Suppression, error) {
+			v := Suppression{EndpointID: endpointID, Address: a}
+			err := r.Scan(&v.Reason, &v.CreatedAt)
+			v.CreatedAt = v.CreatedAt.UTC()
+			return v, err
+		}, `SELECT reason, created_at FROM email_suppressions WHERE endpoint_id = $1 AND address = $2`, endpointID, a)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}

@@ -90,9 +90,12 @@ type taskEmailSend struct {
 	Tone        string
 	Text        string
 	LastError   string
-	Steps       []taskEmailStep
-	Terminal    bool
-	Uncertain   bool
+	// Suppressed is set for a send refused because a recipient is
+	// suppressed: the view links to the company's suppressed recipients.
+	Suppressed bool
+	Steps      []taskEmailStep
+	Terminal   bool
+	Uncertain  bool
 	// Retrying: the worker still owns the send after a failed attempt;
 	// RetryLine says "Retrying · attempt 3 · next in 4 s". Resolution is
 	// offered only once retries stopped (Uncertain and not Retrying).
@@ -356,6 +359,7 @@ func (u *UI) taskEmailSend(d *taskData, p outbound.SendSummary, byProviderID map
 	if p.Error != nil {
 		if p.Outcome == domain.OutcomeFailed {
 			s.Text = *p.Error
+			s.Suppressed = p.ErrorCode != nil && *p.ErrorCode == outbound.CodeRecipientSuppressed
 		} else if p.Outcome != domain.OutcomeSent && p.Outcome != domain.OutcomeDelivered {
 			s.LastError = *p.Error
 		}
