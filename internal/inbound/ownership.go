@@ -213,7 +213,7 @@ func (w *Worker) learnOwnership(r store.LeaseRenewal, candidates []string, now t
 			continue
 		}
 		to := s.handTo
-		if !s.running || s.cancel == nil || preferredOwner(id, o.members) != to ||
+		if !s.running || s.cancel == nil || s.handing || preferredOwner(id, o.members) != to ||
 			w.renewals.Load()-s.handMarked > forgetAfterRounds {
 			// Closed already, the newcomer left (or another newcomer is
 			// preferred now, with its own mark), or the mark is stale.

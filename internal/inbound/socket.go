@@ -51,6 +51,8 @@ type socketState struct {
 	// stays here.
 	handTo     string
 	handMarked int64
+	// handing is set once handOver closed the socket, until it ends.
+	handing bool
 }
 
 // maintainSocket keeps exactly one live socket per inbox across replicas
@@ -136,7 +138,7 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 	sctx, cancel := context.WithCancel(w.ctx)
 	w.mu.Lock()
 	s.lease, s.running, s.connected, s.cancel, s.config = l, true, false, cancel, ep.UpdatedAt
-	s.elsewhereUntil, s.started, s.handTo = time.Time{}, now, ""
+	s.elsewhereUntil, s.started, s.handTo, s.handing = time.Time{}, now, "", false
 	moved := w.takenOverLocked(ep.ID)
 	w.mu.Unlock()
 	if moved {
