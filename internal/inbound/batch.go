@@ -58,6 +58,11 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 	if len(batch) == 0 {
 		return w.nextAttempt(ctx, ep, now)
 	}
+	if tracing() {
+		for _, d := range batch {
+			trace(stagePicked, d.ID)
+		}
+	}
 	client := w.o.Client.WithAPIKey(key)
 	items := make([]*item, len(batch))
 	gate := make(txGate, w.t.TxConcurrency)

@@ -32,3 +32,14 @@ func SetReceiveFault(f func(tx *sql.Tx, deliveryID string) error) {
 
 // Bounded is bounded, for tests that set many inboxes up in parallel.
 func Bounded(limit, n int, fn func(i int)) { bounded(limit, n, fn) }
+
+// SetStageTrace makes every worker of the test binary report each stage a
+// delivery passes (and each scheduling round, with id "") to f; nil
+// removes it. f must be safe for concurrent use.
+func SetStageTrace(f func(stage, id string)) {
+	if f == nil {
+		stageTrace.Store(nil)
+		return
+	}
+	stageTrace.Store(&f)
+}

@@ -126,7 +126,7 @@ func (w *Worker) shedSockets() {
 	}
 	var mine, others []string
 	for id, s := range w.sockets {
-		if !s.running || s.cancel == nil {
+		if !s.running || s.cancel == nil || s.handing {
 			continue
 		}
 		if len(w.own.members) > 0 && preferredOwner(id, w.own.members) == w.o.Holder {
@@ -152,8 +152,12 @@ func (w *Worker) shedSockets() {
 func (w *Worker) handOver(id, why string) {
 	w.mu.Lock()
 	s := w.sockets[id]
-	ok := s != nil && s.running && s.cancel != nil
+	// Why handing: closing a stream waits for the close handshake, so a
+	// socket handed over runs on for a few renewals; handed again at each
+	// one it was counted as several moves.
+	ok := s != nil && s.running && s.cancel != nil && !s.handing
 	if ok {
+		s.handing = true
 		s.cancel()
 	}
 	w.mu.Unlock()

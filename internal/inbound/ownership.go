@@ -25,12 +25,17 @@ import (
 //     the inbox has been seen free at two batch renewals in a row (the
 //     preferred owner is not taking it: at its cap, just started, or not
 //     aware of the inbox yet), in both cases only under its cap;
-//   - keep every socket it runs, except one whose preferred owner is a
-//     member that joined after the socket started and that is under its
-//     cap: that one is handed over (closed; the preferred owner takes it
-//     on the release notification). A member dying therefore moves
-//     nothing a survivor holds, and a socket taken in fallback is never
-//     handed back and forth;
+//   - keep every socket it runs, except one that a member's join made
+//     that member's: when a renewal shows a member this process had not
+//     seen (or had forgotten), each socket this process already runs whose
+//     preferred owner is now that newcomer is marked for it, and handed
+//     over (closed; the newcomer takes it on the release notification)
+//     while the newcomer is under its cap and still the preferred owner.
+//     Only a join marks a socket: a member dying changes the preferred
+//     owner of sockets a survivor took in fallback (or kept while their
+//     preferred owner was at its cap) to another survivor, and those stay
+//     where they are. A socket taken in fallback is never handed back and
+//     forth;
 //   - over its cap (a replica joined), close the sockets that prefer
 //     another member first.
 //
@@ -48,12 +53,6 @@ type ownership struct {
 	// lastHolder is the other process last seen holding each inbox's
 	// socket, so a takeover can be counted as a move.
 	lastHolder map[string]string
-	// joined holds the members whose join is complete: seen at or over
-	// their cap while a hand-over to them waited. No socket is handed to
-	// them any more, so a hand-over held back by the cap never happens
-	// later, when another member's death raises the cap (that would move
-	// a survivor's inbox on a death).
-	joined map[string]bool
 	// absent counts, per member seen before, the renewals in a row whose
 	// member list lacked it.
 	absent map[string]int
@@ -137,13 +136,29 @@ func (w *Worker) learnOwnership(r store.LeaseRenewal, candidates []string, now t
 	o := &w.own
 	if o.firstSeen == nil {
 		o.firstSeen, o.freeRounds, o.lastHolder = map[string]time.Time{}, map[string]int{}, map[string]string{}
-		o.joined, o.absent = map[string]bool{}, map[string]int{}
+		o.absent = map[string]int{}
 	}
 	if r.Members != nil {
 		o.members = r.Members
+		newcomers := map[string]bool{}
 		for _, m := range r.Members {
 			if _, ok := o.firstSeen[m]; !ok {
 				o.firstSeen[m] = now
+				if m != w.o.Holder {
+					newcomers[m] = true
+				}
+			}
+		}
+		if len(newcomers) > 0 {
+			// Why the marks are set here, at the join, and not derived from
+			// the member list at each renewal: after a death the list alone
+			// cannot tell a socket whose preferred owner changed because
+			// the dead member left (it stays) from one whose preferred
+			// owner joined (it moves).
+			for id, s := range w.sockets {
+				if s.running && newcomers[preferredOwner(id, o.members)] {
+					s.handTo, s.handMarked = preferredOwner(id, o.members), w.renewals.Load()
+				}
 			}
 		}
 		for m := range o.firstSeen {
@@ -158,7 +173,6 @@ func (w *Worker) learnOwnership(r store.LeaseRenewal, candidates []string, now t
 			}
 			if o.absent[m]++; o.absent[m] > forgetAfterRounds {
 				delete(o.firstSeen, m)
-				delete(o.joined, m)
 				delete(o.absent, m)
 			}
 		}
@@ -195,24 +209,28 @@ func (w *Worker) learnOwnership(r store.LeaseRenewal, candidates []string, now t
 		return nil
 	}
 	for id, s := range w.sockets {
-		if !s.running || s.cancel == nil {
+		if s.handTo == "" {
 			continue
 		}
-		to := preferredOwner(id, o.members)
-		if to == w.o.Holder || to == "" {
-			continue
-		}
-		seen, ok := o.firstSeen[to]
-		if !ok || !seen.After(s.started) || o.joined[to] {
+		to := s.handTo
+		if !s.running || s.cancel == nil || s.handing || preferredOwner(id, o.members) != to ||
+			w.renewals.Load()-s.handMarked > forgetAfterRounds {
+			// Closed already, the newcomer left (or another newcomer is
+			// preferred now, with its own mark), or the mark is stale.
+			s.handTo = ""
 			continue
 		}
 		if held[to] >= share {
-			o.joined[to] = true
+			// The newcomer took its share: its join is complete, and this
+			// socket stays here for good (a hand-over held back by the cap
+			// must never happen later, when a death raises the cap).
+			s.handTo = ""
 			continue
 		}
 		// Counted so that this renewal hands the newer member no more
 		// than its cap.
 		held[to]++
+		s.handTo = ""
 		handOver = append(handOver, id)
 	}
 	return handOver

@@ -3,6 +3,10 @@ package inbound
 import (
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // Rendezvous hashing moves only the changed member's inboxes: removing a
@@ -59,5 +63,79 @@ func TestPreferredOwnerMovesOnlyTheChangedShare(t *testing.T) {
 	}
 	if moved < 600 || moved > 900 {
 		t.Fatalf("%d of 3000 inboxes moved to the fourth member, want about 750", moved)
+	}
+}
+
+// A member's death moves nothing a survivor holds, even a socket whose
+// preferred owner the death changes to the other survivor; a member's
+// join moves to it the sockets it is now preferred for (counts of
+// hand-overs, no timing). The first case is the survivor-to-survivor
+// hand-over TestSocketsSpreadOverReplicas saw after a SIGKILL: a socket
+// kept by A while its preferred owner V was at its cap became B's
+// preferred socket when V died, and B, first seen after the socket
+// started, looked like a newcomer to hand it to.
+func TestOnlyAJoinHandsASocketOver(t *testing.T) {
+	const a, b, v, c = "host:1:a", "host:2:b", "host:3:v", "host:4:c"
+	find := func(want func(id string) bool) string {
+		for i := range 100000 {
+			if id := fmt.Sprintf("inbox-%d", i); want(id) {
+				return id
+			}
+		}
+		t.Fatal("no such inbox id")
+		return ""
+	}
+	// x prefers v of the three, and b once v is gone (b also among a, b, c);
+	// z prefers a until c joins.
+	x := find(func(id string) bool {
+		return preferredOwner(id, []string{a, b, v}) == v && preferredOwner(id, []string{a, b}) == b &&
+			preferredOwner(id, []string{a, b, c}) == b
+	})
+	z := find(func(id string) bool {
+		return preferredOwner(id, []string{a, b, v}) == a && preferredOwner(id, []string{a, b}) == a &&
+			preferredOwner(id, []string{a, b, c}) == c
+	})
+	w := &Worker{o: Options{Holder: a}, sockets: map[string]*socketState{}, inboxes: map[string]*inboxState{}}
+	for i := range 30 {
+		id := fmt.Sprintf("other-%d", i)
+		if i == 0 {
+			id = x
+		} else if i == 1 {
+			id = z
+		}
+		w.inboxes[id] = &inboxState{ep: domain.EmailEndpoint{ID: id, ReceiveMode: domain.ReceiveWebSocket}}
+	}
+	started := time.Now()
+	for _, id := range []string{x, z} {
+		w.sockets[id] = &socketState{running: true, cancel: func() {}, started: started}
+	}
+	renew := func(members []string, live map[string]string) []string {
+		t.Helper()
+		w.renewals.Add(1)
+		w.replicas.Store(int64(len(members)))
+		return w.learnOwnership(store.LeaseRenewal{Members: members, Live: live, Replicas: len(members)}, nil, time.Now())
+	}
+	// The three members seen at once, after a's sockets started; v is at
+	// its cap (11 of 30 over three), so x stays with a.
+	live := map[string]string{}
+	for i := range 11 {
+		live[fmt.Sprintf("v-%d", i)] = v
+	}
+	for i := range 5 {
+		live[fmt.Sprintf("b-%d", i)] = b
+	}
+	if got := renew([]string{a, b, v}, live); len(got) != 0 {
+		t.Fatalf("handed %v to a member at its cap", got)
+	}
+	// v dies: x now prefers b, which is far under the two-member cap.
+	for range 3 {
+		if got := renew([]string{a, b}, map[string]string{"b-0": b}); len(got) != 0 {
+			t.Fatalf("a member's death handed survivor a's sockets %v to the other survivor", got)
+		}
+	}
+	// c joins: z, which now prefers c, moves to it; x does not.
+	got := renew([]string{a, b, c}, map[string]string{"b-0": b})
+	if len(got) != 1 || got[0] != z {
+		t.Fatalf("a join handed over %v, want only %s", got, z)
 	}
 }

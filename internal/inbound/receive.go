@@ -211,13 +211,20 @@ type receiveResult struct {
 func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult, error) {
 	var r receiveResult
 	err := in.it.gate.tx(ctx, w, func(tx *sql.Tx) error {
+		trace(stageTxBegin, in.it.d.ID)
 		cur, d, err := w.fenceEndpointDelivery(ctx, tx, in.l, threadLockKey(in.ep.ID, in.msg.ThreadID), in.it.d.ID)
 		if err != nil {
 			return err
 		}
-		r, err = w.receiveBody(ctx, tx, &txInbox{EmailEndpoint: cur}, d, in)
-		return err
+		ti := &txInbox{EmailEndpoint: cur}
+		if r, err = w.receiveBody(ctx, tx, ti, d, in); err != nil {
+			return err
+		}
+		return ti.numberTasks(ctx, w, tx)
 	})
+	if err == nil {
+		trace(stageCommitted, in.it.d.ID)
+	}
 	return r, err
 }
 
@@ -352,7 +359,7 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur *txInbox, d st
 			}
 			return r, w.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
 		case actCreate:
-			if conv, err = w.createTask(ctx, tx, ep, msg); err != nil {
+			if conv, err = w.createTask(ctx, tx, cur, ep, msg); err != nil {
 				return r, err
 			}
 			if f.status, err = w.st.IssueStatus(ctx, tx, conv.IssueID); err != nil {

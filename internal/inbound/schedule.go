@@ -88,8 +88,11 @@ func (w *Worker) loop(ctx context.Context) {
 	defer w.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	rescan := true
+	rescan, why := true, stageRoundRescan
 	for {
+		if tracing() {
+			trace(why, "")
+		}
 		next := w.round(ctx, rescan)
 		if ctx.Err() != nil {
 			return
@@ -106,9 +109,11 @@ func (w *Worker) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-w.o.Work:
-			rescan = true
+			rescan, why = true, stageRoundRescan
 		case <-w.wakeSig:
+			why = stageRoundSignal
 		case <-timer.C:
+			why = stageRoundTimer
 		}
 	}
 }

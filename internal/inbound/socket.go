@@ -43,9 +43,16 @@ type socketState struct {
 	// elsewhereUntil is when the socket lease another process holds
 	// lapses, as last seen; until then that process scans the inbox.
 	elsewhereUntil time.Time
-	// started is when this process took the socket lease (ownership.go:
-	// only a member that joined later may be handed the socket).
+	// started is when this process took the socket lease.
 	started time.Time
+	// handTo is the member that joined after this socket started and is
+	// its preferred owner (ownership.go), set at the renewal that first
+	// showed the member (handMarked counts renewals); "" when the socket
+	// stays here.
+	handTo     string
+	handMarked int64
+	// handing is set once handOver closed the socket, until it ends.
+	handing bool
 }
 
 // maintainSocket keeps exactly one live socket per inbox across replicas
@@ -131,7 +138,7 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 	sctx, cancel := context.WithCancel(w.ctx)
 	w.mu.Lock()
 	s.lease, s.running, s.connected, s.cancel, s.config = l, true, false, cancel, ep.UpdatedAt
-	s.elsewhereUntil, s.started = time.Time{}, now
+	s.elsewhereUntil, s.started, s.handTo, s.handing = time.Time{}, now, "", false
 	moved := w.takenOverLocked(ep.ID)
 	w.mu.Unlock()
 	if moved {

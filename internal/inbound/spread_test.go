@@ -20,7 +20,8 @@ import (
 // slack (ceil(30/3) + 1 + 2 %); after a SIGKILL every inbox is owned again
 // by a survivor within a bounded number of the survivors' lease renewals,
 // no survivor lost (or re-took) an inbox it held, survivors handed nothing
-// over, and their takeovers equal the dead replica's sockets; the
+// over, and their takeovers equal the dead replica's sockets (these three
+// are logged as a known issue for now, see kept); the
 // survivors then stay within the two-replica bound; after a fresh replica
 // joins, sockets move to it until the three-replica bound holds again.
 func TestSocketsSpreadOverReplicas(t *testing.T) {
@@ -31,6 +32,11 @@ func TestSocketsSpreadOverReplicas(t *testing.T) {
 	bound := func(replicas int) int { return (inboxes+replicas-1)/replicas + 1 + inboxes/50 }
 	c := newCluster(t, dbtest.PostgresURL(t))
 	procs := []*runProc{c.start(""), c.start(""), c.start("")}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logHandOvers(t, procs)
+		}
+	})
 	b := testkit.NewClient(t, procs[0].url)
 	b.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": true}}, 200)
 	companyID := testkit.ID(b.JSON("POST", "/api/companies", map[string]any{"name": "Spread Co"}, 201))
@@ -107,10 +113,15 @@ func TestSocketsSpreadOverReplicas(t *testing.T) {
 	victim.kill()
 	// kept reports inboxes a survivor no longer holds, under the same
 	// lease token, though it held them before the kill. Stable ownership
-	// means none; under the full race run a survivor still hands one over
-	// now and then (cause not found yet, see docs/benchmarks.md, "Scale
-	// out: stable shares, 10,000 inboxes, the new-thread tail (issue
-	// 34)"), so this logs until that is fixed instead of failing.
+	// means none. Two causes are fixed (a hand-over derived from the
+	// member list after a death, TestOnlyAJoinHandsASocketOver; a socket
+	// handed again at each renewal while it closed), but a survivor still
+	// sheds a socket over its share after a kill now and then (the log
+	// says "handing a socket to a replica under its share"; cause not
+	// found, see docs/benchmarks.md, "Scale out: stable shares, 10,000
+	// inboxes, the new-thread tail (issue 34)"), so this logs, with the
+	// replicas' hand-over lines, instead of failing.
+	known := false
 	kept := func(now map[string]leaseOwner) {
 		t.Helper()
 		for id, o := range before {
@@ -118,6 +129,7 @@ func TestSocketsSpreadOverReplicas(t *testing.T) {
 				continue
 			}
 			if cur, ok := now[id]; ok && cur != o && cur.pid != 0 {
+				known = true
 				t.Logf("KNOWN ISSUE: inbox %s: survivor pid %d lost its socket lease (now %+v)", id, o.pid, cur)
 			}
 		}
@@ -153,17 +165,31 @@ func TestSocketsSpreadOverReplicas(t *testing.T) {
 	movedIn1, movedOut1 := movesOf(t, survivors)
 	t.Logf("the victim held %d sockets; survivors took over %v and handed over %v", held, movedIn1-movedIn0, movedOut1-movedOut0)
 	if movedOut1 != movedOut0 || movedIn1-movedIn0 != float64(held) {
-		// The known issue of kept above: logged, not yet failed.
+		known = true
 		t.Logf("KNOWN ISSUE: survivors handed %v sockets over after a kill (want 0) and took over %v (the victim held %d)",
 			movedOut1-movedOut0, movedIn1-movedIn0, held)
 	}
 	if movedIn1-movedIn0 < float64(held) {
 		t.Errorf("survivors took over %v sockets, fewer than the victim's %d", movedIn1-movedIn0, held)
 	}
+	if known {
+		logHandOvers(t, survivors)
+	}
 
 	fresh := c.start("")
 	procs = []*runProc{survivors[0], survivors[1], fresh}
 	testkit.Eventually(t, wait, "sockets moved to the fresh replica", func() bool { return spread(procs, fresh) })
+}
+
+// logHandOvers logs the replicas' hand-over and lease-loss lines.
+func logHandOvers(t testing.TB, procs []*runProc) {
+	for _, p := range procs {
+		for _, l := range strings.Split(p.logs.String(), "\n") {
+			if strings.Contains(l, "handing") || strings.Contains(l, "lease lost") || strings.Contains(l, "renew socket") {
+				t.Logf("pid %d: %s", p.cmd.Process.Pid, l)
+			}
+		}
+	}
 }
 
 // leaseOwner is the process holding an inbox's socket lease, and the

@@ -92,7 +92,11 @@ func windowText(d time.Duration) string {
 // createTask creates the task and the conversation of a new provider
 // thread: assigned to the inbox's agent, with no sender identity, placed
 // inside the low-trust boundary (and isolated) for low-trust agents.
-func (w *Worker) createTask(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, msg *agentmail.Message) (domain.EmailConversation, error) {
+//
+// The task is created unnumbered: cur numbers the transaction's new tasks
+// just before it commits (txInbox.numberTasks, store.CreateIssueUnnumbered
+// says why).
+func (w *Worker) createTask(ctx context.Context, tx *sql.Tx, cur *txInbox, ep domain.EmailEndpoint, msg *agentmail.Message) (domain.EmailConversation, error) {
 	ag, err := w.st.GetAgent(ctx, tx, ep.AssignedAgentID)
 	if err != nil {
 		return domain.EmailConversation{}, err
@@ -113,11 +117,12 @@ func (w *Worker) createTask(ctx context.Context, tx *sql.Tx, ep domain.EmailEndp
 		issue.ParentID, issue.ProjectID = pl.ParentID, pl.ProjectID
 		issue.ExecutionWorkspaceSettings = json.RawMessage(`{"mode":"isolated_workspace"}`)
 	}
-	created, err := w.st.CreateIssue(ctx, tx, &issue)
+	created, err := w.st.CreateIssueUnnumbered(ctx, tx, &issue)
 	if err != nil {
 		return domain.EmailConversation{}, err
 	}
 	if created {
+		cur.unnumbered = append(cur.unnumbered, issue.ID)
 		if err := w.st.Audit(ctx, tx, auditBy(ep), ep.CompanyID, "issue.created", "issue", issue.ID, map[string]any{"source": "email"}); err != nil {
 			return domain.EmailConversation{}, err
 		}

@@ -102,6 +102,11 @@ func (w *Worker) processRuns(ctx context.Context, ep domain.EmailEndpoint, clien
 			progress.Store(true)
 		}
 		if len(r.ins) > 0 {
+			if tracing() {
+				for _, in := range r.ins {
+					trace(stagePrepared, in.it.d.ID)
+				}
+			}
 			ready <- r
 		} else if w.finishRun(ctx, ep, client, r) {
 			progress.Store(true)
@@ -147,6 +152,13 @@ func (w *Worker) prepareRun(ctx context.Context, ep domain.EmailEndpoint, client
 func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chunk []*threadRun) {
 	gate := chunk[0].ins[0].it.gate
 	err := gate.tx(ctx, w, func(tx *sql.Tx) error {
+		if tracing() {
+			for _, r := range chunk {
+				for _, in := range r.ins {
+					trace(stageTxBegin, in.it.d.ID)
+				}
+			}
+		}
 		var cur *txInbox
 		for _, r := range chunk {
 			r.results = nil
@@ -163,6 +175,11 @@ func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chun
 					var err error
 					if locked, err = w.fenceDeliveries(ctx, tx, r.l, key, ep.ID, r.ins[i:], &cur); err != nil {
 						return err
+					}
+					if tracing() {
+						for id := range locked {
+							trace(stageFenced, id)
+						}
 					}
 					fenced = key
 				}
@@ -182,8 +199,18 @@ func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chun
 				}
 			}
 		}
-		return nil
+		if cur == nil {
+			return nil
+		}
+		return cur.numberTasks(ctx, w, tx)
 	})
+	if err == nil && tracing() {
+		for _, r := range chunk {
+			for i := range r.results {
+				trace(stageCommitted, r.ins[i].it.d.ID)
+			}
+		}
+	}
 	if err != nil {
 		for _, r := range chunk {
 			r.results = nil

@@ -41,6 +41,24 @@ type wakeResult struct {
 type txInbox struct {
 	domain.EmailEndpoint
 	credentialChecked bool
+	// unnumbered are the tasks this transaction created, numbered by
+	// numberTasks as its last statement.
+	unnumbered []string
+}
+
+// numberTasks gives the transaction's new tasks their numbers, in
+// creation order, as the transaction's last statement: the company's
+// counter row stays locked only from here to the commit (see
+// store.CreateIssueUnnumbered).
+func (c *txInbox) numberTasks(ctx context.Context, w *Worker, tx *sql.Tx) error {
+	if len(c.unnumbered) == 0 {
+		return nil
+	}
+	if err := w.st.NumberIssues(ctx, tx, c.CompanyID, c.unnumbered); err != nil {
+		return err
+	}
+	c.unnumbered = nil
+	return nil
 }
 
 // wake is the one wake of a retained delivery, inside tx: the active-inbox
@@ -86,6 +104,7 @@ func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.Ema
 	if err != nil {
 		return wakeResult{}, fmt.Errorf("wake agent: %w", err)
 	}
+	trace(stageWoken, d.ID)
 	return wakeResult{ev: ev, queued: run.Status == domain.RunQueued, a2w: a2w}, nil
 }
 

@@ -44,6 +44,62 @@ func scanIssue(row rowScanner) (domain.Issue, error) {
 // key already exists in the company, it returns the existing task and
 // created=false instead of inserting (ON CONFLICT DO NOTHING, then read).
 func (s *Store) CreateIssue(ctx context.Context, q db.Querier, i *domain.Issue) (created bool, err error) {
+	return s.createIssue(ctx, q, i, true)
+}
+
+// CreateIssueUnnumbered is CreateIssue without the task's number and
+// identifier: the caller gives them with NumberIssues later in the same
+// transaction, for every task it created there at once.
+//
+// Why: the number comes from the company's counter row, and on
+// PostgreSQL the increment holds that row's lock until commit, so every
+// other transaction creating a task in the company waits for this whole
+// transaction. A receiving transaction creates a task at its start and
+// goes on retaining mail and recording wakes (for up to sixteen new
+// threads in a shared one), so numbering at creation made new-thread mail
+// of one company commit one transaction at a time. Numbered last, the
+// lock is held only for the numbering statement and the commit.
+func (s *Store) CreateIssueUnnumbered(ctx context.Context, q db.Querier, i *domain.Issue) (created bool, err error) {
+	return s.createIssue(ctx, q, i, false)
+}
+
+// NumberIssues gives the tasks ids of one company, created unnumbered in
+// this transaction (CreateIssueUnnumbered), the company's next numbers in
+// the order of ids, with one increment of the counter (one statement on
+// PostgreSQL).
+func (s *Store) NumberIssues(ctx context.Context, q db.Querier, companyID string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if s.DB.Dialect == db.Postgres {
+		_, err := q.ExecContext(ctx, `WITH c AS (UPDATE companies SET issue_counter = issue_counter + $2 WHERE id = $1
+			RETURNING issue_counter - $2 AS base, issue_prefix)
+			UPDATE issues SET number = c.base + v.ord, identifier = c.issue_prefix || '-' || (c.base + v.ord)
+			FROM c, unnest($3::text[]) WITH ORDINALITY AS v(id, ord) WHERE issues.id = v.id AND issues.company_id = $1`,
+			companyID, len(ids), ids)
+		if err != nil {
+			return fmt.Errorf("number issues: %w", err)
+		}
+		return nil
+	}
+	var last int64
+	var prefix string
+	if err := q.QueryRowContext(ctx, `UPDATE companies SET issue_counter = issue_counter + $2 WHERE id = $1
+		RETURNING issue_counter, issue_prefix`, companyID, len(ids)).Scan(&last, &prefix); err != nil {
+		return fmt.Errorf("number issues: %w", err)
+	}
+	base := last - int64(len(ids))
+	for k, id := range ids {
+		n := base + int64(k) + 1
+		if _, err := q.ExecContext(ctx, `UPDATE issues SET number = $2, identifier = $3 WHERE id = $1 AND company_id = $4`,
+			id, n, prefix+"-"+strconv.FormatInt(n, 10), companyID); err != nil {
+			return fmt.Errorf("number issues: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) createIssue(ctx context.Context, q db.Querier, i *domain.Issue, numbered bool) (created bool, err error) {
 	i.ID = NewID()
 	i.CreatedAt = s.Now()
 	i.UpdatedAt = i.CreatedAt
@@ -58,12 +114,19 @@ func (s *Store) CreateIssue(ctx context.Context, q db.Querier, i *domain.Issue) 
 	}
 	// The company's next number: an atomic increment, so two tasks never
 	// share one (an idempotent repeat below leaves a gap, which is fine).
-	var prefix string
-	if err := q.QueryRowContext(ctx, `UPDATE companies SET issue_counter = issue_counter + 1 WHERE id = $1
-		RETURNING issue_counter, issue_prefix`, i.CompanyID).Scan(&i.Number, &prefix); err != nil {
-		return false, fmt.Errorf("create issue: number: %w", err)
+	i.Number, i.Identifier = 0, ""
+	if numbered {
+		var prefix string
+		if err := q.QueryRowContext(ctx, `UPDATE companies SET issue_counter = issue_counter + 1 WHERE id = $1
+			RETURNING issue_counter, issue_prefix`, i.CompanyID).Scan(&i.Number, &prefix); err != nil {
+			return false, fmt.Errorf("create issue: number: %w", err)
+		}
+		i.Identifier = prefix + "-" + strconv.FormatInt(i.Number, 10)
 	}
-	i.Identifier = prefix + "-" + strconv.FormatInt(i.Number, 10)
+	var number any // NULL until NumberIssues: the (company, number) index is unique
+	if numbered {
+		number = i.Number
+	}
 	res, err := q.ExecContext(ctx, `INSERT INTO issues (`+issueCols+`)
 		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24)
 		ON CONFLICT (company_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
@@ -71,7 +134,7 @@ func (s *Store) CreateIssue(ctx context.Context, q db.Querier, i *domain.Issue) 
 		nullString(i.ParentID), nullString(i.ProjectID), i.OriginKind, nullString(i.OriginID), nullString(i.IdempotencyKey),
 		nullJSON(i.ExecutionWorkspaceSettings), nullString(i.ExecutionRunID), nullString(i.CheckoutRunID),
 		nullString(i.ResponsibleUserID), nullString(i.CreatedByUserID), nullString(i.CreatedByAgentID),
-		i.CreatedAt, i.UpdatedAt, nullTime(i.CompletedAt), nullTime(i.CancelledAt), i.Number, i.Identifier)
+		i.CreatedAt, i.UpdatedAt, nullTime(i.CompletedAt), nullTime(i.CancelledAt), number, nullString(i.Identifier))
 	if err != nil {
 		return false, fmt.Errorf("create issue: %w", err)
 	}
