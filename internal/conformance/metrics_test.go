@@ -18,7 +18,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
-	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -151,7 +151,7 @@ func TestStageMetricsAfterTraffic(t *testing.T) {
 		frame, _ := json.Marshal(map[string]any{"type": "event", "event_type": "message.received", "event_id": "evt_" + spam.MessageID,
 			"message": map[string]any{"inbox_id": e.addr, "message_id": spam.MessageID}})
 		for i, want := range []bool{true, false} {
-			if ok, err := e.Inbound.AdmitRaw(context.Background(), ep, frame, inbound.SourceWebSocket); err != nil || ok != want {
+			if ok, err := e.Inbound.AdmitRaw(context.Background(), ep, frame, queue.SourceWebSocket); err != nil || ok != want {
 				t.Fatalf("admission %d of the spam event: %v %v", i+1, ok, err)
 			}
 		}

@@ -19,13 +19,7 @@ const module = "github.com/paperclipai/paperclipai/"
 // prefixed with "ext:".
 func goList(t *testing.T) map[string][]string {
 	t.Helper()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			t.Fatal("the go command is needed to check the dependency policy")
-		}
-	}
-	cmd := exec.Command(goBin, "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "./...")
+	cmd := exec.Command(goCommand(t), "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "./...")
 	cmd.Dir = "../.."
 	out, err := cmd.Output()
 	if err != nil {
@@ -52,6 +46,45 @@ func goList(t *testing.T) map[string][]string {
 		}
 	}
 	return deps
+}
+
+// goImports returns, for every package of the module (tests excluded), the
+// packages it imports directly, named as goList names them.
+func goImports(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command(goCommand(t), "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := map[string][]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		pkg := strings.TrimPrefix(f[0], module)
+		imports[pkg] = nil
+		for _, d := range f[1:] {
+			if rel, ok := strings.CutPrefix(d, module); ok {
+				imports[pkg] = append(imports[pkg], rel)
+			}
+		}
+	}
+	return imports
+}
+
+// goCommand is the go command that built this test.
+func goCommand(t *testing.T) string {
+	t.Helper()
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		if goBin, err = exec.LookPath("go"); err != nil {
+			t.Fatal("the go command is needed to check the dependency policy")
+		}
+	}
+	return goBin
 }
 
 func internalDeps(deps []string) []string {
@@ -86,6 +119,10 @@ func TestLayering(t *testing.T) {
 		"internal/emulator":   nil,                                                                                             // the fake must not share the client's mistakes
 		"internal/store":      {"internal/db", "internal/domain", "internal/buildinfo"},
 		"internal/httpx":      {"internal/authz", "internal/safetext", "internal/store", "internal/db", "internal/domain", "internal/buildinfo"},
+		// The delivery queue is below both pipelines and the email core:
+		// what a delivery row is and how it gets in, nothing more.
+		"internal/inbound/queue": {"internal/store", "internal/db", "internal/domain", "internal/agentmail", "internal/safetext",
+			"internal/netguard", "internal/buildinfo"},
 	}
 	for pkg, allowed := range only {
 		d, ok := deps[pkg]
@@ -109,7 +146,12 @@ func TestLayering(t *testing.T) {
 		{"internal/heartbeat", "internal/api", "the scheduler knows no HTTP"},
 		{"internal/policy", "internal/api", "rules know no HTTP"},
 		{"internal/authz", "internal/api", "rules know no HTTP"},
-		{"internal/inbound", "internal/outbound", "receipts reach the send side through inbound.Receipts"},
+		{"internal/inbound", "internal/outbound", "receipts reach the send side through receive.Receipts"},
+		{"internal/inbound/receive", "internal/inbound", "the queue's reader is below its supervisor"},
+		{"internal/inbound/queue", "internal/inbound/receive", "the queue is below its reader"},
+		{"internal/outbound", "internal/inbound", "the send side admits through internal/inbound/queue only"},
+		{"internal/outbound", "internal/inbound/receive", "the send side admits through internal/inbound/queue only"},
+		{"internal/email", "internal/inbound/receive", "the channel core is below both pipelines (it may broadcast through internal/inbound/queue)"},
 		{"internal/email", "internal/inbound", "the channel core is below both pipelines"},
 		{"internal/email", "internal/outbound", "the channel core is below both pipelines"},
 		{"internal/heartbeat", "internal/email", "the scheduler is below the email channel (email prepares runs through heartbeat.Options.Prepare)"},
@@ -122,6 +164,17 @@ func TestLayering(t *testing.T) {
 			if slices.Contains(d, f.dep) {
 				t.Errorf("%s depends on %s: %s", pkg, f.dep, f.why)
 			}
+		}
+	}
+
+	// The receiving pipeline speaks no HTTP: its refusals are
+	// domain.Refusal values and its routes live at the API edge
+	// (internal/api/inbound.go). Checked on direct imports: internal/email
+	// still reaches internal/httpx until it moves to domain.Refusal too.
+	imports := goImports(t)
+	for pkg, d := range imports {
+		if (pkg == "internal/inbound" || strings.HasPrefix(pkg, "internal/inbound/")) && slices.Contains(d, "internal/httpx") {
+			t.Errorf("%s imports internal/httpx: the receiving pipeline returns domain.Refusal and mounts no routes", pkg)
 		}
 	}
 

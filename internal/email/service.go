@@ -20,6 +20,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/vault"
@@ -52,11 +53,6 @@ type Options struct {
 	// reconnect, pause, resume, disconnect): the receiving and sending
 	// workers' work signals, which then look at the inbox again.
 	Changed []notify.Signal
-	// Broadcast, when set, tells the other replicas after the same changes
-	// (the inbound worker's BroadcastChange: a notification that makes
-	// every replica rescan its inboxes at once instead of at its next
-	// safety rescan).
-	Broadcast func(ctx context.Context)
 	// Disconnected, when set, runs inside the transaction that archives an
 	// inbox, after the archive; the send side settles the inbox's
 	// unfinished sends there, so none is left queued on a disconnected
@@ -100,10 +96,13 @@ func (s *Service) changed() {
 	for _, c := range s.Changed {
 		c.Notify()
 	}
-	if s.Broadcast != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Broadcast(ctx)
+	// The other replicas' workers learn it at once too (queue.Broadcast),
+	// instead of at their next safety rescan. A failure is only logged:
+	// every worker rescans within a minute anyway.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := queue.Broadcast(ctx, s.Store.DB); err != nil {
+		s.Log.Warn("announce an inbox change", "err", err)
 	}
 }
 

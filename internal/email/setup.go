@@ -13,6 +13,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -432,7 +433,7 @@ func (s *Service) registerWebhook(ctx context.Context, control *agentmail.Client
 		return httpx.Errorf(http.StatusBadRequest, "Webhook receiving requires a public HTTPS URL; use WebSocket for local setup")
 	}
 	wh, err := control.CreateInboxWebhook(ctx, ep.Address, agentmail.CreateWebhookRequest{
-		URL: base + "/api/chat-webhooks/agentmail/" + ep.PublicID, EventTypes: webhookEvents, ClientID: "paperclip-" + ep.ID})
+		URL: base + queue.WebhookPath + ep.PublicID, EventTypes: webhookEvents, ClientID: "paperclip-" + ep.ID})
 	if err != nil {
 		if pe, ok := agentmail.ProblemFor(err); ok && pe.Details.ProviderStatus == http.StatusForbidden {
 			return &httpx.Error{Status: http.StatusUnprocessableEntity, Code: agentmail.ProblemRequestFailed,

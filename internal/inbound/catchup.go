@@ -6,6 +6,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -59,8 +60,8 @@ func (w *Worker) catchup(ctx context.Context, st *inboxState, ep domain.EmailEnd
 	admitted, err := w.scan(ctx, ep, client, activation, after, l)
 	if err != nil {
 		if ctx.Err() == nil && !w.stopping.Load() {
-			w.log.Warn("catch-up scan", "endpoint", ep.ID, "err", redact(err))
-			w.setHealth(ctx, ep.ID, genericFailure, redact(err))
+			w.log.Warn("catch-up scan", "endpoint", ep.ID, "err", queue.Redact(err))
+			w.setHealth(ctx, ep.ID, queue.GenericFailure, queue.Redact(err))
 		}
 		return false, false
 	}
@@ -102,10 +103,10 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 		var cands []agentmail.MessageItem
 		var kinds, keys []string
 		for _, it := range page.Messages {
-			if !it.CreatedAt.IsZero() && beforeCutoff(it.CreatedAt, after) {
+			if !it.CreatedAt.IsZero() && queue.BeforeCutoff(it.CreatedAt, after) {
 				continue
 			}
-			if hasLabel(it.Labels, "trash") {
+			if queue.HasLabel(it.Labels, "trash") {
 				continue
 			}
 			for _, kind := range catchupKinds(it.Labels) {
@@ -131,18 +132,18 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 					if err != nil {
 						return admitted, err
 					}
-					m = cleanMessage(m)
-					if hasLabel(m.Labels, "trash") {
+					m = queue.CleanMessage(m)
+					if queue.HasLabel(m.Labels, "trash") {
 						continue
 					}
-					receipt = receiptTime(m)
+					receipt = queue.ReceiptTime(m)
 				}
-				if beforeCutoff(receipt, activation) {
+				if queue.BeforeCutoff(receipt, activation) {
 					continue
 				}
 				ev := agentmail.Event{Kind: kinds[i], InboxID: ep.Address, MessageID: it.MessageID, ThreadID: it.ThreadID,
 					Labels: it.Labels, Timestamp: it.Timestamp, CreatedAt: it.CreatedAt}
-				ok, err := w.AdmitEvent(ctx, ep, ev, SourceCatchup)
+				ok, err := w.AdmitEvent(ctx, ep, ev, queue.SourceCatchup)
 				if err != nil {
 					return admitted, err
 				}
@@ -158,7 +159,7 @@ func (w *Worker) scan(ctx context.Context, ep domain.EmailEndpoint, client *agen
 			return admitted, err
 		}
 		if !held {
-			return admitted, errLeaseLost
+			return admitted, queue.ErrLeaseLost
 		}
 		if page.NextPageToken == "" || w.stopping.Load() {
 			return admitted, nil
@@ -189,12 +190,12 @@ var receiptLabels = []struct{ label, kind string }{
 // rebuilt this way has no bounce type or recipients: it settles the send's
 // outcome but suppresses no recipient.
 func catchupKinds(labels []string) []string {
-	if !hasLabel(labels, "sent") {
+	if !queue.HasLabel(labels, "sent") {
 		return []string{agentmail.EventMessageReceived}
 	}
 	kinds := []string{agentmail.EventMessageSent}
 	for _, r := range receiptLabels {
-		if hasLabel(labels, r.label) {
+		if queue.HasLabel(labels, r.label) {
 			kinds = append(kinds, r.kind)
 		}
 	}

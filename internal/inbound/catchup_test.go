@@ -7,7 +7,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
-	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -33,7 +33,7 @@ func TestSubscriptionDuringCatchupScansAgain(t *testing.T) {
 		}
 		msg := e.deliver(emulator.DeliverRequest{Subject: "Between scan and socket", Text: "Anyone there?"})
 		ds := e.settled(1)
-		testkit.MustEqual(t, "delivery source", ds[0].Source, inbound.SourceCatchup)
+		testkit.MustEqual(t, "delivery source", ds[0].Source, queue.SourceCatchup)
 		testkit.MustEqual(t, "dedup key", ds[0].DeduplicationKey, "message.received:"+msg.MessageID)
 		testkit.MustEqual(t, "tasks", len(e.tasks()), 1)
 		testkit.Eventually(t, wait, "the live connection", func() bool { return e.Inbound.SocketConnected(e.EpID) })

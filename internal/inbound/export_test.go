@@ -1,34 +1,22 @@
 package inbound
 
 import (
-	"context"
 	"database/sql"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 
-	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/inbound/receive"
 )
 
 // WakeFunc records a wake request inside tx, like heartbeat's WakeupTx.
-type WakeFunc = func(ctx context.Context, tx *sql.Tx, agentID string, req heartbeat.WakeRequest) (domain.Run, bool, error)
+type WakeFunc = receive.WakeFunc
 
 // SetWake replaces the worker's wake request function, so a test can make
 // a wake fail. Tests only: production wiring is Options.Wake.
-func (w *Worker) SetWake(f WakeFunc) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.wakeFn = f
-}
+func (w *Worker) SetWake(f WakeFunc) { w.recv.SetWake(f) }
 
-// SetReceiveFault makes every receiving transaction call f first with the
-// delivery's id, failing the transaction when f returns an error; nil
-// removes it. It applies to every worker of the test binary.
-func SetReceiveFault(f func(tx *sql.Tx, deliveryID string) error) {
-	if f == nil {
-		receiveFault.Store(nil)
-		return
-	}
-	receiveFault.Store(&f)
-}
+// SetReceiveFault is receive.SetReceiveFault. It applies to every worker of
+// the test binary.
+func SetReceiveFault(f func(tx *sql.Tx, deliveryID string) error) { receive.SetReceiveFault(f) }
 
 // Bounded is bounded, for tests that set many inboxes up in parallel.
 func Bounded(limit, n int, fn func(i int)) { bounded(limit, n, fn) }
@@ -38,8 +26,8 @@ func Bounded(limit, n int, fn func(i int)) { bounded(limit, n, fn) }
 // removes it. f must be safe for concurrent use.
 func SetStageTrace(f func(stage, id string)) {
 	if f == nil {
-		stageTrace.Store(nil)
+		queue.StageTrace.Store(nil)
 		return
 	}
-	stageTrace.Store(&f)
+	queue.StageTrace.Store(&f)
 }

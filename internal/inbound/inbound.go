@@ -1,26 +1,22 @@
-// Package inbound is the AgentMail email channel's receiving pipeline:
-// WebSocket receiving under a database lease, Svix-signed webhook receiving,
-// cheap idempotent admission into the durable delivery queue, the
-// processing worker that serializes each provider thread under a fenced
-// lease, the task lifecycle (one task per provider thread, one wake per
-// eligible message), retained mail with attachments, and catch-up scans.
+// Package inbound is the AgentMail email channel's receiving supervisor:
+// it feeds the durable delivery queue (internal/inbound/queue) from the
+// WebSocket transport under a database lease, from Svix-signed webhooks
+// and from catch-up scans, decides when each inbox's work runs (the
+// schedule, lease renewal, the replicas' share of sockets) and hands each
+// due inbox's batch to the queue's reader (internal/inbound/receive), which
+// serializes each provider thread under a fenced lease, creates the task,
+// retains the mail and records the wake.
 //
 // # Flow
 //
 // Both transports and the catch-up scan only admit (admission.go): they
 // normalize the provider event, check the inbox and insert one
 // email_deliveries row with ON CONFLICT DO NOTHING on the (inbox, kind:message
-// id) key, then signal the worker after commit. The worker (batch.go)
-// fetches the authoritative message, groups due deliveries by provider
-// thread, and processes each thread in admission order under the lease
-// "email-thread:<threadId>", fencing the lease in the same transaction as
-// every side effect. Receiving (receive.go) follows the pure policy of
-// decide.go: it retains the mail, creates the thread's task (task.go) and,
-// when the message wakes the agent, records the wake (wake.go, idempotency
-// key "email:<deliveryId>") in the same transaction, under a savepoint. If
-// the wake fails, only the wake is rolled back: the mail commits with the
-// wake pending and retryWake retries the wake alone, in its own
-// transaction, through the same wake function.
+// id) key (queue.AdmitTx), then signal the worker after commit. A visit of
+// a due inbox runs receive.Receiver.Batch, which fetches the authoritative
+// messages, groups due deliveries by provider thread and processes each
+// thread in admission order under the lease "email-thread:<threadId>",
+// fencing the lease in the same transaction as every side effect.
 //
 // # Scheduling
 //
@@ -49,36 +45,19 @@ import (
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/db"
-	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
-	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/inbound/receive"
 	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-// Receipts is the send side as receiving sees it; *outbound.Service has
-// both methods. They run inside the receiving transaction: an error rolls
-// it back and the delivery is retried later.
-type Receipts interface {
-	// HandleReceipt applies a receipt (message.sent, .delivered, .bounced,
-	// .complained or .rejected) to the send that produced msg, the
-	// authoritative provider message the receipt refers to.
-	HandleReceipt(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, ev agentmail.Event, msg *agentmail.Message) error
-	// BindSent is told about every sent-labelled message of this inbox
-	// found in a thread being received, so the send side can bind it to
-	// its send (by the X-Paperclip-Publication-Id header). Such messages
-	// are retained as context and never wake an agent.
-	BindSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, msg *agentmail.Message) error
-}
+// Receipts is the send side as receiving sees it (receive.Receipts);
+// *outbound.Service has both methods.
+type Receipts = receive.Receipts
 
-// Waker is the heartbeat as receiving sees it; *heartbeat.Service has both
-// methods.
-type Waker interface {
-	// WakeupTx records a wake request inside tx.
-	WakeupTx(ctx context.Context, tx *sql.Tx, agentID string, req heartbeat.WakeRequest) (domain.Run, bool, error)
-	// Notify tells the scheduler, after commit, that a run was queued.
-	Notify()
-}
+// Waker is the heartbeat as receiving sees it (receive.Waker);
+// *heartbeat.Service has both methods.
+type Waker = receive.Waker
 
 // Timing holds the worker's lease, catch-up and reconnect parameters. Zero
 // fields take the defaults of DefaultTiming.
@@ -230,9 +209,8 @@ type Worker struct {
 	log *slog.Logger
 	m   *Metrics
 	t   Timing
-	// wakeFn is the wake request function (Options.Wake.WakeupTx, or a
-	// test's stand-in; see export_test.go).
-	wakeFn func(ctx context.Context, tx *sql.Tx, agentID string, req heartbeat.WakeRequest) (domain.Run, bool, error)
+	// recv reads the queue: an inbox's visit runs its Batch.
+	recv *receive.Receiver
 
 	mu      sync.Mutex
 	sockets map[string]*socketState
@@ -283,18 +261,15 @@ func New(o Options) *Worker {
 	w := &Worker{o: o, st: o.Store, db: o.Store.DB, log: o.Logger, m: o.Metrics, t: o.Timing.withDefaults(),
 		sockets: map[string]*socketState{}, inboxes: map[string]*inboxState{}, named: map[string]int{},
 		finished: map[string]time.Time{}, wakeSig: notify.New()}
-	if o.Wake != nil {
-		w.wakeFn = o.Wake.WakeupTx
-	}
 	w.q = &countingQuerier{db: o.Store.DB}
+	w.recv = receive.New(receive.Options{Store: o.Store, Email: o.Email, Wake: o.Wake, Receipts: o.Receipts,
+		Client: o.Client, Attachments: o.Attachments, Logger: o.Logger, Holder: o.Holder,
+		Metrics: receive.Metrics{Processing: w.m.Processing, Wake: w.m.Wake, Deliveries: w.m.Deliveries, Quarantined: w.m.Quarantined},
+		Timing: receive.Timing{ThreadLeaseTTL: w.t.ThreadLeaseTTL, BatchSize: w.t.BatchSize, Concurrency: w.t.Concurrency,
+			TxConcurrency: w.t.TxConcurrency, ReopenLimit: w.t.ReopenLimit, ReopenWindow: w.t.ReopenWindow},
+		Querier: w.q, Tx: w.q.tx, Stopping: w.stopping.Load,
+		Holding: func(delta int) { w.workLeases.Add(int64(delta)) }})
 	return w
-}
-
-// wakeRequest returns the wake request function.
-func (w *Worker) wakeRequest() func(ctx context.Context, tx *sql.Tx, agentID string, req heartbeat.WakeRequest) (domain.Run, bool, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.wakeFn
 }
 
 // Queries returns the number of database round trips the worker has made
@@ -339,7 +314,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	}
 	w.stopping.Store(true)
 	w.cancel()
-	w.closeAllSockets()
+	w.closeSocketsExcept(nil)
 	done := make(chan struct{})
 	go func() {
 		w.wg.Wait()
@@ -372,25 +347,17 @@ func bounded(limit, n int, fn func(i int)) {
 	wg.Wait()
 }
 
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// tx runs fn in a transaction on the worker's database, counted as one
-// round trip for Queries.
-func (w *Worker) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	w.q.n.Add(1)
-	return w.db.Tx(ctx, fn)
-}
-
 // countingQuerier is the worker's handle for statements outside a
 // transaction; it counts them so an idle worker can be shown to be silent.
 type countingQuerier struct {
 	db *db.DB
 	n  atomic.Int64
+}
+
+// tx runs fn in a transaction, counted as one round trip.
+func (c *countingQuerier) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	c.n.Add(1)
+	return c.db.Tx(ctx, fn)
 }
 
 // ExecContext implements db.Querier.

@@ -58,7 +58,7 @@ func (w *Worker) renewLoop(ctx context.Context) {
 				// The leases lapse before the next try: another replica may
 				// take the sockets then, and two must never overlap.
 				w.log.Warn("renew socket leases", "err", err)
-				w.closeAllSockets()
+				w.closeSocketsExcept(nil)
 			} else {
 				w.log.Warn("renew socket leases; retrying", "err", err)
 			}

@@ -11,7 +11,8 @@ import (
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
-	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
+	"github.com/paperclipai/paperclipai/internal/inbound/receive"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -57,7 +58,7 @@ func TestContextImportReopenAndCancelled(t *testing.T) {
 		testkit.MustEqual(t, "wakes", len(e.wakes()), 1)
 
 		// A late delivery of the pre-activation message: filtered, no wake.
-		ok, err := e.Inbound.AdmitRaw(context.Background(), e.endpoint(), receivedFrame(e.Address, old.MessageID, old.ThreadID), inbound.SourceWebSocket)
+		ok, err := e.Inbound.AdmitRaw(context.Background(), e.endpoint(), receivedFrame(e.Address, old.MessageID, old.ThreadID), queue.SourceWebSocket)
 		if err != nil || !ok {
 			t.Fatalf("late admission: %v %v", ok, err)
 		}
@@ -144,7 +145,7 @@ func TestOwnMailNeverWakes(t *testing.T) {
 		e.settled(3)
 		testkit.MustEqual(t, "wakes before the forged header", len(e.wakes()), 1)
 		e.deliver(emulator.DeliverRequest{Subject: "Re: Customer", Text: "Forged echo", InReplyTo: first.MessageID,
-			Headers: map[string]string{inbound.PublicationHeader: testkit.NewUUID()}})
+			Headers: map[string]string{receive.PublicationHeader: testkit.NewUUID()}})
 		e.settled(4)
 		tasks := e.tasks()
 		testkit.MustEqual(t, "tasks", len(tasks), 1)
@@ -182,14 +183,14 @@ func TestForgedPublicationHeaderStillWakes(t *testing.T) {
 		tasks0, wakes0 := len(e.tasks()), len(e.wakes())
 
 		other.deliver(emulator.DeliverRequest{From: "Jane <jane@example.com>", Subject: "Please act", Text: "Do it",
-			Headers: map[string]string{inbound.PublicationHeader: key}})
+			Headers: map[string]string{receive.PublicationHeader: key}})
 		other.settled(1)
 		testkit.MustEqual(t, "a task for the forged header", len(e.tasks()), tasks0+1)
 		testkit.MustEqual(t, "a wake for the forged header", len(e.wakes()), wakes0+1)
 
 		// The genuine provider message of our publication is ours.
 		other.deliver(emulator.DeliverRequest{From: "Ours <" + e.Address + ">", Subject: "Hello Jane", Text: "Hi", MessageID: providerID,
-			Headers: map[string]string{inbound.PublicationHeader: key}})
+			Headers: map[string]string{receive.PublicationHeader: key}})
 		other.settled(2)
 		testkit.MustEqual(t, "no task for our own message", len(e.tasks()), tasks0+1)
 		testkit.MustEqual(t, "no wake for our own message", len(e.wakes()), wakes0+1)

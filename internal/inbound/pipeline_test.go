@@ -21,6 +21,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
@@ -92,7 +93,7 @@ func TestCatchupAdmitsMissedMailOnly(t *testing.T) {
 		_ = connect
 		late := e.deliver(emulator.DeliverRequest{Subject: "Backdated", Text: "Sent long ago, received now", Date: "2020-01-03T10:00:00Z"})
 		ds := e.settled(1)
-		testkit.MustEqual(t, "source", ds[0].Source, inbound.SourceCatchup)
+		testkit.MustEqual(t, "source", ds[0].Source, queue.SourceCatchup)
 		testkit.MustEqual(t, "message", ds[0].DeduplicationKey, "message.received:"+late.MessageID)
 		testkit.MustEqual(t, "tasks", len(e.tasks()), 1)
 		testkit.MustEqual(t, "wakes", len(e.wakes()), 1)
@@ -203,12 +204,12 @@ func TestConcurrentAndReplayedIngestIsIdempotent(t *testing.T) {
 				wg.Add(2)
 				go func() {
 					defer wg.Done()
-					_, _ = e.Inbound.AdmitRaw(context.Background(), ep, receivedFrame(e.Address, r.MessageID, r.ThreadID), inbound.SourceWebhook)
+					_, _ = e.Inbound.AdmitRaw(context.Background(), ep, receivedFrame(e.Address, r.MessageID, r.ThreadID), queue.SourceWebhook)
 				}()
 				go func() {
 					defer wg.Done()
 					_, _ = e.Inbound.AdmitEvent(context.Background(), ep, agentmail.Event{Kind: agentmail.EventMessageReceived,
-						InboxID: e.Address, MessageID: r.MessageID, ThreadID: r.ThreadID}, inbound.SourceCatchup)
+						InboxID: e.Address, MessageID: r.MessageID, ThreadID: r.ThreadID}, queue.SourceCatchup)
 				}()
 			}
 		}
@@ -217,7 +218,7 @@ func TestConcurrentAndReplayedIngestIsIdempotent(t *testing.T) {
 		// Replay everything once more after processing (a crash before a
 		// checkpoint or acknowledgement looks like this).
 		for _, r := range results {
-			if ok, err := e.Inbound.AdmitRaw(context.Background(), ep, receivedFrame(e.Address, r.MessageID, r.ThreadID), inbound.SourceWebSocket); ok || err != nil {
+			if ok, err := e.Inbound.AdmitRaw(context.Background(), ep, receivedFrame(e.Address, r.MessageID, r.ThreadID), queue.SourceWebSocket); ok || err != nil {
 				t.Fatalf("replay admitted=%v err=%v", ok, err)
 			}
 		}

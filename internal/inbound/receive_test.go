@@ -11,7 +11,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
-	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -27,7 +27,7 @@ func TestWebSocketMessageCreatesOneTaskAndOneWake(t *testing.T) {
 		first := e.deliver(emulator.DeliverRequest{Subject: "Quarterly numbers", Text: "Can you send the figures?",
 			Cc: []string{"cc@example.com"}})
 		ds := e.settled(1)
-		testkit.MustEqual(t, "delivery source", ds[0].Source, inbound.SourceWebSocket)
+		testkit.MustEqual(t, "delivery source", ds[0].Source, queue.SourceWebSocket)
 		testkit.MustEqual(t, "dedup key", ds[0].DeduplicationKey, "message.received:"+first.MessageID)
 		tasks := e.tasks()
 		if len(tasks) != 1 {
@@ -65,7 +65,7 @@ func TestWebSocketMessageCreatesOneTaskAndOneWake(t *testing.T) {
 		// The same message through the webhook-shaped envelope: deduplicated.
 		body := []byte(`{"type":"message_received","event_id":"evt_other","message":{"inbox_id":"` + e.Address +
 			`","message_id":"` + first.MessageID + `","thread_id":"` + first.ThreadID + `"}}`)
-		ok, err := e.Inbound.AdmitRaw(context.Background(), e.endpoint(), body, inbound.SourceWebhook)
+		ok, err := e.Inbound.AdmitRaw(context.Background(), e.endpoint(), body, queue.SourceWebhook)
 		if err != nil || ok {
 			t.Fatalf("duplicate admission: admitted=%v err=%v", ok, err)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
-	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -41,7 +41,7 @@ func TestTwoReplicasShareOneSocket(t *testing.T) {
 	}
 	res := e.deliver(emulator.DeliverRequest{Subject: "Both replicas", Text: "one task please"})
 	// The second replica also admits the message, as a webhook would.
-	if _, err := other.Inbound.AdmitRaw(context.Background(), e.endpoint(), receivedFrame(e.Address, res.MessageID, res.ThreadID), inbound.SourceWebhook); err != nil {
+	if _, err := other.Inbound.AdmitRaw(context.Background(), e.endpoint(), receivedFrame(e.Address, res.MessageID, res.ThreadID), queue.SourceWebhook); err != nil {
 		t.Fatal(err)
 	}
 	e.settled(1)

@@ -10,7 +10,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
-	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -81,7 +81,7 @@ func TestControlCharactersInInboundMail(t *testing.T) {
 		// labels is admitted (as the duplicate it is) without an error.
 		body := []byte(`{"type":"message_received","event_id":"evt\u0000x","message":{"inbox_id":"` + e.Address +
 			`","message_id":"` + res.MessageID + `","thread_id":"` + res.ThreadID + `","labels":["received\u0000","\u0007"]}}`)
-		if _, err := e.Inbound.AdmitRaw(context.Background(), e.endpoint(), body, inbound.SourceWebhook); err != nil {
+		if _, err := e.Inbound.AdmitRaw(context.Background(), e.endpoint(), body, queue.SourceWebhook); err != nil {
 			t.Fatalf("admit an event with control characters: %v", err)
 		}
 		testkit.MustEqual(t, "tasks after the duplicate", len(e.tasks()), 1)

@@ -2,13 +2,12 @@ package inbound
 
 import (
 	"context"
-	"errors"
 	"hash/fnv"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
-	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 )
 
 // rescanInterval is the period of the safety rescan of every active inbox
@@ -68,11 +67,8 @@ const (
 	wakeDeliveries             // the deliveries (something was admitted)
 )
 
-// wakeInbox asks the worker to visit one inbox now (its deliveries and
-// socket) without looking at any other. It never blocks.
-func (w *Worker) wakeInbox(endpointID string) { w.wakeFor(endpointID, wakeSocket|wakeDeliveries) }
-
-// wakeFor is wakeInbox for only the given kinds of work.
+// wakeFor asks the worker to visit one inbox now, for the given kinds of
+// work, without looking at any other. It never blocks.
 func (w *Worker) wakeFor(endpointID string, kinds int) {
 	w.mu.Lock()
 	w.named[endpointID] |= kinds
@@ -88,10 +84,10 @@ func (w *Worker) loop(ctx context.Context) {
 	defer w.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	rescan, why := true, stageRoundRescan
+	rescan, why := true, queue.StageRoundRescan
 	for {
-		if tracing() {
-			trace(why, "")
+		if queue.Tracing() {
+			queue.Trace(why, "")
 		}
 		next := w.round(ctx, rescan)
 		if ctx.Err() != nil {
@@ -109,11 +105,11 @@ func (w *Worker) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-w.o.Work:
-			rescan, why = true, stageRoundRescan
+			rescan, why = true, queue.StageRoundRescan
 		case <-w.wakeSig:
-			why = stageRoundSignal
+			why = queue.StageRoundSignal
 		case <-timer.C:
-			why = stageRoundTimer
+			why = queue.StageRoundTimer
 		}
 	}
 }
@@ -189,7 +185,7 @@ func (w *Worker) rescan(ctx context.Context) error {
 			// its socket subscribes.
 			st.catchupAt = now
 			if r.LastSyncAt != nil {
-				st.catchupAt = w.nextScan(r.ID, *r.LastSyncAt, w.t.CatchupInterval)
+				st.catchupAt = nextScan(r.ID, *r.LastSyncAt, w.t.CatchupInterval)
 			}
 		}
 		version := r.CredentialVersion + "|" + r.UpdatedAt.String()
@@ -240,8 +236,7 @@ func (w *Worker) check(ctx context.Context, st *inboxState) (domain.EmailEndpoin
 		return ep, key, refused
 	}
 	key, err := w.o.Email.CheckActive(ctx, w.q, ep)
-	var he *httpx.Error
-	if err != nil && !errors.As(err, &he) {
+	if _, refused := queue.AsRefusal(err); err != nil && !refused {
 		return ep, "", err
 	}
 	w.mu.Lock()
@@ -256,8 +251,7 @@ func (w *Worker) visit(ctx context.Context, st *inboxState, named int) {
 	now := time.Now()
 	ep, key, err := w.check(ctx, st)
 	if err != nil {
-		var he *httpx.Error
-		if errors.As(err, &he) {
+		if _, refused := queue.AsRefusal(err); refused {
 			// Not active, credential gone or access revoked: stop
 			// receiving; deliveries wait until the inbox's version changes
 			// (the email service signals the worker then).
@@ -283,8 +277,8 @@ func (w *Worker) visit(ctx context.Context, st *inboxState, named int) {
 		w.mu.Unlock()
 	}
 	if deliveriesDue {
-		at := w.processDeliveries(ctx, ep, key)
-		// processDeliveries answers an hour ahead when nothing waits.
+		at := w.recv.Batch(ctx, ep, key)
+		// Batch answers an hour ahead when nothing waits.
 		if at.Sub(time.Now()) > 50*time.Minute {
 			at = time.Time{}
 		}
@@ -311,7 +305,7 @@ func (w *Worker) maybeCatchup(ctx context.Context, st *inboxState, ep domain.Ema
 	}
 	if !requested && ep.ReceiveMode == domain.ReceiveWebSocket && w.socketHeldElsewhere(ep.ID, now) {
 		w.mu.Lock()
-		st.catchupAt = w.nextScan(ep.ID, now, w.t.CatchupInterval)
+		st.catchupAt = nextScan(ep.ID, now, w.t.CatchupInterval)
 		w.mu.Unlock()
 		return
 	}
@@ -330,7 +324,7 @@ func (w *Worker) maybeCatchup(ctx context.Context, st *inboxState, ep domain.Ema
 		ep.ReceiveMode == domain.ReceiveWebhook && !st.webhookAt.IsZero() && end.Sub(st.webhookAt) < w.t.CatchupHealthyInterval {
 		interval = w.t.CatchupHealthyInterval
 	}
-	st.catchupAt = w.nextScan(ep.ID, end, interval)
+	st.catchupAt = nextScan(ep.ID, end, interval)
 	if !completed && (requested || !busy) {
 		// A failed scan (or a requested one another replica's scan may
 		// have predated) is retried shortly; a periodic scan another
@@ -344,7 +338,7 @@ func (w *Worker) maybeCatchup(ctx context.Context, st *inboxState, ep domain.Ema
 // hash of its id), so a thousand inboxes connected at the same moment
 // scan evenly spread over the interval instead of in a burst every
 // interval.
-func (w *Worker) nextScan(endpointID string, last time.Time, interval time.Duration) time.Time {
+func nextScan(endpointID string, last time.Time, interval time.Duration) time.Time {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(endpointID))
 	phase := time.Duration(h.Sum64() % uint64(interval))

@@ -11,17 +11,16 @@ import (
 // and a thousand inboxes that last scanned at the same moment spread their
 // next scans over the interval instead of bursting.
 func TestNextScanSpreadsInboxes(t *testing.T) {
-	w := &Worker{}
 	interval := 10 * time.Minute
 	last := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	buckets := make([]int, 10)
 	for i := range 1000 {
 		id := fmt.Sprintf("inbox-%d", i)
-		at := w.nextScan(id, last, interval)
+		at := nextScan(id, last, interval)
 		if gap := at.Sub(last); gap <= interval/2 || gap > 3*interval/2 {
 			t.Fatalf("%s: next scan %v after the last", id, gap)
 		}
-		again := w.nextScan(id, at, interval)
+		again := nextScan(id, at, interval)
 		if again.Sub(at) != interval {
 			t.Fatalf("%s: steady period %v, want %v", id, again.Sub(at), interval)
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/email"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -342,11 +342,11 @@ func (w *Worker) readSocket(ctx context.Context, ep domain.EmailEndpoint, stream
 		if len(evs) == 0 {
 			continue
 		}
-		if _, err := w.AdmitEvents(ctx, ep, evs, SourceWebSocket); err != nil {
+		if _, err := w.AdmitEvents(ctx, ep, evs, queue.SourceWebSocket); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if errors.Is(err, email.ErrInboxNotActive) {
+			if errors.Is(err, queue.ErrInboxNotActive) {
 				return err
 			}
 			// The events are lost to this socket, but a catch-up scan
@@ -391,7 +391,7 @@ func (w *Worker) socketEnded(ep domain.EmailEndpoint, l *store.Lease, err error)
 	w.mu.Unlock()
 	// Another replica may be waiting for this lease: tell it now (naming
 	// the inbox) rather than letting it wait for the lease to expire.
-	_ = w.tx(rctx, func(tx *sql.Tx) error { return w.db.NotifyPayloadTx(rctx, tx, notifyChannel, ep.ID) })
+	_ = w.q.tx(rctx, func(tx *sql.Tx) error { return queue.NotifyInboxTx(rctx, tx, w.db, ep.ID) })
 	if stopping {
 		return
 	}
@@ -402,7 +402,7 @@ func (w *Worker) socketEnded(ep domain.EmailEndpoint, l *store.Lease, err error)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		w.log.Info("live connection ended", "endpoint", ep.ID, "err", agentmail.Describe(err))
 	}
-	if !errors.Is(err, email.ErrInboxNotActive) && !errors.Is(err, context.Canceled) {
+	if !errors.Is(err, queue.ErrInboxNotActive) && !errors.Is(err, context.Canceled) {
 		w.setHealth(rctx, ep.ID, msg, msg)
 	}
 	w.wakeFor(ep.ID, wakeSocket)
@@ -445,5 +445,3 @@ func (w *Worker) closeSocketsExcept(keep map[string]bool) {
 		}
 	}
 }
-
-func (w *Worker) closeAllSockets() { w.closeSocketsExcept(nil) }

@@ -1,51 +1,33 @@
 package inbound
 
 import (
-	"errors"
-	"io"
+	"context"
 	"net/http"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
-	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 )
 
-// WebhookPath is the route of the AgentMail webhook receiver. It is public
-// (no actor): the Svix signature over the body authenticates it.
-const WebhookPath = "POST /api/chat-webhooks/agentmail/{publicId}"
-
-// maxWebhookBody bounds a webhook body. AgentMail drops message bodies from
-// payloads over 1 MB, so a few MiB covers every legitimate delivery.
-const maxWebhookBody = 4 << 20
-
-// Webhook errors (docs/email-pipeline.md, "Webhook").
+// Webhook refusals (docs/email-pipeline.md, "Webhook").
 var (
-	errWebhookNotFound   = &httpx.Error{Status: http.StatusNotFound, Message: "Email inbox not found"}
-	errWebhookDisabled   = &httpx.Error{Status: http.StatusForbidden, Message: "Webhook receiving is not enabled"}
-	errWebhookSignature  = &httpx.Error{Status: http.StatusForbidden, Message: "Invalid AgentMail webhook signature"}
-	errWebhookBodyTooBig = &httpx.Error{Status: http.StatusRequestEntityTooLarge, Message: "Webhook body too large"}
+	errWebhookNotFound  = &domain.Refusal{Kind: domain.KindNotFound, Message: "Email inbox not found"}
+	errWebhookDisabled  = &domain.Refusal{Kind: domain.KindForbidden, Message: "Webhook receiving is not enabled"}
+	errWebhookSignature = &domain.Refusal{Kind: domain.KindForbidden, Message: "Invalid AgentMail webhook signature"}
 )
 
-// Routes mounts the webhook receiver as a public route.
-func (w *Worker) Routes(rt httpx.Router) { rt.HandlePublic(WebhookPath, w.ServeWebhook) }
-
-// ServeWebhook receives one AgentMail webhook delivery: it reads the raw
-// body, verifies the Svix signature over exactly those bytes with the
-// inbox's vaulted secret (a changed byte or a stale timestamp is 403),
-// checks that the inbox may receive, admits the event durably and answers
-// 204 only after the commit, so the provider retries anything we lost.
-func (w *Worker) ServeWebhook(rw http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, maxWebhookBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errWebhookBodyTooBig
-		}
-		return httpx.Errorf(http.StatusBadRequest, "Could not read the webhook body")
-	}
-	ep, err := w.st.EndpointByPublicID(ctx, w.q, r.PathValue("publicId"))
+// ReceiveWebhook receives one AgentMail webhook delivery for the inbox
+// with public id publicID (the API's public route at queue.WebhookPath
+// reads the body, bounded, and calls it): it verifies the Svix signature
+// over exactly body with the inbox's vaulted secret (a changed byte or a
+// stale timestamp is a forbidden refusal), checks that the inbox may
+// receive and admits the event durably. It returns nil only after the
+// commit, so the provider retries anything we lost; a refusal is a
+// *domain.Refusal (or the email service's refusal of an inbox that may not
+// receive), anything else a fault.
+func (w *Worker) ReceiveWebhook(ctx context.Context, publicID string, header http.Header, body []byte) error {
+	ep, err := w.st.EndpointByPublicID(ctx, w.q, publicID)
 	if err != nil {
 		return errWebhookNotFound
 	}
@@ -63,7 +45,7 @@ func (w *Worker) ServeWebhook(rw http.ResponseWriter, r *http.Request) error {
 	// Only the three Svix headers take part in verification.
 	h := http.Header{}
 	for _, k := range []string{"svix-id", "svix-timestamp", "svix-signature"} {
-		if val := r.Header.Get(k); val != "" {
+		if val := header.Get(k); val != "" {
 			h.Set(k, val)
 		}
 	}
@@ -82,9 +64,6 @@ func (w *Worker) ServeWebhook(rw http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.webhookVerified(ep.ID)
-	if _, err := w.AdmitRaw(ctx, ep, body, SourceWebhook); err != nil {
-		return err
-	}
-	rw.WriteHeader(http.StatusNoContent)
-	return nil
+	_, err = w.AdmitRaw(ctx, ep, body, queue.SourceWebhook)
+	return err
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
-	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -78,7 +78,7 @@ func TestWebhookReceiving(t *testing.T) {
 		testkit.MustEqual(t, "unknown inbox", signedPost(t, e.URL(), "00000000-0000-0000-0000-000000000000", secret, body, now), http.StatusNotFound)
 		for _, d := range e.deliveries() {
 			// The activation catch-up may legitimately admit the message.
-			if d.Source == inbound.SourceWebhook {
+			if d.Source == queue.SourceWebhook {
 				t.Fatalf("a rejected webhook was admitted: %+v", d)
 			}
 		}

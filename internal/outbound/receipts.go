@@ -10,11 +10,9 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
-	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
-
-var _ inbound.Receipts = (*Service)(nil)
 
 // HandleReceipt applies a delivery receipt to the publication that produced
 // the message, inside the inbound worker's transaction. Receipts touch only
@@ -154,7 +152,7 @@ func (s *Service) admitSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndp
 	ev := agentmail.Event{Kind: agentmail.EventMessageSent, InboxID: ep.Address, MessageID: messageID, ThreadID: threadID,
 		EventID: "paperclip-sent:" + messageID}
 	failed, err := db.Savepoint(ctx, tx, "admit_sent", func() error {
-		_, err := inbound.AdmitTx(ctx, tx, s.Store, ep, []agentmail.Event{ev}, inbound.SourceOutbound)
+		_, err := queue.AdmitTx(ctx, tx, s.Store, ep, []agentmail.Event{ev}, queue.SourceOutbound)
 		return err
 	})
 	if err == nil {

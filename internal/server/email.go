@@ -6,17 +6,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/inbound"
+	"github.com/paperclipai/paperclipai/internal/inbound/receive"
 	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/policy"
 )
 
-var _ inbound.Waker = (*heartbeat.Service)(nil)
+// The receiving pipeline's two consumer-side interfaces, met by the send
+// side and the heartbeat.
+var (
+	_ receive.Receipts = (*outbound.Service)(nil)
+	_ receive.Waker    = (*heartbeat.Service)(nil)
+)
 
 // newEmailChannel builds the two email pipelines around s.Email and mounts
 // their routes. The couplings are all here, as constructor options:
@@ -24,7 +31,7 @@ var _ inbound.Waker = (*heartbeat.Service)(nil)
 //   - the email service signals receiveWork and sendWork when an inbox
 //     starts or stops (email.Options.Changed);
 //   - the send side admits its own sent message into the receiving queue
-//     (inbound.AdmitTx, inside the send's transaction) and then signals
+//     (queue.AdmitTx, inside the send's transaction) and then signals
 //     receiveWork (outbound.Options.InboundWork);
 //   - receiving hands receipts and our own sent messages to the send side
 //     (inbound.Options.Receipts is the outbound Service) and wakes agents
@@ -45,13 +52,9 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 		Logger: s.Logger.With("component", "inbound"), Metrics: inbound.NewMetrics(s.Metrics.Registry),
 		Holder: holder, ExclusiveDatabase: exclusive, Timing: timing,
 	})
-	// Lifecycle changes made here reach the other replicas' workers at
-	// once (the local ones are signalled through receiveWork).
-	s.Email.Broadcast = s.Inbound.BroadcastChange
 	s.Email.Routes(s.API)
 	s.Outbound.Routes(s.API)
-	s.Inbound.Routes(s.API)
-	s.Inbound.QuarantineRoutes(s.API, s.Email.Gate)
+	api.InboundRoutes(s.API, s.Inbound, s.Email, s.Store)
 	s.registerEmailMetrics()
 	rules := email.NewRulesWorker(s.Email)
 	if cfg.NotificationWatchInterval > 0 {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/inbound"
@@ -21,7 +22,7 @@ import (
 type inboundData struct {
 	Rules      email.SenderRulesView
 	RulesErr   *APIError
-	Quarantine inbound.QuarantinePage
+	Quarantine api.QuarantinePage
 	QErr       *APIError
 	Reason     string
 	Reasons    []string

@@ -1,9 +1,10 @@
-package inbound
+package receive
 
 import (
 	"testing"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 )
 
 // The loop guards and provider filters are pure functions of one message;
@@ -58,8 +59,8 @@ func TestProviderFiltered(t *testing.T) {
 		{[]string{"trash"}, true},
 		{[]string{"spammy"}, false},
 	} {
-		if got := providerFiltered(&agentmail.Message{Labels: tc.labels}); got != tc.want {
-			t.Errorf("providerFiltered(%v) = %v, want %v", tc.labels, got, tc.want)
+		if got := queue.ProviderFiltered(&agentmail.Message{Labels: tc.labels}); got != tc.want {
+			t.Errorf("queue.ProviderFiltered(%v) = %v, want %v", tc.labels, got, tc.want)
 		}
 	}
 }
@@ -101,8 +102,8 @@ func TestSenderAddress(t *testing.T) {
 		"broken <x@y.z":                  "x@y.z",
 		"  plain@host  ":                 "plain@host",
 	} {
-		if got := senderAddress(in); got != want {
-			t.Errorf("senderAddress(%q) = %q, want %q", in, got, want)
+		if got := queue.SenderAddress(in); got != want {
+			t.Errorf("queue.SenderAddress(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

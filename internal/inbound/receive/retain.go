@@ -1,4 +1,4 @@
-package inbound
+package receive
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -36,16 +37,16 @@ type storedAttachment struct {
 // size and type bounds. Bytes come only from the provider's pre-signed URL
 // through the client's SSRF-guarded fetcher (https only; loopback only when
 // the configured provider base itself is loopback, i.e. the emulator).
-func (w *Worker) prepareAttachments(ctx context.Context, client *agentmail.Client, ep domain.EmailEndpoint, m *agentmail.Message) (*prepared, error) {
+func (rv *Receiver) prepareAttachments(ctx context.Context, client *agentmail.Client, ep domain.EmailEndpoint, m *agentmail.Message) (*prepared, error) {
 	p := &prepared{}
-	max := w.o.Attachments.MaxBytes
+	max := rv.o.Attachments.MaxBytes
 	for i, a := range m.Attachments {
 		name := attachment.SanitizeFilename(a.Filename)
 		ct := strings.TrimSpace(a.ContentType)
 		if ct == "" {
 			ct = "application/octet-stream"
 		}
-		if i >= maxAttachmentsPerMessage || w.o.Attachments.DB == nil || max <= 0 || a.Size > max || !w.o.Attachments.Allows(ct) {
+		if i >= maxAttachmentsPerMessage || rv.o.Attachments.DB == nil || max <= 0 || a.Size > max || !rv.o.Attachments.Allows(ct) {
 			p.omitted = append(p.omitted, name)
 			continue
 		}
@@ -65,7 +66,7 @@ func (w *Worker) prepareAttachments(ctx context.Context, client *agentmail.Clien
 		if err != nil {
 			return nil, err
 		}
-		sha, err := w.o.Attachments.PutBytes(ctx, dl.Data)
+		sha, err := rv.o.Attachments.PutBytes(ctx, dl.Data)
 		if errors.Is(err, attachment.ErrTooLarge) {
 			p.omitted = append(p.omitted, name)
 			continue
@@ -90,17 +91,17 @@ func (w *Worker) prepareAttachments(ctx context.Context, client *agentmail.Clien
 // this call created its claimed link, "" otherwise (the message was
 // retained before, as context or by another delivery, and the caller claims
 // its existing link, which decides its one wake).
-func (w *Worker) retainAll(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
+func (rv *Receiver) retainAll(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
 	msgs []*agentmail.Message, have map[string]bool, prep map[string]*prepared, trigger, deliveryID string) (claimedComment string, err error) {
 	for _, m := range msgs {
-		if have[m.MessageID] || providerFiltered(m) {
+		if have[m.MessageID] || queue.ProviderFiltered(m) {
 			continue
 		}
 		claim := ""
 		if trigger != "" && m.MessageID == trigger {
 			claim = deliveryID
 		}
-		commentID, linked, err := w.retain(ctx, tx, ep, conv, m, prep[m.MessageID], claim)
+		commentID, linked, err := rv.retain(ctx, tx, ep, conv, m, prep[m.MessageID], claim)
 		if err != nil {
 			return "", err
 		}
@@ -117,9 +118,9 @@ func (w *Worker) retainAll(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpo
 // and full text, direction, automatic flag) and the message link, claimed
 // by deliveryID when it is set. linked reports whether this call created
 // the link.
-func (w *Worker) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
+func (rv *Receiver) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
 	m *agentmail.Message, p *prepared, deliveryID string) (commentID string, linked bool, err error) {
-	outbound := hasLabel(m.Labels, "sent")
+	outbound := queue.HasLabel(m.Labels, "sent")
 	direction, verb := "inbound", "Email from"
 	if outbound {
 		direction, verb = "outbound", "Email sent by"
@@ -137,17 +138,17 @@ func (w *Worker) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint
 	if p == nil || (len(p.stored) == 0 && len(p.omitted) == 0) {
 		// Most mail: comment, message and link together (one round trip
 		// on PostgreSQL).
-		_, linked, err = w.st.RetainEmail(ctx, tx, &c, &em, link)
+		_, linked, err = rv.st.RetainEmail(ctx, tx, &c, &em, link)
 		return c.ID, linked, err
 	}
-	if err := w.st.CreateComment(ctx, tx, &c); err != nil {
+	if err := rv.st.CreateComment(ctx, tx, &c); err != nil {
 		return "", false, err
 	}
 	attIDs := []string{}
 	for _, a := range p.stored {
 		att := domain.Attachment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, Filename: a.filename,
 			ContentType: a.contentType, SizeBytes: a.size, SHA256: a.sha}
-		if err := w.st.CreateAttachment(ctx, tx, &att); err != nil {
+		if err := rv.st.CreateAttachment(ctx, tx, &att); err != nil {
 			return "", false, err
 		}
 		attIDs = append(attIDs, att.ID)
@@ -159,16 +160,16 @@ func (w *Worker) retain(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint
 		}
 		oc := domain.Comment{CompanyID: ep.CompanyID, IssueID: conv.IssueID, AuthorKind: "system",
 			Body: "Email attachments unavailable: " + strings.Join(names, ", ") + "."}
-		if err := w.st.CreateComment(ctx, tx, &oc); err != nil {
+		if err := rv.st.CreateComment(ctx, tx, &oc); err != nil {
 			return "", false, err
 		}
 	}
 	em.AttachmentIDs, em.CommentID = attIDs, c.ID
-	if _, err := w.st.InsertEmailMessage(ctx, tx, &em); err != nil {
+	if _, err := rv.st.InsertEmailMessage(ctx, tx, &em); err != nil {
 		return "", false, err
 	}
 	link.CommentID = c.ID
-	linked, err = w.st.InsertMessageLink(ctx, tx, link)
+	linked, err = rv.st.InsertMessageLink(ctx, tx, link)
 	return c.ID, linked, err
 }
 
@@ -189,4 +190,26 @@ func retainedMessage(ep domain.EmailEndpoint, conv domain.EmailConversation, m *
 		Envelope: domain.EmailEnvelope{From: m.From, To: to, Cc: m.Cc, Bcc: m.Bcc, ReplyTo: m.ReplyTo, Subject: m.SubjectOrDefault()},
 		Headers:  headers, Text: text, FullText: full, Direction: direction, Automatic: automatic(m),
 		AttachmentIDs: []string{}, Timestamp: m.Timestamp}
+}
+
+// finishTx moves a delivery to a final state (processed or filtered).
+func (rv *Receiver) finishTx(ctx context.Context, tx *sql.Tx, d *store.EmailDelivery, state domain.DeliveryState) error {
+	return rv.finishTouching(ctx, tx, d, state, convTouch{})
+}
+
+// convTouch is the conversation activity recorded with a delivery's
+// update (store.UpdateDeliveryTouching): the conversation and its new
+// state ("" keeps it). The zero value touches nothing.
+type convTouch struct{ id, state string }
+
+// update writes d and records t, in one round trip on PostgreSQL.
+func (t convTouch) update(ctx context.Context, rv *Receiver, tx *sql.Tx, d *store.EmailDelivery) error {
+	return rv.st.UpdateDeliveryTouching(ctx, tx, d, t.id, t.state)
+}
+
+// finishTouching is finishTx that also records t.
+func (rv *Receiver) finishTouching(ctx context.Context, tx *sql.Tx, d *store.EmailDelivery, state domain.DeliveryState, t convTouch) error {
+	now := rv.st.Now()
+	d.State, d.ProcessedAt, d.NextAttemptAt, d.RedactedError = state, &now, nil, ""
+	return t.update(ctx, rv, tx, d)
 }

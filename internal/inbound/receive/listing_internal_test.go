@@ -1,4 +1,4 @@
-package inbound
+package receive
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 )
 
 // A thread's later deliveries in the same batch use the listing an earlier
@@ -41,7 +42,7 @@ func TestThreadListingIsReadOncePerThreadInABatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return cleanMessage(m)
+		return queue.CleanMessage(m)
 	}
 	// reads counts the provider requests of the inbox whose path holds part.
 	reads := func(part string) int {
@@ -66,13 +67,13 @@ func TestThreadListingIsReadOncePerThreadInABatch(t *testing.T) {
 	if first.ThreadID != second.ThreadID {
 		t.Fatalf("threads %s and %s", first.ThreadID, second.ThreadID)
 	}
-	w := &Worker{}
+	rv := &Receiver{}
 	l := &threadListing{}
-	a, err := w.fetchThread(ctx, client, inbox.InboxID, first, l)
+	a, err := rv.fetchThread(ctx, client, inbox.InboxID, first, l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := w.fetchThread(ctx, client, inbox.InboxID, second, l)
+	b, err := rv.fetchThread(ctx, client, inbox.InboxID, second, l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestThreadListingIsReadOncePerThreadInABatch(t *testing.T) {
 
 	// A message newer than the kept listing is read afresh.
 	third := deliver(second.MessageID)
-	c, err := w.fetchThread(ctx, client, inbox.InboxID, third, l)
+	c, err := rv.fetchThread(ctx, client, inbox.InboxID, third, l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestThreadListingIsReadOncePerThreadInABatch(t *testing.T) {
 	}
 
 	// Without a kept listing every delivery reads the thread.
-	if _, err := w.fetchThread(ctx, client, inbox.InboxID, first, nil); err != nil {
+	if _, err := rv.fetchThread(ctx, client, inbox.InboxID, first, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := threadReads(); got != 3 {
@@ -120,7 +121,7 @@ func TestThreadListingIsReadOncePerThreadInABatch(t *testing.T) {
 		return it
 	}
 	before := messageReads()
-	in, done, err := w.prepareReceive(ctx, ep, client, nil, later(third.ThreadID, second.MessageID))
+	in, done, err := rv.prepareReceive(ctx, ep, client, nil, later(third.ThreadID, second.MessageID))
 	if err != nil || done || in.msg.MessageID != second.MessageID || in.msg.Text != second.Text {
 		t.Fatalf("listed message: %+v done=%v err=%v", in.msg, done, err)
 	}
@@ -129,10 +130,10 @@ func TestThreadListingIsReadOncePerThreadInABatch(t *testing.T) {
 	}
 	fourth := deliver(third.MessageID)
 	before = messageReads()
-	if in, _, err := w.prepareReceive(ctx, ep, client, nil, later(third.ThreadID, fourth.MessageID)); err != nil || in.msg.MessageID != fourth.MessageID {
+	if in, _, err := rv.prepareReceive(ctx, ep, client, nil, later(third.ThreadID, fourth.MessageID)); err != nil || in.msg.MessageID != fourth.MessageID {
 		t.Fatalf("unlisted message: %+v %v", in.msg, err)
 	}
-	if _, _, err := w.prepareReceive(ctx, ep, client, nil, later("other-thread", second.MessageID)); err != nil {
+	if _, _, err := rv.prepareReceive(ctx, ep, client, nil, later("other-thread", second.MessageID)); err != nil {
 		t.Fatal(err)
 	}
 	if got := messageReads() - before; got != 2 {
@@ -152,7 +153,7 @@ func TestPrefetchReadsTheFirstMessageOfEachThread(t *testing.T) {
 		return it
 	}
 	failed := mk("f", "t3", false)
-	failed.fetchErr = errInboxMismatch
+	failed.fetchErr = queue.ErrInboxMismatch
 	items := []*item{mk("e", "t1", true), mk("a", "t1", false), mk("b", "t1", false), mk("c", "", false), mk("d", "t2", false),
 		mk("c2", "", false), failed, mk("g", "t2", false)}
 	var got []string

@@ -1,4 +1,4 @@
-package inbound
+package receive
 
 import "github.com/paperclipai/paperclipai/internal/domain"
 

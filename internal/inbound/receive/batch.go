@@ -1,4 +1,4 @@
-package inbound
+package receive
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // item is one due delivery with its prefetched provider message.
 type item struct {
 	d        store.EmailDelivery
-	ev       deliveryEvent
+	ev       queue.Event
 	msg      *agentmail.Message
 	fetchErr error
 	// gate bounds the inbox's concurrent processing transactions (see
@@ -30,7 +31,7 @@ type txGate chan struct{}
 
 // tx runs fn in a transaction once the gate admits it (a nil gate admits
 // at once).
-func (g txGate) tx(ctx context.Context, w *Worker, fn func(tx *sql.Tx) error) error {
+func (g txGate) tx(ctx context.Context, rv *Receiver, fn func(tx *sql.Tx) error) error {
 	if g != nil {
 		select {
 		case g <- struct{}{}:
@@ -39,39 +40,40 @@ func (g txGate) tx(ctx context.Context, w *Worker, fn func(tx *sql.Tx) error) er
 		}
 		defer func() { <-g }()
 	}
-	return w.tx(ctx, fn)
+	return rv.tx(ctx, fn)
 }
 
-// processDeliveries takes one batch of the inbox's due deliveries, fetches
-// their messages, and processes independent provider threads concurrently,
-// each thread serially in admission order under its lease. It returns when
-// the inbox next has due work.
-func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint, key string) time.Time {
+// Batch takes one batch of the inbox's due deliveries, fetches their
+// messages, and processes independent provider threads concurrently, each
+// thread serially in admission order under its lease, with the inbox's
+// runtime key. It returns when the inbox next has due work (an hour ahead
+// when nothing waits).
+func (rv *Receiver) Batch(ctx context.Context, ep domain.EmailEndpoint, key string) time.Time {
 	now := time.Now()
-	batch, err := w.st.DueDeliveries(ctx, w.q, ep.ID, w.st.Now(), w.t.BatchSize)
+	batch, err := rv.st.DueDeliveries(ctx, rv.q, ep.ID, rv.st.Now(), rv.t.BatchSize)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Error("list due deliveries", "endpoint", ep.ID, "err", err)
+			rv.log.Error("list due deliveries", "endpoint", ep.ID, "err", err)
 		}
 		return now.Add(time.Second)
 	}
 	if len(batch) == 0 {
-		return w.nextAttempt(ctx, ep, now)
+		return rv.nextAttempt(ctx, ep, now)
 	}
-	if tracing() {
+	if queue.Tracing() {
 		for _, d := range batch {
-			trace(stagePicked, d.ID)
+			queue.Trace(queue.StagePicked, d.ID)
 		}
 	}
-	client := w.o.Client.WithAPIKey(key)
+	client := rv.o.Client.WithAPIKey(key)
 	items := make([]*item, len(batch))
-	gate := make(txGate, w.t.TxConcurrency)
+	gate := make(txGate, rv.t.TxConcurrency)
 	for i, d := range batch {
 		it := &item{d: d, gate: gate}
-		it.ev, it.fetchErr = decodeEvent(d)
+		it.ev, it.fetchErr = queue.Decode(d)
 		items[i] = it
 	}
-	w.prefetch(ctx, ep, client, items)
+	rv.prefetch(ctx, ep, client, items)
 
 	// Group by provider thread, keeping admission order inside each group.
 	var order []string
@@ -80,8 +82,8 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 		thread := it.d.ProviderThreadID
 		if thread == "" && it.msg != nil {
 			thread = it.msg.ThreadID
-			if err := w.st.SetDeliveryThread(ctx, w.q, it.d.ID, thread); err != nil && ctx.Err() == nil {
-				w.log.Warn("record delivery thread", "delivery", it.d.ID, "err", err)
+			if err := rv.st.SetDeliveryThread(ctx, rv.q, it.d.ID, thread); err != nil && ctx.Err() == nil {
+				rv.log.Warn("record delivery thread", "delivery", it.d.ID, "err", err)
 			}
 		}
 		if thread == "" {
@@ -110,18 +112,18 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 	for i, gk := range order {
 		keys[i] = store.ThreadLeaseKey(gk)
 	}
-	leases, err := w.st.TryLeases(ctx, w.q, ep.CompanyID, ep.ID, keys, w.o.Holder, w.t.ThreadLeaseTTL)
+	leases, err := rv.st.TryLeases(ctx, rv.q, ep.CompanyID, ep.ID, keys, rv.o.Holder, rv.t.ThreadLeaseTTL)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Warn("acquire thread leases", "endpoint", ep.ID, "err", err)
+			rv.log.Warn("acquire thread leases", "endpoint", ep.ID, "err", err)
 		}
 		return now.Add(time.Second)
 	}
-	w.workLeases.Add(1) // renewLoop keeps them while the batch runs
-	defer w.workLeases.Add(-1)
+	rv.hold(1) // renewLoop keeps them while the batch runs
+	defer rv.hold(-1)
 	defer func() {
 		if err := leases.Release(ctx); err != nil {
-			w.log.Warn("release thread leases", "endpoint", ep.ID, "err", err)
+			rv.log.Warn("release thread leases", "endpoint", ep.ID, "err", err)
 		}
 	}()
 
@@ -136,12 +138,12 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 		}
 		runs = append(runs, &threadRun{l: l, items: groups[gk]})
 	}
-	progress := w.processRuns(ctx, ep, client, runs)
+	progress := rv.nextCommitter().commit(ctx, ep, client, runs)
 	now = time.Now()
-	if progress && len(batch) == w.t.BatchSize {
+	if progress && len(batch) == rv.t.BatchSize {
 		return now
 	}
-	next := w.nextAttempt(ctx, ep, now)
+	next := rv.nextAttempt(ctx, ep, now)
 	if !progress || skipped {
 		// Nothing moved (another replica holds the threads, or every
 		// attempt failed before changing state): look again in a second
@@ -151,15 +153,6 @@ func (w *Worker) processDeliveries(ctx context.Context, ep domain.EmailEndpoint,
 	return next
 }
 
-// beforeCutoff reports whether a provider receipt time lies before the
-// activation cutoff. The provider reports times with millisecond
-// precision while the cutoff has microseconds, so the cutoff is truncated
-// first: mail received in the activation's own millisecond is admitted
-// rather than silently dropped.
-func beforeCutoff(receipt, cutoff time.Time) bool {
-	return receipt.Before(cutoff.Truncate(time.Millisecond))
-}
-
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
@@ -167,11 +160,11 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-func (w *Worker) nextAttempt(ctx context.Context, ep domain.EmailEndpoint, now time.Time) time.Time {
-	t, err := w.st.NextDeliveryAttempt(ctx, w.q, ep.ID, w.st.Now())
+func (rv *Receiver) nextAttempt(ctx context.Context, ep domain.EmailEndpoint, now time.Time) time.Time {
+	t, err := rv.st.NextDeliveryAttempt(ctx, rv.q, ep.ID, rv.st.Now())
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Error("next delivery attempt", "endpoint", ep.ID, "err", err)
+			rv.log.Error("next delivery attempt", "endpoint", ep.ID, "err", err)
 		}
 		return now.Add(time.Second)
 	}
@@ -189,12 +182,12 @@ func (w *Worker) nextAttempt(ctx context.Context, ep domain.EmailEndpoint, now t
 // holds the later ones' messages (they were admitted before it ran), and
 // prepareReceive takes them from it, reading the message itself only when
 // the listing lacks it (toPrefetch).
-func (w *Worker) prefetch(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, items []*item) {
+func (rv *Receiver) prefetch(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, items []*item) {
 	todo := toPrefetch(items)
-	bounded(w.t.Concurrency, len(todo), func(i int) {
+	bounded(rv.t.Concurrency, len(todo), func(i int) {
 		it := todo[i]
 		it.msg, it.fetchErr = client.GetMessage(ctx, ep.Address, it.ev.MessageID)
-		it.msg = cleanMessage(it.msg)
+		it.msg = queue.CleanMessage(it.msg)
 	})
 }
 
@@ -205,7 +198,7 @@ func toPrefetch(items []*item) []*item {
 	var todo []*item
 	threads := map[string]bool{}
 	for _, it := range items {
-		if it.fetchErr != nil || it.ev.taskRecorded() {
+		if it.fetchErr != nil || it.ev.TaskRecorded() {
 			continue
 		}
 		if th := it.d.ProviderThreadID; th != "" {
@@ -223,17 +216,17 @@ func toPrefetch(items []*item) []*item {
 // thread lease l, which the caller holds, one transaction each. It stops
 // at the first failure (recording a retry) so no later message of the
 // thread overtakes it.
-func (w *Worker) processGroup(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, items []*item) (progress bool) {
+func (rv *Receiver) processGroup(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, items []*item) (progress bool) {
 	for _, it := range items {
-		if w.stopping.Load() || ctx.Err() != nil {
+		if rv.stopping() || ctx.Err() != nil {
 			return progress
 		}
-		err := w.processOne(ctx, ep, client, l, it)
+		err := rv.processOne(ctx, ep, client, l, it)
 		if err == nil {
 			progress = true
 			continue
 		}
-		return w.failed(ctx, ep, it, err) || progress
+		return rv.failed(ctx, ep, it, err) || progress
 	}
 	return progress
 }
@@ -241,9 +234,9 @@ func (w *Worker) processGroup(ctx context.Context, ep domain.EmailEndpoint, clie
 // fence proves, inside tx, that the thread lease is still ours (and
 // extends it; see store.Lease.Fence), and that the worker is not stopping.
 // With a lockKey it first takes that advisory lock (store.Lease.FenceLocked).
-func (w *Worker) fence(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey string) error {
-	if w.stopping.Load() {
-		return errLeaseLost
+func (rv *Receiver) fence(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey string) error {
+	if rv.stopping() {
+		return queue.ErrLeaseLost
 	}
 	var err error
 	if lockKey != "" {
@@ -252,7 +245,7 @@ func (w *Worker) fence(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey 
 		err = l.Fence(ctx, tx)
 	}
 	if errors.Is(err, store.ErrLeaseLost) {
-		return errLeaseLost
+		return queue.ErrLeaseLost
 	}
 	return err
 }
@@ -260,11 +253,11 @@ func (w *Worker) fence(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey 
 // retryDelivery schedules a failed delivery again after
 // min(300 s, 2^attempts s) (at least the provider's Retry-After), with a
 // redacted error. Inbound retries never give up (docs/email-pipeline.md, "Deliveries: states and retries").
-func (w *Worker) retryDelivery(ctx context.Context, id string, cause error) {
+func (rv *Receiver) retryDelivery(ctx context.Context, id string, cause error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	err := w.tx(rctx, func(tx *sql.Tx) error {
-		d, err := w.st.GetDelivery(rctx, tx, id, true)
+	err := rv.tx(rctx, func(tx *sql.Tx) error {
+		d, err := rv.st.GetDelivery(rctx, tx, id, true)
 		if err != nil {
 			return err
 		}
@@ -276,14 +269,14 @@ func (w *Worker) retryDelivery(ctx context.Context, id string, cause error) {
 		if ra, ok := agentmail.RetryAfter(cause); ok && agentmail.IsTransient(cause) && ra > delay {
 			delay = ra
 		}
-		next := w.st.Now().Add(delay)
+		next := rv.st.Now().Add(delay)
 		d.Attempts++
-		d.State, d.NextAttemptAt, d.RedactedError = domain.DeliveryRetry, &next, redact(cause)
-		return w.st.UpdateDelivery(rctx, tx, &d)
+		d.State, d.NextAttemptAt, d.RedactedError = domain.DeliveryRetry, &next, queue.Redact(cause)
+		return rv.st.UpdateDelivery(rctx, tx, &d)
 	})
 	if err != nil {
-		w.log.Error("schedule delivery retry", "delivery", id, "err", err)
+		rv.log.Error("schedule delivery retry", "delivery", id, "err", err)
 		return
 	}
-	w.m.Deliveries.WithLabelValues(string(domain.DeliveryRetry)).Inc()
+	rv.m.Deliveries.WithLabelValues(string(domain.DeliveryRetry)).Inc()
 }

@@ -1,4 +1,4 @@
-package inbound
+package receive
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -20,21 +21,21 @@ func threadLockKey(endpointID, threadID string) string { return "email:" + endpo
 // processOne processes one delivery: receive (retain and decide, waking in
 // the same transaction) unless that already happened, then a retry of the
 // wake alone when one is still pending.
-func (w *Worker) processOne(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) error {
+func (rv *Receiver) processOne(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) error {
 	if it.fetchErr != nil {
 		return it.fetchErr
 	}
 	if !strings.EqualFold(it.ev.InboxID, ep.Address) {
-		return errInboxMismatch
+		return queue.ErrInboxMismatch
 	}
-	if !it.ev.taskRecorded() {
-		done, err := w.receive(ctx, ep, client, l, it)
+	if !it.ev.TaskRecorded() {
+		done, err := rv.receive(ctx, ep, client, l, it)
 		if err != nil || done {
 			return err
 		}
 	}
-	if it.ev.wakePending() {
-		return w.retryWake(ctx, l, it)
+	if it.ev.IsWakePending() {
+		return rv.retryWake(ctx, l, it)
 	}
 	return nil
 }
@@ -43,22 +44,22 @@ func (w *Worker) processOne(ctx context.Context, ep domain.EmailEndpoint, client
 // thread's messages, their attachments) and runs receiveTx. done reports
 // that the delivery is finished (filtered, a receipt, woken, kept as
 // context, or already handled).
-func (w *Worker) receive(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) (done bool, err error) {
-	in, done, err := w.prepareReceive(ctx, ep, client, l, it)
+func (rv *Receiver) receive(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) (done bool, err error) {
+	in, done, err := rv.prepareReceive(ctx, ep, client, l, it)
 	if err != nil || done {
 		return done, err
 	}
-	res, err := w.receiveTx(ctx, in)
+	res, err := rv.receiveTx(ctx, in)
 	if err != nil {
 		return false, err
 	}
-	return w.received(it, res)
+	return rv.received(it, res)
 }
 
 // prepareReceive is receive's provider I/O: the message, the thread and
 // the attachments to retain. A filtered message (or one from before the
 // activation) is finished here, with done.
-func (w *Worker) prepareReceive(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) (in receiveInput, done bool, err error) {
+func (rv *Receiver) prepareReceive(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, l *store.Lease, it *item) (in receiveInput, done bool, err error) {
 	// The message, cleaned: prefetched, else from the thread listing an
 	// earlier delivery of this batch read, else read now.
 	msg := it.msg
@@ -69,26 +70,26 @@ func (w *Worker) prepareReceive(ctx context.Context, ep domain.EmailEndpoint, cl
 		if msg, err = client.GetMessage(ctx, ep.Address, it.ev.MessageID); err != nil {
 			return in, false, err
 		}
-		msg = cleanMessage(msg)
+		msg = queue.CleanMessage(msg)
 	}
 	if !strings.EqualFold(msg.InboxID, ep.Address) {
-		return in, false, errInboxMismatch
+		return in, false, queue.ErrInboxMismatch
 	}
 	received := it.ev.Kind == agentmail.EventMessageReceived
-	if ep.ActivationAt == nil || (received && beforeCutoff(receiptTime(msg), *ep.ActivationAt)) {
-		return in, true, w.finishFiltered(ctx, l, it.d.ID)
+	if ep.ActivationAt == nil || (received && queue.BeforeCutoff(queue.ReceiptTime(msg), *ep.ActivationAt)) {
+		return in, true, rv.finishFiltered(ctx, l, it.d.ID)
 	}
-	if providerFiltered(msg) && !it.ev.Released {
-		return in, true, w.finishProviderFiltered(ctx, l, ep, it, msg, received)
+	if queue.ProviderFiltered(msg) && !it.ev.Released {
+		return in, true, rv.finishProviderFiltered(ctx, l, ep, it, msg, received)
 	}
 	if it.ev.Released {
 		msg = releasedMessage(msg)
 	}
-	threadMsgs, err := w.fetchThread(ctx, client, ep.Address, msg, it.listing)
+	threadMsgs, err := rv.fetchThread(ctx, client, ep.Address, msg, it.listing)
 	if err != nil {
 		return in, false, err
 	}
-	prep, err := w.prepareThread(ctx, client, ep, msg, threadMsgs, received)
+	prep, err := rv.prepareThread(ctx, client, ep, msg, threadMsgs, received)
 	if err != nil {
 		return in, false, err
 	}
@@ -101,40 +102,40 @@ func (w *Worker) prepareReceive(ctx context.Context, ep domain.EmailEndpoint, cl
 // is retained with the wake pending and the delivery goes to retry, which
 // runs only the wake (retryWake), with identical arguments and no
 // re-import.
-func (w *Worker) received(it *item, res receiveResult) (done bool, err error) {
+func (rv *Receiver) received(it *item, res receiveResult) (done bool, err error) {
 	it.ev = res.ev
 	if res.handled {
-		return !it.ev.wakePending(), nil
+		return !it.ev.IsWakePending(), nil
 	}
-	w.m.Processing.Observe(time.Since(it.d.ReceivedAt).Seconds())
+	rv.m.Processing.Observe(time.Since(it.d.ReceivedAt).Seconds())
 	if res.wakeErr != nil {
 		return false, res.wakeErr
 	}
-	w.m.Deliveries.WithLabelValues(string(res.state)).Inc()
+	rv.m.Deliveries.WithLabelValues(string(res.state)).Inc()
 	if res.quarantined != "" {
-		w.m.Quarantined.WithLabelValues(res.quarantined).Inc()
+		rv.m.Quarantined.WithLabelValues(res.quarantined).Inc()
 	}
 	if res.woke != nil {
-		w.observeWake(*res.woke)
+		rv.observeWake(*res.woke)
 	}
 	return true, nil
 }
 
 // finishFiltered ends a delivery the provider filtered, or one from before
 // the inbox's activation, with no task and no wake.
-func (w *Worker) finishFiltered(ctx context.Context, l *store.Lease, id string) error {
-	err := w.tx(ctx, func(tx *sql.Tx) error {
-		if err := w.fence(ctx, tx, l, ""); err != nil {
+func (rv *Receiver) finishFiltered(ctx context.Context, l *store.Lease, id string) error {
+	err := rv.tx(ctx, func(tx *sql.Tx) error {
+		if err := rv.fence(ctx, tx, l, ""); err != nil {
 			return err
 		}
-		d, _, err := w.lockDelivery(ctx, tx, id)
-		if err != nil || finished(d) {
+		d, _, err := queue.Lock(ctx, tx, rv.st, id)
+		if err != nil || queue.Finished(d) {
 			return err
 		}
-		return w.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
+		return rv.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
 	})
 	if err == nil {
-		w.m.Deliveries.WithLabelValues(string(domain.DeliveryFiltered)).Inc()
+		rv.m.Deliveries.WithLabelValues(string(domain.DeliveryFiltered)).Inc()
 	}
 	return err
 }
@@ -143,7 +144,7 @@ func (w *Worker) finishFiltered(ctx context.Context, l *store.Lease, id string) 
 // holding locks), the attachments of the thread's messages that the
 // transaction may retain: those not retained yet, and for a receipt only
 // its own message.
-func (w *Worker) prepareThread(ctx context.Context, client *agentmail.Client, ep domain.EmailEndpoint, msg *agentmail.Message,
+func (rv *Receiver) prepareThread(ctx context.Context, client *agentmail.Client, ep domain.EmailEndpoint, msg *agentmail.Message,
 	threadMsgs []*agentmail.Message, received bool) (map[string]*prepared, error) {
 	prep := map[string]*prepared{}
 	var ids []string
@@ -158,18 +159,18 @@ func (w *Worker) prepareThread(ctx context.Context, client *agentmail.Client, ep
 	if len(ids) == 0 {
 		return prep, nil
 	}
-	known, err := w.st.RetainedMessageIDs(ctx, w.q, ep.ID, ids)
+	known, err := rv.st.RetainedMessageIDs(ctx, rv.q, ep.ID, ids)
 	if err != nil {
 		return nil, err
 	}
 	for _, m := range threadMsgs {
-		if len(m.Attachments) == 0 || known[m.MessageID] || providerFiltered(m) {
+		if len(m.Attachments) == 0 || known[m.MessageID] || queue.ProviderFiltered(m) {
 			continue
 		}
 		if !received && m.MessageID != msg.MessageID {
 			continue
 		}
-		p, err := w.prepareAttachments(ctx, client, ep, m)
+		p, err := rv.prepareAttachments(ctx, client, ep, m)
 		if err != nil {
 			return nil, err
 		}
@@ -191,7 +192,7 @@ type receiveInput struct {
 
 // receiveResult is the committed outcome of the receiving transaction.
 type receiveResult struct {
-	ev deliveryEvent
+	ev queue.Event
 	// handled: an earlier attempt already received this delivery.
 	handled bool
 	// state is the delivery's state after the transaction.
@@ -208,29 +209,29 @@ type receiveResult struct {
 
 // receiveTx is the receiving transaction of one delivery: the thread's
 // fence with the inbox and delivery rows (fenceEndpointDelivery), then receiveBody.
-func (w *Worker) receiveTx(ctx context.Context, in receiveInput) (receiveResult, error) {
+func (rv *Receiver) receiveTx(ctx context.Context, in receiveInput) (receiveResult, error) {
 	var r receiveResult
-	err := in.it.gate.tx(ctx, w, func(tx *sql.Tx) error {
-		trace(stageTxBegin, in.it.d.ID)
-		cur, d, err := w.fenceEndpointDelivery(ctx, tx, in.l, threadLockKey(in.ep.ID, in.msg.ThreadID), in.it.d.ID)
+	err := in.it.gate.tx(ctx, rv, func(tx *sql.Tx) error {
+		queue.Trace(queue.StageTxBegin, in.it.d.ID)
+		cur, d, err := rv.fenceEndpointDelivery(ctx, tx, in.l, threadLockKey(in.ep.ID, in.msg.ThreadID), in.it.d.ID)
 		if err != nil {
 			return err
 		}
 		ti := &txInbox{EmailEndpoint: cur}
-		if r, err = w.receiveBody(ctx, tx, ti, d, in); err != nil {
+		if r, err = rv.receiveBody(ctx, tx, ti, d, in); err != nil {
 			return err
 		}
-		return ti.numberTasks(ctx, w, tx)
+		return ti.numberTasks(ctx, rv, tx)
 	})
 	if err == nil {
-		trace(stageCommitted, in.it.d.ID)
+		queue.Trace(queue.StageCommitted, in.it.d.ID)
 	}
 	return r, err
 }
 
 // fenceEndpointDelivery is fenceEndpointDeliveries for one delivery.
-func (w *Worker) fenceEndpointDelivery(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey, deliveryID string) (domain.EmailEndpoint, store.EmailDelivery, error) {
-	cur, ds, err := w.fenceEndpointDeliveries(ctx, tx, l, lockKey, []string{deliveryID})
+func (rv *Receiver) fenceEndpointDelivery(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey, deliveryID string) (domain.EmailEndpoint, store.EmailDelivery, error) {
+	cur, ds, err := rv.fenceEndpointDeliveries(ctx, tx, l, lockKey, []string{deliveryID})
 	if err != nil {
 		return cur, store.EmailDelivery{}, err
 	}
@@ -240,21 +241,21 @@ func (w *Worker) fenceEndpointDelivery(ctx context.Context, tx *sql.Tx, l *store
 // fenceEndpointDeliveries is fence with lockKey, the inbox row under a
 // share lock and the row locks of the deliveries ids, in one round trip on
 // PostgreSQL (store.Lease.FenceLockedEndpointDeliveries). A lost lease (or
-// a stopping worker) is errLeaseLost, an inbox that is not active
-// errInboxStopped.
-func (w *Worker) fenceEndpointDeliveries(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey string, ids []string) (domain.EmailEndpoint, []store.EmailDelivery, error) {
-	if w.stopping.Load() {
-		return domain.EmailEndpoint{}, nil, errLeaseLost
+// a stopping worker) is queue.ErrLeaseLost, an inbox that is not active
+// queue.ErrInboxStopped.
+func (rv *Receiver) fenceEndpointDeliveries(ctx context.Context, tx *sql.Tx, l *store.Lease, lockKey string, ids []string) (domain.EmailEndpoint, []store.EmailDelivery, error) {
+	if rv.stopping() {
+		return domain.EmailEndpoint{}, nil, queue.ErrLeaseLost
 	}
 	cur, ds, err := l.FenceLockedEndpointDeliveries(ctx, tx, lockKey, ids)
 	if errors.Is(err, store.ErrLeaseLost) {
-		return cur, nil, errLeaseLost
+		return cur, nil, queue.ErrLeaseLost
 	}
 	if err != nil {
 		return cur, nil, err
 	}
 	if cur.Status != domain.EndpointActive {
-		return cur, nil, errInboxStopped
+		return cur, nil, queue.ErrInboxStopped
 	}
 	return cur, ds, nil
 }
@@ -269,25 +270,25 @@ func (w *Worker) fenceEndpointDeliveries(ctx context.Context, tx *sql.Tx, l *sto
 // the delivery's final state commit together or not at all. If the wake
 // fails, only the wake is rolled back (to a savepoint) and the mail
 // commits with the wake pending, for retryWake.
-func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.EmailDelivery, in receiveInput) (r receiveResult, err error) {
+func (rv *Receiver) receiveBody(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.EmailDelivery, in receiveInput) (r receiveResult, err error) {
 	ep, it, msg := in.ep, in.it, in.msg
-	receipts := w.o.Receipts
+	receipts := rv.o.Receipts
 	if f := receiveFault.Load(); f != nil {
 		if err := (*f)(tx, it.d.ID); err != nil {
 			return r, err
 		}
 	}
-	ev, err := decodeEvent(d)
+	ev, err := queue.Decode(d)
 	if err != nil {
 		return r, err
 	}
-	if finished(d) || ev.taskRecorded() {
+	if queue.Finished(d) || ev.TaskRecorded() {
 		r.ev, r.handled = ev, true
 		return r, nil
 	}
 	if receipts != nil {
 		for _, m := range in.threadMsgs {
-			if hasLabel(m.Labels, "sent") {
+			if queue.HasLabel(m.Labels, "sent") {
 				if err := receipts.BindSent(ctx, tx, ep, m); err != nil {
 					return r, err
 				}
@@ -302,26 +303,26 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur *txInbox, d st
 	// the wake's own state guard re-reads it.
 	mine := own(msg, ep.Address, false)
 	if !mine {
-		if mine, err = w.claimedPublication(ctx, tx, msg); err != nil {
+		if mine, err = rv.claimedPublication(ctx, tx, msg); err != nil {
 			return r, err
 		}
 	}
 	if in.received && !ev.Released && !mine {
 		// Paperclip's own sender check (quarantine.go), inside the
 		// transaction so a release or a rules change is seen consistently.
-		q := w.senderVerdict(ctx, tx, ep, msg, in.threadMsgs)
+		q := rv.senderVerdict(ctx, tx, ep, msg, in.threadMsgs)
 		if q.err != nil {
 			return r, q.err
 		}
 		if q.reason != "" {
-			if err := w.quarantineTx(ctx, tx, ep, d, msg, q.reason, q.detail); err != nil {
+			if err := rv.quarantineTx(ctx, tx, ep, d, msg, q.reason, q.detail); err != nil {
 				return r, err
 			}
 			r.ev, r.state, r.quarantined = ev, domain.DeliveryFiltered, q.reason
-			return r, w.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
+			return r, rv.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
 		}
 	}
-	tf, err := w.st.ReadThreadFacts(ctx, tx, ep.ID, ep.CompanyID, msg.ThreadID, msg.MessageID, !mine, messageIDs(in.threadMsgs, msg))
+	tf, err := rv.st.ReadThreadFacts(ctx, tx, ep.ID, ep.CompanyID, msg.ThreadID, msg.MessageID, !mine, messageIDs(in.threadMsgs, msg))
 	if err != nil {
 		return r, err
 	}
@@ -341,43 +342,43 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur *txInbox, d st
 				}
 			}
 			if f.known {
-				if _, err := w.retainAll(ctx, tx, ep, conv, []*agentmail.Message{msg}, retained, in.prep, "", ""); err != nil {
+				if _, err := rv.retainAll(ctx, tx, ep, conv, []*agentmail.Message{msg}, retained, in.prep, "", ""); err != nil {
 					return r, err
 				}
 				d.ConversationID = conv.ID
 			}
 			r.ev, r.state = ev, domain.DeliveryProcessed
-			return r, w.finishTx(ctx, tx, &d, domain.DeliveryProcessed)
+			return r, rv.finishTx(ctx, tx, &d, domain.DeliveryProcessed)
 		case actDrop:
 			r.ev, r.state = ev, domain.DeliveryFiltered
 			if in.received && f.automatic && !f.own {
 				// Automatic mail starting a thread: kept in the quarantine.
-				if err := w.quarantineTx(ctx, tx, ep, d, msg, store.QuarantineAutomatic, automaticDetail); err != nil {
+				if err := rv.quarantineTx(ctx, tx, ep, d, msg, store.QuarantineAutomatic, automaticDetail); err != nil {
 					return r, err
 				}
 				r.quarantined = store.QuarantineAutomatic
 			}
-			return r, w.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
+			return r, rv.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
 		case actCreate:
-			if conv, err = w.createTask(ctx, tx, cur, ep, msg); err != nil {
+			if conv, err = rv.createTask(ctx, tx, cur, ep, msg); err != nil {
 				return r, err
 			}
-			if f.status, err = w.st.IssueStatus(ctx, tx, conv.IssueID); err != nil {
+			if f.status, err = rv.st.IssueStatus(ctx, tx, conv.IssueID); err != nil {
 				return r, err
 			}
 			f.known = true
 		case actRetain:
-			if commentID, f.claimed, err = w.retainAndClaim(ctx, tx, ep, conv, in, retained, d.ID); err != nil {
+			if commentID, f.claimed, err = rv.retainAndClaim(ctx, tx, ep, conv, in, retained, d.ID); err != nil {
 				return r, err
 			}
 			f.retained = true
 		case actReopen:
-			if f.status, err = w.reopen(ctx, tx, ep, conv.IssueID); err != nil {
+			if f.status, err = rv.reopen(ctx, tx, ep, conv.IssueID); err != nil {
 				return r, err
 			}
 			f.reopened = true
 		case actKeep, actWake:
-			err := w.recordTx(ctx, tx, cur, conv, msg, &d, ev, commentID, a == actWake, &r)
+			err := rv.recordTx(ctx, tx, cur, conv, msg, &d, ev, commentID, a == actWake, &r)
 			return r, err
 		}
 	}
@@ -388,10 +389,10 @@ func (w *Worker) receiveBody(ctx context.Context, tx *sql.Tx, cur *txInbox, d st
 // and claims that message's one wake. claimed is false when another
 // delivery of the same message holds the claim; commentID is the
 // message's task comment either way.
-func (w *Worker) retainAndClaim(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
+func (rv *Receiver) retainAndClaim(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, conv domain.EmailConversation,
 	in receiveInput, retained map[string]bool, deliveryID string) (commentID string, claimed bool, err error) {
 	msg := in.msg
-	commentID, err = w.retainAll(ctx, tx, ep, conv, in.threadMsgs, retained, in.prep, msg.MessageID, deliveryID)
+	commentID, err = rv.retainAll(ctx, tx, ep, conv, in.threadMsgs, retained, in.prep, msg.MessageID, deliveryID)
 	if err != nil {
 		return "", false, err
 	}
@@ -402,10 +403,10 @@ func (w *Worker) retainAndClaim(ctx context.Context, tx *sql.Tx, ep domain.Email
 	if commentID != "" {
 		return commentID, true, nil
 	}
-	if commentID, claimed, err = w.st.ClaimMessageLinkFor(ctx, tx, ep.ID, conv.ID, msg.MessageID, deliveryID); err != nil || claimed {
+	if commentID, claimed, err = rv.st.ClaimMessageLinkFor(ctx, tx, ep.ID, conv.ID, msg.MessageID, deliveryID); err != nil || claimed {
 		return commentID, claimed, err
 	}
-	link, err := w.st.MessageLink(ctx, tx, ep.ID, conv.ID, msg.MessageID)
+	link, err := rv.st.MessageLink(ctx, tx, ep.ID, conv.ID, msg.MessageID)
 	if err != nil {
 		return "", false, err
 	}
@@ -416,8 +417,8 @@ func (w *Worker) retainAndClaim(ctx context.Context, tx *sql.Tx, ep domain.Email
 // delivery, the conversation's activity (written with the delivery) and,
 // for a wake, the wake itself under a savepoint (wakeInTx). When the wake
 // fails the delivery stays in processing with the wake pending.
-func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur *txInbox, conv domain.EmailConversation, msg *agentmail.Message,
-	d *store.EmailDelivery, ev deliveryEvent, commentID string, wake bool, r *receiveResult) error {
+func (rv *Receiver) recordTx(ctx context.Context, tx *sql.Tx, cur *txInbox, conv domain.EmailConversation, msg *agentmail.Message,
+	d *store.EmailDelivery, ev queue.Event, commentID string, wake bool, r *receiveResult) error {
 	ev.IssueID, ev.CommentID = conv.IssueID, commentID
 	d.ConversationID, d.ProviderThreadID = conv.ID, msg.ThreadID
 	d.NextAttemptAt, d.RedactedError = nil, ""
@@ -429,7 +430,7 @@ func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur *txInbox, conv do
 		touch.state = "active"
 	}
 	if wake {
-		woke, wakeErr, err := w.wakeInTx(ctx, tx, cur, *d, ev, touch)
+		woke, wakeErr, err := rv.wakeInTx(ctx, tx, cur, *d, ev, touch)
 		if err != nil {
 			return err
 		}
@@ -440,16 +441,16 @@ func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur *txInbox, conv do
 		r.wakeErr = wakeErr
 	}
 	ev.WakePending = &wake
-	if err := setEvent(d, ev); err != nil {
+	if err := queue.Encode(d, ev); err != nil {
 		return err
 	}
 	r.ev = ev
 	if wake {
 		d.State, r.state = domain.DeliveryProcessing, domain.DeliveryProcessing
-		return touch.update(ctx, w, tx, d)
+		return touch.update(ctx, rv, tx, d)
 	}
 	r.state = domain.DeliveryProcessed
-	return w.finishTouching(ctx, tx, d, domain.DeliveryProcessed, touch)
+	return rv.finishTouching(ctx, tx, d, domain.DeliveryProcessed, touch)
 }
 
 // fetchThread returns the thread's messages of this inbox, oldest first,
@@ -460,13 +461,13 @@ func (w *Worker) recordTx(ctx context.Context, tx *sql.Tx, cur *txInbox, conv do
 // by one goroutine, and a listing that holds msg is one a fetch made now
 // could have returned, so each delivery sees its message in context, as
 // before, for one provider read per thread rather than per delivery.
-func (w *Worker) fetchThread(ctx context.Context, client *agentmail.Client, inbox string, msg *agentmail.Message, l *threadListing) ([]*agentmail.Message, error) {
+func (rv *Receiver) fetchThread(ctx context.Context, client *agentmail.Client, inbox string, msg *agentmail.Message, l *threadListing) ([]*agentmail.Message, error) {
 	if l != nil && l.threadID == msg.ThreadID {
 		if out, found := withMessage(l.msgs, msg); found {
 			return out, nil
 		}
 	}
-	listing, err := w.listThread(ctx, client, inbox, msg.ThreadID)
+	listing, err := rv.listThread(ctx, client, inbox, msg.ThreadID)
 	if err != nil {
 		return nil, err
 	}
@@ -495,7 +496,7 @@ func withMessage(listing []*agentmail.Message, msg *agentmail.Message) (out []*a
 
 // listThread reads every page of the provider thread: its messages of this
 // inbox, cleaned, each once, oldest first.
-func (w *Worker) listThread(ctx context.Context, client *agentmail.Client, inbox, threadID string) ([]*agentmail.Message, error) {
+func (rv *Receiver) listThread(ctx context.Context, client *agentmail.Client, inbox, threadID string) ([]*agentmail.Message, error) {
 	var out []*agentmail.Message
 	seen := map[string]bool{}
 	token := ""
@@ -505,7 +506,7 @@ func (w *Worker) listThread(ctx context.Context, client *agentmail.Client, inbox
 			return nil, err
 		}
 		for i := range t.Messages {
-			m := cleanMessage(&t.Messages[i])
+			m := queue.CleanMessage(&t.Messages[i])
 			if !strings.EqualFold(m.InboxID, inbox) || seen[m.MessageID] {
 				continue
 			}
@@ -552,12 +553,12 @@ func (l *threadListing) message(threadID, id string) *agentmail.Message {
 // in our mail is still a sender. When it says no, ReadThreadFacts asks
 // whether any send of the company's inboxes produced this provider
 // message id (a provider or relay may drop our header).
-func (w *Worker) claimedPublication(ctx context.Context, tx *sql.Tx, msg *agentmail.Message) (bool, error) {
+func (rv *Receiver) claimedPublication(ctx context.Context, tx *sql.Tx, msg *agentmail.Message) (bool, error) {
 	id, ok := publicationClaim(msg)
 	if msg.MessageID == "" || !ok {
 		return false, nil
 	}
-	p, err := w.st.GetPublication(ctx, tx, id)
+	p, err := rv.st.GetPublication(ctx, tx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}

@@ -1,15 +1,14 @@
-package inbound
+package receive
 
 import (
 	"html"
 	"mime"
-	"net/mail"
 	"regexp"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -19,31 +18,6 @@ const PublicationHeader = "X-Paperclip-Publication-Id"
 
 // maxTextChars caps retained text (docs/email-pipeline.md, "Retained mail").
 const maxTextChars = 100_000
-
-// providerFiltered reports whether the provider classified the message as
-// spam, blocked, unauthenticated or trash: such mail never starts work.
-func providerFiltered(m *agentmail.Message) bool {
-	return labelsFiltered(m.Labels)
-}
-
-func labelsFiltered(labels []string) bool {
-	for _, l := range labels {
-		switch strings.ToLower(l) {
-		case "spam", "blocked", "unauthenticated", "trash":
-			return true
-		}
-	}
-	return false
-}
-
-func hasLabel(labels []string, want string) bool {
-	for _, l := range labels {
-		if strings.EqualFold(l, want) {
-			return true
-		}
-	}
-	return false
-}
 
 // automatic reports whether m is machine-generated mail that must never
 // create a task, wake an agent or reopen a task (docs/email-pipeline.md,
@@ -74,7 +48,7 @@ func automatic(m *agentmail.Message) bool {
 			return true
 		}
 	}
-	local, _, _ := strings.Cut(senderAddress(m.From), "@")
+	local, _, _ := strings.Cut(queue.SenderAddress(m.From), "@")
 	switch local {
 	case "mailer-daemon", "postmaster":
 		return true
@@ -90,10 +64,10 @@ func automatic(m *agentmail.Message) bool {
 // authentication and is filtered as unauthenticated before this. Our
 // publication header alone proves nothing: anyone can write it.
 func own(m *agentmail.Message, address string, published bool) bool {
-	if hasLabel(m.Labels, "sent") || published {
+	if queue.HasLabel(m.Labels, "sent") || published {
 		return true
 	}
-	return address != "" && strings.EqualFold(senderAddress(m.From), address)
+	return address != "" && strings.EqualFold(queue.SenderAddress(m.From), address)
 }
 
 // publicationClaim returns the publication id m's publication header
@@ -103,28 +77,6 @@ func publicationClaim(m *agentmail.Message) (string, bool) {
 	v, ok := m.Header(PublicationHeader)
 	v = strings.TrimSpace(v)
 	return v, ok && store.ValidID(v)
-}
-
-// senderAddress returns the lower-cased bare address of a From value such
-// as "Jane <jane@example.com>".
-func senderAddress(from string) string {
-	if a, err := mail.ParseAddress(from); err == nil {
-		return strings.ToLower(a.Address)
-	}
-	s := strings.TrimSpace(from)
-	if i := strings.LastIndexByte(s, '<'); i >= 0 {
-		s = strings.TrimSuffix(s[i+1:], ">")
-	}
-	return strings.ToLower(strings.TrimSpace(s))
-}
-
-// receiptTime is when the provider received m (created_at), falling back
-// to the sender's Date when the provider gave none.
-func receiptTime(m *agentmail.Message) time.Time {
-	if !m.CreatedAt.IsZero() {
-		return m.CreatedAt
-	}
-	return m.Timestamp
 }
 
 var (

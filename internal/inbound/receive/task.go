@@ -1,4 +1,4 @@
-package inbound
+package receive
 
 import (
 	"context"
@@ -20,14 +20,14 @@ import (
 // inbound mail are allowed per task within ReopenWindow; beyond that the
 // mail is still retained, the task stays done, and a system comment says
 // why, once per limited episode (until the next real reopen).
-func (w *Worker) reopen(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, issueID string) (string, error) {
-	since := w.st.Now().Add(-w.t.ReopenWindow)
-	n, err := w.st.CountIssueActivity(ctx, tx, ep.CompanyID, issueID, auditActor, actionReopened, since)
+func (rv *Receiver) reopen(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, issueID string) (string, error) {
+	since := rv.st.Now().Add(-rv.t.ReopenWindow)
+	n, err := rv.st.CountIssueActivity(ctx, tx, ep.CompanyID, issueID, auditActor, actionReopened, since)
 	if err != nil {
 		return "", err
 	}
-	if n >= w.t.ReopenLimit {
-		noted, err := w.st.IssueActivitySinceLast(ctx, tx, ep.CompanyID, issueID, auditActor, actionReopenLimited, actionReopened, since)
+	if n >= rv.t.ReopenLimit {
+		noted, err := rv.st.IssueActivitySinceLast(ctx, tx, ep.CompanyID, issueID, auditActor, actionReopenLimited, actionReopened, since)
 		if err != nil {
 			return "", err
 		}
@@ -35,33 +35,33 @@ func (w *Worker) reopen(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint
 			c := domain.Comment{CompanyID: ep.CompanyID, IssueID: issueID, AuthorKind: "system",
 				Body: fmt.Sprintf("This task was reopened by email replies %d times within %s, the most allowed. "+
 					"Further replies are kept on the task without reopening it or waking the agent until that rate drops; "+
-					"reopen it by hand to act on them now.", n, windowText(w.t.ReopenWindow))}
-			if err := w.st.CreateComment(ctx, tx, &c); err != nil {
+					"reopen it by hand to act on them now.", n, windowText(rv.t.ReopenWindow))}
+			if err := rv.st.CreateComment(ctx, tx, &c); err != nil {
 				return "", err
 			}
-			if err := w.st.Audit(ctx, tx, auditBy(ep), ep.CompanyID, actionReopenLimited, "issue", issueID, map[string]any{"reason": "email_received",
-				"reopens": n, "limit": w.t.ReopenLimit, "windowSeconds": int64(w.t.ReopenWindow / time.Second), "commentId": c.ID}); err != nil {
+			if err := rv.st.Audit(ctx, tx, auditBy(ep), ep.CompanyID, actionReopenLimited, "issue", issueID, map[string]any{"reason": "email_received",
+				"reopens": n, "limit": rv.t.ReopenLimit, "windowSeconds": int64(rv.t.ReopenWindow / time.Second), "commentId": c.ID}); err != nil {
 				return "", err
 			}
 		}
 		return domain.IssueDone, nil
 	}
-	ok, err := w.st.ReopenDoneIssue(ctx, tx, issueID)
+	ok, err := rv.st.ReopenDoneIssue(ctx, tx, issueID)
 	if err != nil {
 		return "", err
 	}
 	if !ok {
 		// The task left done between the read and the update: decide on
 		// its current state under the row lock.
-		status, _, err := w.st.LockIssueStatus(ctx, tx, issueID)
+		status, _, err := rv.st.LockIssueStatus(ctx, tx, issueID)
 		if err != nil || status != domain.IssueDone {
 			return status, err
 		}
-		if err := w.st.SetIssueStatus(ctx, tx, issueID, domain.IssueTodo); err != nil {
+		if err := rv.st.SetIssueStatus(ctx, tx, issueID, domain.IssueTodo); err != nil {
 			return "", err
 		}
 	}
-	if err := w.st.Audit(ctx, tx, auditBy(ep), ep.CompanyID, actionReopened, "issue", issueID, map[string]any{"reason": "email_received"}); err != nil {
+	if err := rv.st.Audit(ctx, tx, auditBy(ep), ep.CompanyID, actionReopened, "issue", issueID, map[string]any{"reason": "email_received"}); err != nil {
 		return "", err
 	}
 	return domain.IssueTodo, nil
@@ -96,8 +96,8 @@ func windowText(d time.Duration) string {
 // The task is created unnumbered: cur numbers the transaction's new tasks
 // just before it commits (txInbox.numberTasks, store.CreateIssueUnnumbered
 // says why).
-func (w *Worker) createTask(ctx context.Context, tx *sql.Tx, cur *txInbox, ep domain.EmailEndpoint, msg *agentmail.Message) (domain.EmailConversation, error) {
-	ag, err := w.st.GetAgent(ctx, tx, ep.AssignedAgentID)
+func (rv *Receiver) createTask(ctx context.Context, tx *sql.Tx, cur *txInbox, ep domain.EmailEndpoint, msg *agentmail.Message) (domain.EmailConversation, error) {
+	ag, err := rv.st.GetAgent(ctx, tx, ep.AssignedAgentID)
 	if err != nil {
 		return domain.EmailConversation{}, err
 	}
@@ -110,26 +110,26 @@ func (w *Worker) createTask(ctx context.Context, tx *sql.Tx, cur *txInbox, ep do
 		ResponsibleUserID: ep.SponsorUserID,
 		Description:       "Email conversation received at " + ep.Address + ". The messages are in the comments."}
 	if ag.Permissions.TrustPreset == domain.TrustLowTrustReview {
-		pl, err := w.o.Email.LowTrustPlacement(ctx, tx, ag)
+		pl, err := rv.o.Email.LowTrustPlacement(ctx, tx, ag)
 		if err != nil {
 			return domain.EmailConversation{}, err
 		}
 		issue.ParentID, issue.ProjectID = pl.ParentID, pl.ProjectID
 		issue.ExecutionWorkspaceSettings = json.RawMessage(`{"mode":"isolated_workspace"}`)
 	}
-	created, err := w.st.CreateIssueUnnumbered(ctx, tx, &issue)
+	created, err := rv.st.CreateIssueUnnumbered(ctx, tx, &issue)
 	if err != nil {
 		return domain.EmailConversation{}, err
 	}
 	if created {
 		cur.unnumbered = append(cur.unnumbered, issue.ID)
-		if err := w.st.Audit(ctx, tx, auditBy(ep), ep.CompanyID, "issue.created", "issue", issue.ID, map[string]any{"source": "email"}); err != nil {
+		if err := rv.st.Audit(ctx, tx, auditBy(ep), ep.CompanyID, "issue.created", "issue", issue.ID, map[string]any{"source": "email"}); err != nil {
 			return domain.EmailConversation{}, err
 		}
 	}
 	conv := domain.EmailConversation{CompanyID: ep.CompanyID, EndpointID: ep.ID, IssueID: issue.ID,
 		ExternalConversationID: ep.Address, ExternalThreadID: msg.ThreadID, Subject: subject, State: "active"}
-	if _, err := w.st.InsertConversation(ctx, tx, &conv); err != nil {
+	if _, err := rv.st.InsertConversation(ctx, tx, &conv); err != nil {
 		return domain.EmailConversation{}, err
 	}
 	return conv, nil

@@ -1,4 +1,4 @@
-package inbound
+package receive
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package inbound
+package receive
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -25,7 +26,7 @@ var WakeStatuses = []string{domain.IssueTodo, domain.IssueInProgress, domain.Iss
 
 // wakeResult is a recorded wake.
 type wakeResult struct {
-	ev     deliveryEvent // the delivery's event with the wake no longer pending
+	ev     queue.Event   // the delivery's event with the wake no longer pending
 	queued bool          // the wake queued a run (the scheduler must look)
 	a2w    time.Duration // admission to wake
 }
@@ -50,11 +51,11 @@ type txInbox struct {
 // creation order, as the transaction's last statement: the company's
 // counter row stays locked only from here to the commit (see
 // store.CreateIssueUnnumbered).
-func (c *txInbox) numberTasks(ctx context.Context, w *Worker, tx *sql.Tx) error {
+func (c *txInbox) numberTasks(ctx context.Context, rv *Receiver, tx *sql.Tx) error {
 	if len(c.unnumbered) == 0 {
 		return nil
 	}
-	if err := w.st.NumberIssues(ctx, tx, c.CompanyID, c.unnumbered); err != nil {
+	if err := rv.st.NumberIssues(ctx, tx, c.CompanyID, c.unnumbered); err != nil {
 		return err
 	}
 	c.unnumbered = nil
@@ -70,28 +71,28 @@ func (c *txInbox) numberTasks(ctx context.Context, w *Worker, tx *sql.Tx) error 
 // for it), so the statements run while holding it are kept to the minimum;
 // the email audit entry is written with the wake's own. Its idempotency key is the
 // delivery's, so a repeated wake after a failure is the same wake.
-func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.EmailDelivery, ev deliveryEvent, touch convTouch) (wakeResult, error) {
-	wakeFn := w.wakeRequest()
+func (rv *Receiver) wake(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.EmailDelivery, ev queue.Event, touch convTouch) (wakeResult, error) {
+	wakeFn := rv.wakeRequest()
 	if wakeFn == nil {
 		return wakeResult{}, errors.New("no wake function configured")
 	}
 	if !cur.credentialChecked {
-		if _, err := w.o.Email.CheckActive(ctx, tx, cur.EmailEndpoint); err != nil {
+		if _, err := rv.o.Email.CheckActive(ctx, tx, cur.EmailEndpoint); err != nil {
 			return wakeResult{}, err
 		}
 		cur.credentialChecked = true
 	}
 	f := false
 	ev.WakePending = &f
-	if err := setEvent(&d, ev); err != nil {
+	if err := queue.Encode(&d, ev); err != nil {
 		return wakeResult{}, err
 	}
-	now := w.st.Now()
+	now := rv.st.Now()
 	a2w := now.Sub(d.ReceivedAt)
 	ms := a2w.Milliseconds()
 	d.State, d.ProcessedAt, d.AdmissionToWakeMs = domain.DeliveryProcessed, &now, &ms
 	d.NextAttemptAt, d.RedactedError = nil, ""
-	if err := touch.update(ctx, w, tx, &d); err != nil {
+	if err := touch.update(ctx, rv, tx, &d); err != nil {
 		return wakeResult{}, err
 	}
 	req := WakeRequestFor(cur.EmailEndpoint, d.ID, ev.IssueID, ev.CommentID)
@@ -104,7 +105,7 @@ func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.Ema
 	if err != nil {
 		return wakeResult{}, fmt.Errorf("wake agent: %w", err)
 	}
-	trace(stageWoken, d.ID)
+	queue.Trace(queue.StageWoken, d.ID)
 	return wakeResult{ev: ev, queued: run.Status == domain.RunQueued, a2w: a2w}, nil
 }
 
@@ -113,10 +114,10 @@ func (w *Worker) wake(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.Ema
 // state before the wake (one extra round trip, the price of keeping
 // retention and wake in one commit without losing the retained mail to a
 // failed wake). err is a failure that must abort the transaction.
-func (w *Worker) wakeInTx(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.EmailDelivery, ev deliveryEvent, touch convTouch) (res wakeResult, wakeErr, err error) {
+func (rv *Receiver) wakeInTx(ctx context.Context, tx *sql.Tx, cur *txInbox, d store.EmailDelivery, ev queue.Event, touch convTouch) (res wakeResult, wakeErr, err error) {
 	wakeErr, err = db.Savepoint(ctx, tx, "inbound_wake", func() error {
 		var err error
-		res, err = w.wake(ctx, tx, cur, d, ev, touch)
+		res, err = rv.wake(ctx, tx, cur, d, ev, touch)
 		return err
 	})
 	return res, wakeErr, err
@@ -126,22 +127,22 @@ func (w *Worker) wakeInTx(ctx context.Context, tx *sql.Tx, cur *txInbox, d store
 // wake pending (an earlier wake failed). It runs alone in its own
 // transaction under the thread's fence, with the same idempotency key and
 // arguments, and never re-imports mail.
-func (w *Worker) retryWake(ctx context.Context, l *store.Lease, it *item) error {
+func (rv *Receiver) retryWake(ctx context.Context, l *store.Lease, it *item) error {
 	var res *wakeResult
-	err := w.tx(ctx, func(tx *sql.Tx) error {
+	err := rv.tx(ctx, func(tx *sql.Tx) error {
 		res = nil
-		if err := w.fence(ctx, tx, l, ""); err != nil {
+		if err := rv.fence(ctx, tx, l, ""); err != nil {
 			return err
 		}
-		d, ev, err := w.lockDelivery(ctx, tx, it.d.ID)
-		if err != nil || d.State == domain.DeliveryProcessed || !ev.wakePending() {
+		d, ev, err := queue.Lock(ctx, tx, rv.st, it.d.ID)
+		if err != nil || d.State == domain.DeliveryProcessed || !ev.IsWakePending() {
 			return err
 		}
-		cur, err := w.st.EndpointShared(ctx, tx, d.EndpointID)
+		cur, err := rv.st.EndpointShared(ctx, tx, d.EndpointID)
 		if err != nil {
 			return err
 		}
-		woke, err := w.wake(ctx, tx, &txInbox{EmailEndpoint: cur}, d, ev, convTouch{})
+		woke, err := rv.wake(ctx, tx, &txInbox{EmailEndpoint: cur}, d, ev, convTouch{})
 		if err != nil {
 			return err
 		}
@@ -152,17 +153,17 @@ func (w *Worker) retryWake(ctx context.Context, l *store.Lease, it *item) error 
 		return err
 	}
 	it.ev = res.ev
-	w.m.Deliveries.WithLabelValues(string(domain.DeliveryProcessed)).Inc()
-	w.observeWake(*res)
+	rv.m.Deliveries.WithLabelValues(string(domain.DeliveryProcessed)).Inc()
+	rv.observeWake(*res)
 	return nil
 }
 
 // observeWake records a committed wake's latency and tells the scheduler
 // about a queued run.
-func (w *Worker) observeWake(res wakeResult) {
-	w.m.Wake.Observe(res.a2w.Seconds())
-	if res.queued && w.o.Wake != nil {
-		w.o.Wake.Notify()
+func (rv *Receiver) observeWake(res wakeResult) {
+	rv.m.Wake.Observe(res.a2w.Seconds())
+	if res.queued && rv.o.Wake != nil {
+		rv.o.Wake.Notify()
 	}
 }
 

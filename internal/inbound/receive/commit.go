@@ -1,4 +1,4 @@
-package inbound
+package receive
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -28,10 +29,22 @@ import (
 // third slower than one per delivery.
 const maxTxDeliveries = 16
 
-// receiveFault, when set (tests only, see export_test.go), runs at the
+// receiveFault, when set (tests only, SetReceiveFault), runs at the
 // start of every receiveBody and fails it with its error, inside the
 // transaction.
 var receiveFault atomic.Pointer[func(tx *sql.Tx, deliveryID string) error]
+
+// SetReceiveFault makes every receiving transaction of the process call f
+// first with the delivery's id, failing the transaction when f returns an
+// error; nil removes it. Tests only: it lets a test fail one delivery's
+// transaction and watch the failure stay with that delivery.
+func SetReceiveFault(f func(tx *sql.Tx, deliveryID string) error) {
+	if f == nil {
+		receiveFault.Store(nil)
+		return
+	}
+	receiveFault.Store(&f)
+}
 
 // threadRun is one provider thread's part of a batch: its lease, its due
 // items in admission order, and what the batch does with them.
@@ -57,7 +70,44 @@ type threadRun struct {
 	txErr error
 }
 
-// processRuns receives a batch's threads: each thread's provider I/O in
+// committer decides how the prepared deliveries of a batch's threads
+// commit (River's completer): oneByOne is the specification, each delivery
+// in its own transaction; grouped is the optimisation, several threads'
+// deliveries in a shared transaction. Both receive each thread in admission
+// order under its lease and stop a thread at its first failure, recorded
+// against that delivery alone; commit_test.go runs the same cases against
+// both. commit reports progress (a delivery changed state).
+type committer interface {
+	commit(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, runs []*threadRun) (progress bool)
+}
+
+// oneByOneOnly makes every Receiver of the process commit one by one
+// (tests only: the committer contract test runs its cases against both).
+var oneByOneOnly atomic.Bool
+
+// nextCommitter returns the committer of the next batch.
+func (rv *Receiver) nextCommitter() committer {
+	if oneByOneOnly.Load() {
+		return oneByOne{rv}
+	}
+	return rv.commit
+}
+
+// oneByOne receives each thread's deliveries in order, one transaction
+// each (processGroup), a few threads at a time.
+type oneByOne struct{ rv *Receiver }
+
+func (c oneByOne) commit(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, runs []*threadRun) bool {
+	var progress atomic.Bool
+	bounded(c.rv.t.Concurrency, len(runs), func(i int) {
+		if c.rv.processGroup(ctx, ep, client, runs[i].l, runs[i].items) {
+			progress.Store(true)
+		}
+	})
+	return progress.Load()
+}
+
+// grouped receives a batch's threads: each thread's provider I/O in
 // order (a few threads at a time), and, as threads become ready, their
 // prepared deliveries in shared transactions (group commit: a committer
 // takes every thread ready when it is free, up to maxTxDeliveries, a
@@ -65,11 +115,14 @@ type threadRun struct {
 // order), then whatever each thread has left, one delivery at a time as
 // before. If a shared transaction fails, its deliveries are received again
 // one by one, so a failure is recorded against its own delivery only.
-func (w *Worker) processRuns(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, runs []*threadRun) bool {
+type grouped struct{ rv *Receiver }
+
+func (g grouped) commit(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, runs []*threadRun) bool {
+	rv := g.rv
 	var progress atomic.Bool
 	ready := make(chan *threadRun, len(runs))
 	var committers sync.WaitGroup
-	for range w.t.TxConcurrency {
+	for range rv.t.TxConcurrency {
 		committers.Add(1)
 		go func() {
 			defer committers.Done()
@@ -87,28 +140,28 @@ func (w *Worker) processRuns(ctx context.Context, ep domain.EmailEndpoint, clien
 						break more
 					}
 				}
-				w.receiveChunk(ctx, ep, chunk)
+				rv.receiveChunk(ctx, ep, chunk)
 				for _, r := range chunk {
-					if w.finishRun(ctx, ep, client, r) {
+					if rv.finishRun(ctx, ep, client, r) {
 						progress.Store(true)
 					}
 				}
 			}
 		}()
 	}
-	bounded(w.t.Concurrency, len(runs), func(i int) {
+	bounded(rv.t.Concurrency, len(runs), func(i int) {
 		r := runs[i]
-		if w.prepareRun(ctx, ep, client, r) {
+		if rv.prepareRun(ctx, ep, client, r) {
 			progress.Store(true)
 		}
 		if len(r.ins) > 0 {
-			if tracing() {
+			if queue.Tracing() {
 				for _, in := range r.ins {
-					trace(stagePrepared, in.it.d.ID)
+					queue.Trace(queue.StagePrepared, in.it.d.ID)
 				}
 			}
 			ready <- r
-		} else if w.finishRun(ctx, ep, client, r) {
+		} else if rv.finishRun(ctx, ep, client, r) {
 			progress.Store(true)
 		}
 	})
@@ -121,14 +174,14 @@ func (w *Worker) processRuns(ctx context.Context, ep domain.EmailEndpoint, clien
 // cannot be received in a shared transaction (its fetch failed, it is
 // already retained, or preparing it failed). It reports progress: a
 // delivery finished as filtered.
-func (w *Worker) prepareRun(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, r *threadRun) (progress bool) {
+func (rv *Receiver) prepareRun(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, r *threadRun) (progress bool) {
 	for i, it := range r.items {
 		r.rest = i
-		if w.stopping.Load() || ctx.Err() != nil || it.fetchErr != nil || it.ev.taskRecorded() ||
+		if rv.stopping() || ctx.Err() != nil || it.fetchErr != nil || it.ev.TaskRecorded() ||
 			!strings.EqualFold(it.ev.InboxID, ep.Address) {
 			return progress
 		}
-		in, done, err := w.prepareReceive(ctx, ep, client, r.l, it)
+		in, done, err := rv.prepareReceive(ctx, ep, client, r.l, it)
 		if err != nil {
 			r.failErr = err
 			return progress
@@ -149,13 +202,13 @@ func (w *Worker) prepareRun(ctx context.Context, ep domain.EmailEndpoint, client
 // delivery (each wake under its own savepoint, as
 // alone). On failure the results are dropped and finishRun receives the
 // deliveries one by one.
-func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chunk []*threadRun) {
+func (rv *Receiver) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chunk []*threadRun) {
 	gate := chunk[0].ins[0].it.gate
-	err := gate.tx(ctx, w, func(tx *sql.Tx) error {
-		if tracing() {
+	err := gate.tx(ctx, rv, func(tx *sql.Tx) error {
+		if queue.Tracing() {
 			for _, r := range chunk {
 				for _, in := range r.ins {
-					trace(stageTxBegin, in.it.d.ID)
+					queue.Trace(queue.StageTxBegin, in.it.d.ID)
 				}
 			}
 		}
@@ -173,12 +226,12 @@ func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chun
 				// trip on PostgreSQL.
 				if key := threadLockKey(ep.ID, in.msg.ThreadID); key != fenced {
 					var err error
-					if locked, err = w.fenceDeliveries(ctx, tx, r.l, key, ep.ID, r.ins[i:], &cur); err != nil {
+					if locked, err = rv.fenceDeliveries(ctx, tx, r.l, key, ep.ID, r.ins[i:], &cur); err != nil {
 						return err
 					}
-					if tracing() {
+					if queue.Tracing() {
 						for id := range locked {
-							trace(stageFenced, id)
+							queue.Trace(queue.StageFenced, id)
 						}
 					}
 					fenced = key
@@ -187,12 +240,12 @@ func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chun
 				if !ok {
 					return fmt.Errorf("delivery %s not locked by its thread's fence", in.it.d.ID)
 				}
-				res, err := w.receiveBody(ctx, tx, cur, d, in)
+				res, err := rv.receiveBody(ctx, tx, cur, d, in)
 				if err != nil {
 					return err
 				}
 				r.results = append(r.results, res)
-				if res.wakeErr != nil || (res.handled && res.ev.wakePending()) {
+				if res.wakeErr != nil || (res.handled && res.ev.IsWakePending()) {
 					// The thread's later deliveries wait for this one's
 					// wake, as they would alone (processGroup).
 					break
@@ -202,12 +255,12 @@ func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chun
 		if cur == nil {
 			return nil
 		}
-		return cur.numberTasks(ctx, w, tx)
+		return cur.numberTasks(ctx, rv, tx)
 	})
-	if err == nil && tracing() {
+	if err == nil && queue.Tracing() {
 		for _, r := range chunk {
 			for i := range r.results {
-				trace(stageCommitted, r.ins[i].it.d.ID)
+				queue.Trace(queue.StageCommitted, r.ins[i].it.d.ID)
 			}
 		}
 	}
@@ -219,9 +272,9 @@ func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chun
 			chunk[0].txErr = err
 			return
 		}
-		if ctx.Err() == nil && !errors.Is(err, errLeaseLost) && !errors.Is(err, errInboxStopped) {
-			w.log.Info("shared receiving transaction failed; receiving its deliveries one by one", "endpoint", ep.ID,
-				"deliveries", len(chunk), "err", redact(err))
+		if ctx.Err() == nil && !errors.Is(err, queue.ErrLeaseLost) && !errors.Is(err, queue.ErrInboxStopped) {
+			rv.log.Info("shared receiving transaction failed; receiving its deliveries one by one", "endpoint", ep.ID,
+				"deliveries", len(chunk), "err", queue.Redact(err))
 		}
 	}
 }
@@ -230,14 +283,14 @@ func (w *Worker) receiveChunk(ctx context.Context, ep domain.EmailEndpoint, chun
 // whose thread has lock key key, for receiveChunk, returned by id. The
 // first call of a transaction sets cur, the inbox as the transaction read
 // it.
-func (w *Worker) fenceDeliveries(ctx context.Context, tx *sql.Tx, l *store.Lease, key, endpointID string, ins []receiveInput, cur **txInbox) (map[string]store.EmailDelivery, error) {
+func (rv *Receiver) fenceDeliveries(ctx context.Context, tx *sql.Tx, l *store.Lease, key, endpointID string, ins []receiveInput, cur **txInbox) (map[string]store.EmailDelivery, error) {
 	var ids []string
 	for _, in := range ins {
 		if threadLockKey(endpointID, in.msg.ThreadID) == key {
 			ids = append(ids, in.it.d.ID)
 		}
 	}
-	ep, ds, err := w.fenceEndpointDeliveries(ctx, tx, l, key, ids)
+	ep, ds, err := rv.fenceEndpointDeliveries(ctx, tx, l, key, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -255,55 +308,55 @@ func (w *Worker) fenceDeliveries(ctx context.Context, tx *sql.Tx, l *store.Lease
 // thread and then receives what the thread has left in order, one
 // delivery per transaction, stopping at the first failure (recorded as a
 // retry of that delivery). It reports progress.
-func (w *Worker) finishRun(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, r *threadRun) (progress bool) {
+func (rv *Receiver) finishRun(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, r *threadRun) (progress bool) {
 	if r.txErr != nil {
-		return w.failed(ctx, ep, r.ins[0].it, r.txErr)
+		return rv.failed(ctx, ep, r.ins[0].it, r.txErr)
 	}
 	for i, in := range r.ins {
 		var err error
 		if i < len(r.results) {
 			progress = true
-			err = w.afterReceive(ctx, r.l, in.it, r.results[i])
+			err = rv.afterReceive(ctx, r.l, in.it, r.results[i])
 		} else {
-			if w.stopping.Load() || ctx.Err() != nil {
+			if rv.stopping() || ctx.Err() != nil {
 				return progress
 			}
-			err = w.receivePrepared(ctx, r.l, in)
+			err = rv.receivePrepared(ctx, r.l, in)
 			if err == nil {
 				progress = true
 			}
 		}
 		if err != nil {
-			return w.failed(ctx, ep, in.it, err) || progress
+			return rv.failed(ctx, ep, in.it, err) || progress
 		}
 	}
 	if r.failErr != nil {
-		return w.failed(ctx, ep, r.items[r.rest], r.failErr) || progress
+		return rv.failed(ctx, ep, r.items[r.rest], r.failErr) || progress
 	}
-	if r.rest < len(r.items) && w.processGroup(ctx, ep, client, r.l, r.items[r.rest:]) {
+	if r.rest < len(r.items) && rv.processGroup(ctx, ep, client, r.l, r.items[r.rest:]) {
 		progress = true
 	}
 	return progress
 }
 
 // receivePrepared receives one prepared delivery in its own transaction.
-func (w *Worker) receivePrepared(ctx context.Context, l *store.Lease, in receiveInput) error {
-	res, err := w.receiveTx(ctx, in)
+func (rv *Receiver) receivePrepared(ctx context.Context, l *store.Lease, in receiveInput) error {
+	res, err := rv.receiveTx(ctx, in)
 	if err != nil {
 		return err
 	}
-	return w.afterReceive(ctx, l, in.it, res)
+	return rv.afterReceive(ctx, l, in.it, res)
 }
 
 // afterReceive finishes a committed receive as processOne does: the
 // outcome (received), then a retry of the wake alone when it is pending.
-func (w *Worker) afterReceive(ctx context.Context, l *store.Lease, it *item, res receiveResult) error {
-	done, err := w.received(it, res)
+func (rv *Receiver) afterReceive(ctx context.Context, l *store.Lease, it *item, res receiveResult) error {
+	done, err := rv.received(it, res)
 	if err != nil || done {
 		return err
 	}
-	if it.ev.wakePending() {
-		return w.retryWake(ctx, l, it)
+	if it.ev.IsWakePending() {
+		return rv.retryWake(ctx, l, it)
 	}
 	return nil
 }
@@ -311,13 +364,13 @@ func (w *Worker) afterReceive(ctx context.Context, l *store.Lease, it *item, res
 // failed handles a delivery's failure: nothing when the lease is lost or
 // the worker stops (the delivery is the next holder's, or the next
 // tick's), else a logged retry. It reports whether a retry was recorded.
-func (w *Worker) failed(ctx context.Context, ep domain.EmailEndpoint, it *item, err error) bool {
-	if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
+func (rv *Receiver) failed(ctx context.Context, ep domain.EmailEndpoint, it *item, err error) bool {
+	if errors.Is(err, queue.ErrLeaseLost) || ctx.Err() != nil {
 		return false
 	}
-	if !errors.Is(err, errInboxStopped) {
-		w.log.Warn("process delivery", "endpoint", ep.ID, "delivery", it.d.ID, "err", redact(err))
+	if !errors.Is(err, queue.ErrInboxStopped) {
+		rv.log.Warn("process delivery", "endpoint", ep.ID, "delivery", it.d.ID, "err", queue.Redact(err))
 	}
-	w.retryDelivery(ctx, it.d.ID, err)
+	rv.retryDelivery(ctx, it.d.ID, err)
 	return true
 }
