@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
@@ -39,6 +40,9 @@ func redact(err error) string {
 		return err.Error()
 	case errors.As(err, &apiErr):
 		return apiErr.Message
+	}
+	if r, ok := domain.AsRefusal(err); ok {
+		return r.Message
 	}
 	return genericFailure
 }

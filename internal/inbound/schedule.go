@@ -236,7 +236,7 @@ func (w *Worker) check(ctx context.Context, st *inboxState) (domain.EmailEndpoin
 	}
 	key, err := w.o.Email.CheckActive(ctx, w.q, ep)
 	var he *httpx.Error
-	if err != nil && !errors.As(err, &he) {
+	if err != nil && !errors.As(err, &he) && !domain.IsRefusal(err) {
 		return ep, "", err
 	}
 	w.mu.Lock()
@@ -252,7 +252,7 @@ func (w *Worker) visit(ctx context.Context, st *inboxState, named int) {
 	ep, key, err := w.check(ctx, st)
 	if err != nil {
 		var he *httpx.Error
-		if errors.As(err, &he) {
+		if errors.As(err, &he) || domain.IsRefusal(err) {
 			// Not active, credential gone or access revoked: stop
 			// receiving; deliveries wait until the inbox's version changes
 			// (the email service signals the worker then).

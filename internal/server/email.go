@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/api"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/email"
@@ -48,10 +49,10 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 	// Lifecycle changes made here reach the other replicas' workers at
 	// once (the local ones are signalled through receiveWork).
 	s.Email.Broadcast = s.Inbound.BroadcastChange
-	s.Email.Routes(s.API)
+	s.API.MountEmail(s.Email)
 	s.Outbound.Routes(s.API)
 	s.Inbound.Routes(s.API)
-	s.Inbound.QuarantineRoutes(s.API, s.Email.Gate)
+	s.Inbound.QuarantineRoutes(s.API, api.EmailGate(s.Email))
 	s.registerEmailMetrics()
 	rules := email.NewRulesWorker(s.Email)
 	s.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paperclip_email_bounce_rate_high_inboxes",
