@@ -139,7 +139,8 @@ func TestLayering(t *testing.T) {
 
 	// Forbidden edges: package prefix => dependency => why.
 	forbid := []struct{ pkg, dep, why string }{
-		{"internal/email", "internal/api", "services render no HTTP (they use internal/httpx)"},
+		{"internal/email", "internal/api", "services render no HTTP (the API edge renders them: internal/api/email_routes.go)"},
+		{"internal/email", "internal/httpx", "the email service refuses with *domain.Refusal; only the API edge maps it to a status"},
 		{"internal/inbound", "internal/api", "pipelines render no HTTP"},
 		{"internal/outbound", "internal/api", "pipelines render no HTTP"},
 		{"internal/mcpserver", "internal/api", "tools call the services, and the API only through its handler"},

@@ -3,12 +3,10 @@ package email
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -30,7 +28,7 @@ func SenderOf(a authz.Actor) Sender {
 	return Sender{UserID: a.UserID, LocalImplicit: a.LocalBoard}
 }
 
-func forbidden(msg string) error { return &httpx.Error{Status: http.StatusForbidden, Message: msg} }
+func forbidden(msg string) error { return &domain.Refusal{Kind: domain.KindForbidden, Message: msg} }
 
 // AuthorizeSend is the authority chain of a send from ep about task
 // (docs/email-pipeline.md, "Who may send"). A board user needs a grant to
@@ -38,11 +36,11 @@ func forbidden(msg string) error { return &httpx.Error{Status: http.StatusForbid
 // the inbox's and the task's assignee, active, within budget and within its
 // trust boundary, acting in a run bound to the task. accepting=true (the
 // request itself, not a later attempt) also requires that run to be
-// running and to hold the task. A refusal is an *httpx.Error; any other
+// running and to hold the task. A refusal is a *domain.Refusal; any other
 // error means the check could not be made (it is never a refusal).
 func (s *Service) AuthorizeSend(ctx context.Context, q db.Querier, by Sender, ep domain.EmailEndpoint, task domain.Issue, accepting bool) error {
 	if task.CompanyID != ep.CompanyID {
-		return &httpx.Error{Status: http.StatusNotFound, Message: "Task not found"}
+		return &domain.Refusal{Kind: domain.KindNotFound, Message: "Task not found"}
 	}
 	switch {
 	case by.UserID != "":

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -39,24 +37,24 @@ func (in *ConnectInput) validate() error {
 		in.GrantKind = "user"
 	}
 	if in.GrantKind != domain.GrantUser && in.GrantKind != domain.GrantOrganization {
-		return httpx.Errorf(http.StatusBadRequest, "grantKind must be user or organization")
+		return domain.Refuse(domain.KindInvalid, "grantKind must be user or organization")
 	}
 	if len(in.AgentIDs) > 500 {
-		return httpx.Errorf(http.StatusBadRequest, "agentIds may list at most 500 agents")
+		return domain.Refuse(domain.KindInvalid, "agentIds may list at most 500 agents")
 	}
 	for _, id := range in.AgentIDs {
 		if !store.ValidID(id) {
-			return httpx.Errorf(http.StatusBadRequest, "agentIds must be UUIDs")
+			return domain.Refuse(domain.KindInvalid, "agentIds must be UUIDs")
 		}
 	}
 	if !store.ValidID(in.IdempotencyKey) {
-		return httpx.Errorf(http.StatusBadRequest, "idempotencyKey must be a UUID")
+		return domain.Refuse(domain.KindInvalid, "idempotencyKey must be a UUID")
 	}
 	if len(in.Name) > 200 {
-		return httpx.Errorf(http.StatusBadRequest, "name must be at most 200 characters")
+		return domain.Refuse(domain.KindInvalid, "name must be at most 200 characters")
 	}
 	if err := safetext.Line(in.Name); err != nil {
-		return httpx.Errorf(http.StatusBadRequest, "name must be one line: it %s", err)
+		return domain.Refuse(domain.KindInvalid, "name must be one line: it %s", err)
 	}
 	return nil
 }
@@ -92,7 +90,7 @@ func (s *Service) Connect(ctx context.Context, a authz.Actor, companyID string, 
 				return fmt.Errorf("check agent: %w", err)
 			}
 			if err != nil || ag.CompanyID != companyID || ag.Status == domain.AgentTerminated {
-				return httpx.Errorf(http.StatusBadRequest, "Select an available company agent")
+				return domain.Refuse(domain.KindInvalid, "Select an available company agent")
 			}
 		}
 		name := strings.TrimSpace(in.Name)
@@ -184,11 +182,11 @@ func (s *Service) presentConnection(ctx context.Context, q db.Querier, id string
 // its vaulted key (docs/email-setup.md, "2. Save a credential (optional)").
 func (s *Service) credentialAccess(ctx context.Context, q db.Querier, a authz.Actor, c domain.EmailConnection) (string, error) {
 	if c.Status != "active" {
-		return "", httpx.Errorf(http.StatusNotFound, "Active AgentMail connection not found")
+		return "", domain.Refuse(domain.KindNotFound, "Active AgentMail connection not found")
 	}
 	key, err := s.resolveBound(ctx, q, TargetConnection, c.ID, PathControlKey)
 	if errors.Is(err, errNoSecret) {
-		return "", httpx.Errorf(http.StatusForbidden, "AgentMail credential is unavailable")
+		return "", domain.Refuse(domain.KindForbidden, "AgentMail credential is unavailable")
 	}
 	if err != nil {
 		return "", err
@@ -198,10 +196,10 @@ func (s *Service) credentialAccess(ctx context.Context, q db.Querier, a authz.Ac
 		return "", err
 	}
 	if !domain.AnyGrantActive(grants) {
-		return "", httpx.Errorf(http.StatusForbidden, "AgentMail credential access has been revoked")
+		return "", domain.Refuse(domain.KindForbidden, "AgentMail credential access has been revoked")
 	}
 	if !a.LocalBoard && !domain.GrantsAllow(grants, a.UserID) {
-		return "", httpx.Errorf(http.StatusForbidden, "You do not have access to this AgentMail credential")
+		return "", domain.Refuse(domain.KindForbidden, "You do not have access to this AgentMail credential")
 	}
 	return key, nil
 }
@@ -213,7 +211,7 @@ func (s *Service) loadConnection(ctx context.Context, q db.Querier, companyID, i
 		return c, fmt.Errorf("load connection: %w", err)
 	}
 	if err != nil || c.CompanyID != companyID {
-		return c, httpx.Errorf(http.StatusNotFound, "Active AgentMail connection not found")
+		return c, domain.Refuse(domain.KindNotFound, "Active AgentMail connection not found")
 	}
 	return c, nil
 }
@@ -334,8 +332,7 @@ func (s *Service) ListCredentials(ctx context.Context, a authz.Actor, companyID 
 	for _, c := range conns {
 		key, err := s.credentialAccess(ctx, s.Store.DB, a, c)
 		if err != nil {
-			var ae *httpx.Error
-			if errors.As(err, &ae) {
+			if domain.IsRefusal(err) {
 				continue
 			}
 			return nil, err

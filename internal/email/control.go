@@ -4,25 +4,23 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"net/http"
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // Errors of the active-endpoint check, shared by intake and sending.
 var (
 	// ErrInboxNotActive: the endpoint is not active.
-	ErrInboxNotActive = &httpx.Error{Status: http.StatusConflict, Message: "This email inbox is not active"}
+	ErrInboxNotActive = &domain.Refusal{Kind: domain.KindConflict, Message: "This email inbox is not active"}
 	// ErrCredentialUnavailable: the runtime credential or saved credential is gone.
-	ErrCredentialUnavailable = &httpx.Error{Status: http.StatusConflict, Message: "This email inbox credential is unavailable"}
+	ErrCredentialUnavailable = &domain.Refusal{Kind: domain.KindConflict, Message: "This email inbox credential is unavailable"}
 	// ErrAgentAccessRevoked: the assigned agent lost access to the saved credential.
-	ErrAgentAccessRevoked = &httpx.Error{Status: http.StatusForbidden, Message: "This agent no longer has access to the AgentMail connection"}
+	ErrAgentAccessRevoked = &domain.Refusal{Kind: domain.KindForbidden, Message: "This agent no longer has access to the AgentMail connection"}
 )
 
 const cleanupFailedMsg = "Disconnected locally. Provider registrations could not be removed; remove Paperclip's webhook and runtime key in AgentMail."
@@ -89,7 +87,7 @@ func (s *Service) CheckActive(ctx context.Context, q db.Querier, ep domain.Email
 func (s *Service) LoadForManager(ctx context.Context, a authz.Actor, endpointID string) (domain.EmailEndpoint, error) {
 	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
 	if err != nil {
-		return ep, httpx.Errorf(http.StatusNotFound, "Email inbox not found")
+		return ep, domain.Refuse(domain.KindNotFound, "Email inbox not found")
 	}
 	return ep, s.requireManager(ctx, s.Store.DB, a, ep.CompanyID, "Email inbox not found")
 }
@@ -102,7 +100,7 @@ func (s *Service) stopEndpoint(ctx context.Context, tx *sql.Tx, ep *domain.Email
 		return err
 	}
 	if busy {
-		return httpx.Errorf(http.StatusConflict, "An email operation is running; retry shortly")
+		return domain.Refuse(domain.KindConflict, "An email operation is running; retry shortly")
 	}
 	ep.Status = domain.EndpointPaused
 	return s.Store.UpdateEndpoint(ctx, tx, ep)
@@ -112,7 +110,7 @@ func (s *Service) stopEndpoint(ctx context.Context, tx *sql.Tx, ep *domain.Email
 func (s *Service) Control(ctx context.Context, a authz.Actor, endpointID, action string) (domain.EmailEndpointSummary, error) {
 	var zero domain.EmailEndpointSummary
 	if action != "pause" && action != "resume" && action != "remove" {
-		return zero, httpx.Errorf(http.StatusBadRequest, "action must be pause, resume or remove")
+		return zero, domain.Refuse(domain.KindInvalid, "action must be pause, resume or remove")
 	}
 	ep, err := s.LoadForManager(ctx, a, endpointID)
 	if err != nil {
@@ -124,7 +122,7 @@ func (s *Service) Control(ctx context.Context, a authz.Actor, endpointID, action
 			return err
 		}
 		if ep.Status == domain.EndpointArchived {
-			return httpx.Errorf(http.StatusConflict, "This inbox is disconnected")
+			return domain.Refuse(domain.KindConflict, "This inbox is disconnected")
 		}
 		switch action {
 		case "pause":
@@ -150,7 +148,7 @@ func (s *Service) Control(ctx context.Context, a authz.Actor, endpointID, action
 
 func (s *Service) resume(ctx context.Context, a authz.Actor, ep *domain.EmailEndpoint) error {
 	if ep.ActivationAt == nil || ep.Address == "" {
-		return httpx.Errorf(http.StatusConflict, "Complete inbox setup before resuming")
+		return domain.Refuse(domain.KindConflict, "Complete inbox setup before resuming")
 	}
 	key, err := s.resolveBound(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathAPIKey)
 	if errors.Is(err, errNoSecret) {
@@ -258,157 +256,66 @@ type ReconnectInput struct {
 	ReceiveMode            string `json:"receiveMode,omitempty"`
 }
 
+// validate checks a reconnect's input before anything is read: at most
+// one key source, something to change, and well-formed values.
+func (in ReconnectInput) validate() error {
+	if in.APIKey != "" && in.CredentialConnectionID != "" {
+		return domain.Refuse(domain.KindInvalid, "Give at most one of apiKey or credentialConnectionId")
+	}
+	if in.APIKey == "" && in.CredentialConnectionID == "" && in.ReceiveMode == "" {
+		return domain.Refuse(domain.KindInvalid, "Give apiKey, credentialConnectionId or receiveMode: what should change")
+	}
+	if in.APIKey != "" {
+		if err := checkAPIKey(in.APIKey); err != nil {
+			return err
+		}
+	}
+	if in.CredentialConnectionID != "" && !store.ValidID(in.CredentialConnectionID) {
+		return domain.Refuse(domain.KindInvalid, "credentialConnectionId must be a UUID")
+	}
+	if in.ReceiveMode != "" && in.ReceiveMode != domain.ReceiveWebSocket && in.ReceiveMode != domain.ReceiveWebhook {
+		return domain.Refuse(domain.KindInvalid, "receiveMode must be websocket or webhook")
+	}
+	return nil
+}
+
 // Reconnect replaces the credentials and/or receiving mode while keeping the
 // inbox identity, its conversations and tasks (docs/email-setup.md, "7. Pause, resume, reconnect, disconnect"). When
 // switching to webhook the new webhook is registered and saved before the
 // live socket stops, so a refused registration leaves receiving untouched.
+//
+// The steps: choose the key (reconnectKey), check it reaches this inbox
+// (verifyKey), then under the inbox's work lease replace the provider
+// registrations (swapRegistrations) and run the setup again with the key.
 func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID string, in ReconnectInput) (domain.EmailEndpointSummary, error) {
 	var zero domain.EmailEndpointSummary
-	if in.APIKey != "" && in.CredentialConnectionID != "" {
-		return zero, httpx.Errorf(http.StatusBadRequest, "Give at most one of apiKey or credentialConnectionId")
-	}
-	if in.APIKey == "" && in.CredentialConnectionID == "" && in.ReceiveMode == "" {
-		return zero, httpx.Errorf(http.StatusBadRequest, "Give apiKey, credentialConnectionId or receiveMode: what should change")
-	}
-	if in.APIKey != "" {
-		if err := checkAPIKey(in.APIKey); err != nil {
-			return zero, err
-		}
-	}
-	if in.CredentialConnectionID != "" && !store.ValidID(in.CredentialConnectionID) {
-		return zero, httpx.Errorf(http.StatusBadRequest, "credentialConnectionId must be a UUID")
-	}
-	if in.ReceiveMode != "" && in.ReceiveMode != domain.ReceiveWebSocket && in.ReceiveMode != domain.ReceiveWebhook {
-		return zero, httpx.Errorf(http.StatusBadRequest, "receiveMode must be websocket or webhook")
+	if err := in.validate(); err != nil {
+		return zero, err
 	}
 	ep, err := s.LoadForManager(ctx, a, endpointID)
 	if err != nil {
 		return zero, err
 	}
 	if ep.Status == domain.EndpointArchived || ep.Address == "" {
-		return zero, httpx.Errorf(http.StatusConflict, "Create a new inbox connection")
+		return zero, domain.Refuse(domain.KindConflict, "Create a new inbox connection")
 	}
 	if in.ReceiveMode == "" {
 		in.ReceiveMode = ep.ReceiveMode
 	}
-	// The key to reconnect with: the one given, the saved credential
-	// given, or the endpoint's own (saved credential first, else the key
-	// it was set up with).
-	key := in.APIKey
-	setup := SetupInput{APIKey: in.APIKey, CredentialConnectionID: in.CredentialConnectionID}
-	if key == "" {
-		connID := in.CredentialConnectionID
-		if connID == "" {
-			connID = ep.CredentialConnectionID
-		}
-		if connID != "" {
-			c, err := s.loadConnection(ctx, s.Store.DB, ep.CompanyID, connID)
-			if err != nil {
-				return zero, err
-			}
-			if key, err = s.credentialAccess(ctx, s.Store.DB, a, c); err != nil {
-				return zero, err
-			}
-			setup = SetupInput{CredentialConnectionID: connID}
-		} else {
-			key, err = s.resolveBound(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathControlKey)
-			if errors.Is(err, errNoSecret) {
-				return zero, httpx.Errorf(http.StatusConflict, "This inbox has no saved key to reconnect with; give apiKey or credentialConnectionId")
-			}
-			if err != nil {
-				return zero, err
-			}
-			setup = SetupInput{APIKey: key}
-		}
-	}
-	fresh := s.keyed(key)
-	ident, err := fresh.InspectKey(ctx)
+	key, setup, err := s.reconnectKey(ctx, a, ep, in)
 	if err != nil {
-		return zero, providerError(err)
+		return zero, err
 	}
-	if ident.ScopeType == agentmail.ScopeInbox && !strings.EqualFold(ident.InboxID, ep.Address) {
-		return zero, httpx.Errorf(http.StatusForbidden, "API key belongs to a different inbox")
-	}
-	if _, err := fresh.GetInbox(ctx, ep.Address); err != nil {
-		return zero, providerError(err)
+	fresh, err := s.verifyKey(ctx, ep, key)
+	if err != nil {
+		return zero, err
 	}
 	ag, err := s.Store.GetAgent(ctx, s.Store.DB, ep.AssignedAgentID)
 	if err != nil {
 		return zero, err
 	}
 	err = s.withWorkLease(ctx, ep, "An email operation is running; retry shortly", func() error {
-		ep, err = s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
-		if err != nil {
-			return err
-		}
-		oldWebhook, oldKey := ep.WebhookID, ep.OwnedAPIKeyID
-		oldControl, _ := s.resolveBound(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathControlKey)
-		newWebhook := ""
-		if in.ReceiveMode == domain.ReceiveWebhook && ep.WebhookID == "" {
-			probe := ep
-			if err := s.registerWebhook(ctx, fresh, &probe); err != nil {
-				return err
-			}
-			newWebhook = probe.WebhookID
-		} else if in.ReceiveMode == domain.ReceiveWebhook {
-			newWebhook = ep.WebhookID
-			oldWebhook = ""
-		}
-		err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
-			cur, err := s.Store.GetEndpoint(ctx, tx, ep.ID)
-			if err != nil {
-				return err
-			}
-			if err := s.stopEndpoint(ctx, tx, &cur); err != nil {
-				return err
-			}
-			ep = cur
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		s.changed()
-		if !s.cleanupProvider(ctx, ep, oldWebhook, oldKey, oldControl) {
-			s.Log.Warn("reconnect could not remove old provider registrations", "endpoint", ep.ID)
-		}
-		err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
-			cur, err := s.Store.GetEndpoint(ctx, tx, ep.ID)
-			if err != nil {
-				return err
-			}
-			// The old runtime key goes; the webhook secret stays only with
-			// the webhook it signs.
-			keep := map[string]bool{}
-			if newWebhook != "" {
-				keep[PathWebhookSecret] = true
-			}
-			bs, err := s.Store.ListBindings(ctx, tx, TargetEndpoint, ep.ID)
-			if err != nil {
-				return err
-			}
-			for _, b := range bs {
-				if keep[b.ConfigPath] || b.ConfigPath == PathControlKey {
-					continue
-				}
-				if err := s.Store.DeleteBinding(ctx, tx, b.ID); err != nil {
-					return err
-				}
-				if _, err := s.Vault.DeleteIfUnreferenced(ctx, tx, b.SecretID); err != nil {
-					return err
-				}
-			}
-			cur.WebhookID = newWebhook
-			cur.OwnedAPIKeyID = ""
-			cur.LastSyncAt = nil
-			cur.CredentialConnectionID = ""
-			if err := s.Store.UpdateEndpoint(ctx, tx, &cur); err != nil {
-				return err
-			}
-			ep = cur
-			return s.Store.Audit(ctx, tx, a.AuditActor(), ep.CompanyID, "email_endpoint.reconnect", "email_endpoint", ep.ID,
-				map[string]any{"receiveMode": in.ReceiveMode})
-		})
+		ep, err := s.swapRegistrations(ctx, a, endpointID, fresh, in.ReceiveMode)
 		if err != nil {
 			return err
 		}
@@ -424,6 +331,149 @@ func (s *Service) Reconnect(ctx context.Context, a authz.Actor, endpointID strin
 		return zero, err
 	}
 	return s.Summary(ctx, ep), nil
+}
+
+// reconnectKey chooses the key to reconnect with: the one given, the
+// saved credential given, or the endpoint's own (its saved credential
+// first, else the key it was set up with). A saved credential must still
+// be the actor's to use. It returns the key and the key source the
+// setup runs with (a saved credential by its id: the setup reads the key
+// again there).
+func (s *Service) reconnectKey(ctx context.Context, a authz.Actor, ep domain.EmailEndpoint, in ReconnectInput) (string, SetupInput, error) {
+	if in.APIKey != "" {
+		return in.APIKey, SetupInput{APIKey: in.APIKey}, nil
+	}
+	connID := in.CredentialConnectionID
+	if connID == "" {
+		connID = ep.CredentialConnectionID
+	}
+	if connID != "" {
+		c, err := s.loadConnection(ctx, s.Store.DB, ep.CompanyID, connID)
+		if err != nil {
+			return "", SetupInput{}, err
+		}
+		key, err := s.credentialAccess(ctx, s.Store.DB, a, c)
+		if err != nil {
+			return "", SetupInput{}, err
+		}
+		return key, SetupInput{CredentialConnectionID: connID}, nil
+	}
+	key, err := s.resolveBound(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathControlKey)
+	if errors.Is(err, errNoSecret) {
+		return "", SetupInput{}, domain.Refuse(domain.KindConflict, "This inbox has no saved key to reconnect with; give apiKey or credentialConnectionId")
+	}
+	if err != nil {
+		return "", SetupInput{}, err
+	}
+	return key, SetupInput{APIKey: key}, nil
+}
+
+// verifyKey checks with the provider that key reaches the endpoint's
+// inbox (an inbox-scoped key must be that inbox's) and returns a client
+// using it.
+func (s *Service) verifyKey(ctx context.Context, ep domain.EmailEndpoint, key string) (*agentmail.Client, error) {
+	fresh := s.keyed(key)
+	ident, err := fresh.InspectKey(ctx)
+	if err != nil {
+		return nil, providerError(err)
+	}
+	if ident.ScopeType == agentmail.ScopeInbox && !strings.EqualFold(ident.InboxID, ep.Address) {
+		return nil, domain.Refuse(domain.KindForbidden, "API key belongs to a different inbox")
+	}
+	if _, err := fresh.GetInbox(ctx, ep.Address); err != nil {
+		return nil, providerError(err)
+	}
+	return fresh, nil
+}
+
+// swapRegistrations replaces the endpoint's provider registrations, under
+// its work lease: a webhook is registered with fresh first when switching
+// to webhook receiving (so a refusal leaves receiving untouched), then the
+// endpoint stops, the old webhook and runtime key are deleted at the
+// provider (best effort) and their bindings dropped. It returns the
+// stopped endpoint, ready for the setup to run again.
+func (s *Service) swapRegistrations(ctx context.Context, a authz.Actor, endpointID string, fresh *agentmail.Client, mode string) (domain.EmailEndpoint, error) {
+	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
+	if err != nil {
+		return ep, err
+	}
+	oldWebhook, oldKey := ep.WebhookID, ep.OwnedAPIKeyID
+	oldControl, _ := s.resolveBound(ctx, s.Store.DB, TargetEndpoint, ep.ID, PathControlKey)
+	newWebhook := ""
+	if mode == domain.ReceiveWebhook && ep.WebhookID == "" {
+		probe := ep
+		if err := s.registerWebhook(ctx, fresh, &probe); err != nil {
+			return ep, err
+		}
+		newWebhook = probe.WebhookID
+	} else if mode == domain.ReceiveWebhook {
+		newWebhook = ep.WebhookID
+		oldWebhook = ""
+	}
+	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		cur, err := s.Store.GetEndpoint(ctx, tx, ep.ID)
+		if err != nil {
+			return err
+		}
+		if err := s.stopEndpoint(ctx, tx, &cur); err != nil {
+			return err
+		}
+		ep = cur
+		return nil
+	})
+	if err != nil {
+		return ep, err
+	}
+	s.changed()
+	if !s.cleanupProvider(ctx, ep, oldWebhook, oldKey, oldControl) {
+		s.Log.Warn("reconnect could not remove old provider registrations", "endpoint", ep.ID)
+	}
+	return s.dropRegistrations(ctx, a, ep.ID, newWebhook, mode)
+}
+
+// dropRegistrations unbinds the endpoint's old runtime key (and the
+// webhook secret unless newWebhook keeps it), records newWebhook and
+// audits the reconnect, in one transaction.
+func (s *Service) dropRegistrations(ctx context.Context, a authz.Actor, endpointID, newWebhook, mode string) (domain.EmailEndpoint, error) {
+	var ep domain.EmailEndpoint
+	err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		cur, err := s.Store.GetEndpoint(ctx, tx, endpointID)
+		if err != nil {
+			return err
+		}
+		// The old runtime key goes; the webhook secret stays only with
+		// the webhook it signs.
+		keep := map[string]bool{}
+		if newWebhook != "" {
+			keep[PathWebhookSecret] = true
+		}
+		bs, err := s.Store.ListBindings(ctx, tx, TargetEndpoint, cur.ID)
+		if err != nil {
+			return err
+		}
+		for _, b := range bs {
+			if keep[b.ConfigPath] || b.ConfigPath == PathControlKey {
+				continue
+			}
+			if err := s.Store.DeleteBinding(ctx, tx, b.ID); err != nil {
+				return err
+			}
+			if _, err := s.Vault.DeleteIfUnreferenced(ctx, tx, b.SecretID); err != nil {
+				return err
+			}
+		}
+		cur.WebhookID = newWebhook
+		cur.OwnedAPIKeyID = ""
+		cur.LastSyncAt = nil
+		cur.CredentialConnectionID = ""
+		if err := s.Store.UpdateEndpoint(ctx, tx, &cur); err != nil {
+			return err
+		}
+		ep = cur
+		return s.Store.Audit(ctx, tx, a.AuditActor(), ep.CompanyID, "email_endpoint.reconnect", "email_endpoint", ep.ID,
+			map[string]any{"receiveMode": mode})
+	})
+	return ep, err
 }
 
 // ListInboxes returns the company's non-archived endpoints visible to the

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -75,24 +73,7 @@ func (s *Service) RequireRulesWriter(ctx context.Context, a authz.Actor, company
 	if a.LocalBoard || a.IsInstanceAdmin || acc.Role == domain.RoleOwner || acc.Role == domain.RoleAdmin {
 		return nil
 	}
-	return &httpx.Error{Status: http.StatusForbidden, Message: RulesWriterMessage}
-}
-
-// ReadableEndpoint loads the request's {endpointId} for an actor with
-// company read access (an agent: only its own inbox); anything else is
-// the same 404.
-func (s *Service) ReadableEndpoint(r *http.Request) (domain.EmailEndpoint, error) {
-	return s.readableEndpoint(r)
-}
-
-// senderRulesRoutes mounts the sender rule routes (called from Routes).
-func (s *Service) senderRulesRoutes(h func(string, httpx.HandlerFunc)) {
-	h("GET /api/email/inboxes/{endpointId}/sender-rules", s.getSenderRules)
-	h("PUT /api/email/inboxes/{endpointId}/sender-rules", s.putSenderRules)
-	h("POST /api/email/inboxes/{endpointId}/sender-rules/check-drift", s.checkDriftRoute)
-	h("POST /api/email/inboxes/{endpointId}/sender-rules/resolve-drift", s.resolveDriftRoute)
-	h("GET /api/companies/{companyId}/email/suppressions", s.listSuppressions)
-	h("DELETE /api/companies/{companyId}/email/suppressions/{address}", s.liftSuppression)
+	return &domain.Refusal{Kind: domain.KindForbidden, Message: RulesWriterMessage}
 }
 
 // LoadSenderRules returns an inbox's rules (empty when none were set) and
@@ -128,7 +109,10 @@ func withEmptyLists(r domain.SenderRules) domain.SenderRules {
 	return r
 }
 
-func (s *Service) senderRulesView(ctx context.Context, endpointID string) (SenderRulesView, error) {
+// SenderRulesView returns an inbox's rules with their sync state and any
+// drift (GET …/sender-rules); the caller checked the actor may read the
+// inbox (ReadableInbox).
+func (s *Service) SenderRulesView(ctx context.Context, endpointID string) (SenderRulesView, error) {
 	rules, row, err := s.LoadSenderRules(ctx, endpointID)
 	if err != nil {
 		return SenderRulesView{}, err
@@ -152,28 +136,14 @@ func (s *Service) senderRulesView(ctx context.Context, endpointID string) (Sende
 	return v, nil
 }
 
-func (s *Service) getSenderRules(w http.ResponseWriter, r *http.Request) error {
-	ep, err := s.readableEndpoint(r)
-	if err != nil {
-		return err
-	}
-	v, err := s.senderRulesView(r.Context(), ep.ID)
-	if err != nil {
-		return err
-	}
-	noStore(w)
-	httpx.WriteJSON(w, http.StatusOK, v)
-	return nil
-}
-
-// writableEndpoint is readableEndpoint for a rules writer; an archived
-// inbox has no provider lists to write.
-func (s *Service) writableEndpoint(r *http.Request) (domain.EmailEndpoint, error) {
-	ep, err := s.readableEndpoint(r)
+// WritableInbox is ReadableInbox for a rules writer (RequireRulesWriter);
+// an archived inbox has no provider lists to write (ErrInboxNotActive).
+func (s *Service) WritableInbox(ctx context.Context, a authz.Actor, endpointID string) (domain.EmailEndpoint, error) {
+	ep, err := s.ReadableInbox(ctx, a, endpointID)
 	if err != nil {
 		return ep, err
 	}
-	if err := s.RequireRulesWriter(r.Context(), httpx.Actor(r), ep.CompanyID); err != nil {
+	if err := s.RequireRulesWriter(ctx, a, ep.CompanyID); err != nil {
 		return ep, err
 	}
 	if ep.Status == domain.EndpointArchived {
@@ -182,20 +152,13 @@ func (s *Service) writableEndpoint(r *http.Request) (domain.EmailEndpoint, error
 	return ep, nil
 }
 
-func (s *Service) putSenderRules(w http.ResponseWriter, r *http.Request) error {
-	ep, err := s.writableEndpoint(r)
-	if err != nil {
-		return err
+// PutSenderRules replaces the rules of ep (loaded with WritableInbox) as
+// a and returns the new view (PUT …/sender-rules).
+func (s *Service) PutSenderRules(ctx context.Context, a authz.Actor, ep domain.EmailEndpoint, in domain.SenderRules) (SenderRulesView, error) {
+	if err := s.SetSenderRules(ctx, a, ep, in, "email.sender_rules.updated", nil); err != nil {
+		return SenderRulesView{}, err
 	}
-	var in domain.SenderRules
-	if err := s.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	if err := s.SetSenderRules(r.Context(), httpx.Actor(r), ep, in, "email.sender_rules.updated", nil); err != nil {
-		return err
-	}
-	v, err := s.senderRulesView(r.Context(), ep.ID)
-	return httpx.Respond(w, http.StatusOK, v, err)
+	return s.SenderRulesView(ctx, ep.ID)
 }
 
 // SetSenderRules validates and stores an inbox's rules as actor (audited
@@ -203,7 +166,7 @@ func (s *Service) putSenderRules(w http.ResponseWriter, r *http.Request) error {
 func (s *Service) SetSenderRules(ctx context.Context, a authz.Actor, ep domain.EmailEndpoint, in domain.SenderRules, action string, details map[string]any) error {
 	rules, err := in.Normalize()
 	if err != nil {
-		return httpx.Errorf(http.StatusBadRequest, "%s", err.Error())
+		return domain.Refuse(domain.KindInvalid, "%s", err.Error())
 	}
 	return s.storeRules(ctx, a, ep, rules, action, details)
 }
@@ -245,7 +208,7 @@ func (s *Service) BlockSender(ctx context.Context, a authz.Actor, ep domain.Emai
 	}
 	entry, err := domain.NormalizeSenderEntry(entry)
 	if err != nil {
-		return "", httpx.Errorf(http.StatusBadRequest, "The sender cannot be blocked: %s", err.Error())
+		return "", domain.Refuse(domain.KindInvalid, "The sender cannot be blocked: %s", err.Error())
 	}
 	rules, _, err := s.LoadSenderRules(ctx, ep.ID)
 	if err != nil {
@@ -380,9 +343,8 @@ func syncFailure(err error) string {
 	if errors.As(err, &ne) {
 		return "AgentMail could not be reached (operation " + ne.Operation + ")"
 	}
-	var he *httpx.Error
-	if errors.As(err, &he) {
-		return he.Message
+	if r, ok := domain.AsRefusal(err); ok {
+		return r.Message
 	}
 	return "The sync could not be completed"
 }
@@ -451,35 +413,25 @@ func sameRules(a, b domain.SenderRules) bool {
 	return true
 }
 
-func (s *Service) checkDriftRoute(w http.ResponseWriter, r *http.Request) error {
-	ep, err := s.writableEndpoint(r)
-	if err != nil {
-		return err
+// CheckDriftView runs CheckDrift on ep (loaded with WritableInbox) and
+// returns the rules' view with the drift found (POST …/check-drift).
+func (s *Service) CheckDriftView(ctx context.Context, ep domain.EmailEndpoint) (SenderRulesView, error) {
+	if err := s.CheckDrift(ctx, ep); err != nil {
+		return SenderRulesView{}, err
 	}
-	if err := s.CheckDrift(r.Context(), ep); err != nil {
-		return err
-	}
-	v, err := s.senderRulesView(r.Context(), ep.ID)
-	return httpx.Respond(w, http.StatusOK, v, err)
+	return s.SenderRulesView(ctx, ep.ID)
 }
 
-func (s *Service) resolveDriftRoute(w http.ResponseWriter, r *http.Request) error {
-	ep, err := s.writableEndpoint(r)
-	if err != nil {
-		return err
-	}
-	var in struct {
-		Action string `json:"action"`
-	}
-	if err := s.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	ctx := r.Context()
+// ResolveDrift settles a drift of ep (loaded with WritableInbox) as a:
+// DriftTakeProvider stores AgentMail's entries as read now, DriftWriteOurs
+// writes Paperclip's rules back (POST …/resolve-drift). It returns the
+// rules' view.
+func (s *Service) ResolveDrift(ctx context.Context, a authz.Actor, ep domain.EmailEndpoint, action string) (SenderRulesView, error) {
 	rules, row, err := s.LoadSenderRules(ctx, ep.ID)
 	if err != nil {
-		return err
+		return SenderRulesView{}, err
 	}
-	switch in.Action {
+	switch action {
 	case DriftTakeProvider:
 		// Read AgentMail's entries now (not the stored drift): they may
 		// have changed again since the check.
@@ -488,21 +440,20 @@ func (s *Service) resolveDriftRoute(w http.ResponseWriter, r *http.Request) erro
 			prov, err = providerRules(ctx, c, ep.Address)
 			return err
 		}); err != nil {
-			return providerError(err)
+			return SenderRulesView{}, providerError(err)
 		}
-		if err := s.SetSenderRules(ctx, httpx.Actor(r), ep, prov, "email.sender_rules.drift_resolved", map[string]any{"action": in.Action}); err != nil {
-			return err
+		if err := s.SetSenderRules(ctx, a, ep, prov, "email.sender_rules.drift_resolved", map[string]any{"action": action}); err != nil {
+			return SenderRulesView{}, err
 		}
 	case DriftWriteOurs:
 		if row == nil {
 			rules = domain.SenderRules{}
 		}
-		if err := s.storeRules(ctx, httpx.Actor(r), ep, rules, "email.sender_rules.drift_resolved", map[string]any{"action": in.Action}); err != nil {
-			return err
+		if err := s.storeRules(ctx, a, ep, rules, "email.sender_rules.drift_resolved", map[string]any{"action": action}); err != nil {
+			return SenderRulesView{}, err
 		}
 	default:
-		return httpx.Errorf(http.StatusBadRequest, "action must be %s or %s", DriftTakeProvider, DriftWriteOurs)
+		return SenderRulesView{}, domain.Refuse(domain.KindInvalid, "action must be %s or %s", DriftTakeProvider, DriftWriteOurs)
 	}
-	v, err := s.senderRulesView(ctx, ep.ID)
-	return httpx.Respond(w, http.StatusOK, v, err)
+	return s.SenderRulesView(ctx, ep.ID)
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/store"
@@ -106,7 +105,7 @@ func (s *Service) changed() {
 	}
 }
 
-// providerError turns a provider failure into the email routes' HTTP error
+// providerError turns a provider failure into the email routes' refusal
 // (docs/email-setup.md, "Provider errors"); other errors pass through unchanged.
 func providerError(err error) error {
 	if err == nil {
@@ -117,22 +116,56 @@ func providerError(err error) error {
 		if p.Details.Field != "" {
 			details["field"] = p.Details.Field
 		}
-		return &httpx.Error{Status: p.Status, Message: p.Message, Code: p.Code, Details: details,
+		return &domain.Refusal{Kind: problemKind(p.Status), Message: p.Message, Code: p.Code, Details: details,
 			RetryAfter: time.Duration(p.RetryAfterSeconds) * time.Second}
 	}
 	// No provider answer to quote: the details still say which operation
 	// failed and how (the fixed reason names, never the provider URL).
 	var ne *agentmail.NetworkError
 	if errors.As(err, &ne) {
-		return &httpx.Error{Status: http.StatusBadGateway, Message: "AgentMail could not be reached. Try again in a moment.", Code: agentmail.ProblemRequestFailed,
+		return &domain.Refusal{Kind: domain.KindUpstream, Message: "AgentMail could not be reached. Try again in a moment.", Code: agentmail.ProblemRequestFailed,
 			Details: map[string]any{"operation": ne.Operation, "reason": ne.Reason}}
 	}
 	var re *agentmail.ResponseError
 	if errors.As(err, &re) {
-		return &httpx.Error{Status: http.StatusBadGateway, Message: "AgentMail returned an unexpected response. Try again in a moment.", Code: agentmail.ProblemRequestFailed,
+		return &domain.Refusal{Kind: domain.KindUpstream, Message: "AgentMail returned an unexpected response. Try again in a moment.", Code: agentmail.ProblemRequestFailed,
 			Details: map[string]any{"operation": re.Operation, "providerStatus": re.Status, "reason": "unexpected_response"}}
 	}
 	return err
+}
+
+// problemKind is the refusal kind of a provider problem's status
+// (agentmail.ProblemFor chooses 409, 422, 429 or 502); a status without a
+// kind of its own is unprocessable, the problems' default.
+func problemKind(status int) domain.RefusalKind {
+	switch status {
+	case http.StatusBadRequest:
+		return domain.KindInvalid
+	case http.StatusForbidden:
+		return domain.KindForbidden
+	case http.StatusNotFound:
+		return domain.KindNotFound
+	case http.StatusConflict:
+		return domain.KindConflict
+	case http.StatusRequestEntityTooLarge:
+		return domain.KindTooLarge
+	case http.StatusTooManyRequests:
+		return domain.KindRateLimited
+	case http.StatusBadGateway:
+		return domain.KindUpstream
+	case http.StatusServiceUnavailable:
+		return domain.KindUnavailable
+	}
+	return domain.KindUnprocessable
+}
+
+// publicMessage is the text of err a person may see: a refusal's message,
+// else fallback (an internal error's text is never shown).
+func publicMessage(err error, fallback string) string {
+	if r, ok := domain.AsRefusal(err); ok {
+		return r.Message
+	}
+	return fallback
 }
 
 // keyed returns a provider client using key.
@@ -155,7 +188,7 @@ func (s *Service) RequireEnabled(ctx context.Context) error {
 		return err
 	}
 	if !st.Experimental.EnableChatConnectors {
-		return &httpx.Error{Status: http.StatusForbidden, Code: "email_connections_disabled",
+		return &domain.Refusal{Kind: domain.KindForbidden, Code: "email_connections_disabled",
 			Message: `Email connections are experimental and turned off. An instance administrator can enable them with PATCH /api/instance/settings {"experimental":{"enableChatConnectors":true}}.`}
 	}
 	return nil
@@ -171,17 +204,17 @@ func (s *Service) requireManager(ctx context.Context, q db.Querier, a authz.Acto
 	acc, err := s.Authz.CompanyAccess(ctx, q, a, companyID, false)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) && notFoundMsg != "" {
-			return &httpx.Error{Status: http.StatusNotFound, Message: notFoundMsg}
+			return &domain.Refusal{Kind: domain.KindNotFound, Message: notFoundMsg}
 		}
 		return err
 	}
 	if a.LocalBoard || a.IsInstanceAdmin || authz.HasPermission(acc, domain.PermManageConnections) {
 		if acc.Role == domain.RoleViewer {
-			return &httpx.Error{Status: http.StatusForbidden, Message: "Missing permission: " + domain.PermManageConnections}
+			return &domain.Refusal{Kind: domain.KindForbidden, Message: "Missing permission: " + domain.PermManageConnections}
 		}
 		return nil
 	}
-	return &httpx.Error{Status: http.StatusForbidden, Message: "Missing permission: " + domain.PermManageConnections}
+	return &domain.Refusal{Kind: domain.KindForbidden, Message: "Missing permission: " + domain.PermManageConnections}
 }
 
 // bindSecret binds secretID to a target's config path.

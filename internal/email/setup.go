@@ -12,7 +12,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -45,13 +44,13 @@ type SetupInput struct {
 
 func (in *SetupInput) validate() error {
 	if !store.ValidID(in.AssignedAgentID) {
-		return httpx.Errorf(http.StatusBadRequest, "assignedAgentId must be a UUID")
+		return domain.Refuse(domain.KindInvalid, "assignedAgentId must be a UUID")
 	}
 	if in.ApplicationID != "" && !store.ValidID(in.ApplicationID) {
-		return httpx.Errorf(http.StatusBadRequest, "applicationId must be a UUID")
+		return domain.Refuse(domain.KindInvalid, "applicationId must be a UUID")
 	}
 	if (in.APIKey == "") == (in.CredentialConnectionID == "") {
-		return httpx.Errorf(http.StatusBadRequest, "AgentMail API key required: give exactly one of apiKey or credentialConnectionId")
+		return domain.Refuse(domain.KindInvalid, "AgentMail API key required: give exactly one of apiKey or credentialConnectionId")
 	}
 	if in.APIKey != "" {
 		if err := checkAPIKey(in.APIKey); err != nil {
@@ -59,17 +58,17 @@ func (in *SetupInput) validate() error {
 		}
 	}
 	if in.CredentialConnectionID != "" && !store.ValidID(in.CredentialConnectionID) {
-		return httpx.Errorf(http.StatusBadRequest, "credentialConnectionId must be a UUID")
+		return domain.Refuse(domain.KindInvalid, "credentialConnectionId must be a UUID")
 	}
 	if in.InboxID != "" {
 		a, err := mail.ParseAddress(in.InboxID)
 		if err != nil || a.Address != in.InboxID {
-			return httpx.Errorf(http.StatusBadRequest, "inboxId must be an email address")
+			return domain.Refuse(domain.KindInvalid, "inboxId must be an email address")
 		}
 		in.InboxID = strings.ToLower(in.InboxID)
 	}
 	if in.Username != "" && (len(in.Username) > 64 || !usernameRE.MatchString(in.Username)) {
-		return httpx.Errorf(http.StatusBadRequest, "username may contain letters, digits, dot, underscore and hyphen (at most 64)")
+		return domain.Refuse(domain.KindInvalid, "username may contain letters, digits, dot, underscore and hyphen (at most 64)")
 	}
 	if err := checkDomain(in.Domain); err != nil {
 		return err
@@ -79,15 +78,15 @@ func (in *SetupInput) validate() error {
 		in.ReceiveMode = domain.ReceiveWebSocket
 	}
 	if in.ReceiveMode != domain.ReceiveWebSocket && in.ReceiveMode != domain.ReceiveWebhook {
-		return httpx.Errorf(http.StatusBadRequest, "receiveMode must be websocket or webhook")
+		return domain.Refuse(domain.KindInvalid, "receiveMode must be websocket or webhook")
 	}
 	if !store.ValidID(in.IdempotencyKey) {
-		return httpx.Errorf(http.StatusBadRequest, "idempotencyKey must be a UUID")
+		return domain.Refuse(domain.KindInvalid, "idempotencyKey must be a UUID")
 	}
 	switch in.SendReview {
 	case "", "off", "new_recipients", "all":
 	default:
-		return httpx.Errorf(http.StatusBadRequest, "sendReview must be off, new_recipients or all")
+		return domain.Refuse(domain.KindInvalid, "sendReview must be off, new_recipients or all")
 	}
 	return nil
 }
@@ -140,9 +139,9 @@ func (s *Service) Setup(ctx context.Context, a authz.Actor, companyID string, in
 	}
 	switch {
 	case ep.Status == domain.EndpointArchived:
-		return domain.EmailEndpointSummary{}, httpx.Errorf(http.StatusConflict, "This inbox was disconnected; create a new connection")
+		return domain.EmailEndpointSummary{}, domain.Refuse(domain.KindConflict, "This inbox was disconnected; create a new connection")
 	case in.InboxID != "" && ep.Address != "" && !strings.EqualFold(in.InboxID, ep.Address):
-		return domain.EmailEndpointSummary{}, httpx.Errorf(http.StatusConflict, "Reconnect cannot change the inbox identity")
+		return domain.EmailEndpointSummary{}, domain.Refuse(domain.KindConflict, "Reconnect cannot change the inbox identity")
 	case ep.Status == domain.EndpointActive:
 		return s.Summary(ctx, ep), nil
 	}
@@ -155,7 +154,7 @@ func (s *Service) Setup(ctx context.Context, a authz.Actor, companyID string, in
 	if err != nil {
 		// The draft stays, listed as "Setup incomplete" with this reason
 		// until a retry succeeds or it is discarded.
-		msg := httpx.PublicMessage(err, "an internal error occurred; see the server log")
+		msg := publicMessage(err, "an internal error occurred; see the server log")
 		if rerr := s.Store.RecordEndpointProblem(context.WithoutCancel(ctx), s.Store.DB, ep.ID, ProblemSetupFailed, msg); rerr != nil {
 			s.Log.Warn("record setup failure", "endpoint", ep.ID, "err", rerr)
 		}
@@ -170,7 +169,7 @@ func (s *Service) ensureDraft(ctx context.Context, a authz.Actor, companyID stri
 		existing, err := s.Store.GetEndpoint(ctx, tx, in.IdempotencyKey)
 		if err == nil {
 			if existing.CompanyID != companyID || existing.AssignedAgentID != ag.ID {
-				return httpx.Errorf(http.StatusConflict, "Setup request already belongs to another inbox")
+				return domain.Refuse(domain.KindConflict, "Setup request already belongs to another inbox")
 			}
 			ep = existing
 			return nil
@@ -185,7 +184,7 @@ func (s *Service) ensureDraft(ctx context.Context, a authz.Actor, companyID stri
 			return err
 		}
 		if !created {
-			return httpx.Errorf(http.StatusConflict, "Setup request already belongs to another inbox")
+			return domain.Refuse(domain.KindConflict, "Setup request already belongs to another inbox")
 		}
 		// The inbox's send policy starts with the draft: a low-trust agent's
 		// mail to people it never wrote with waits for a person by default.
@@ -211,7 +210,7 @@ func (s *Service) withWorkLease(ctx context.Context, ep domain.EmailEndpoint, bu
 		return err
 	}
 	if l == nil {
-		return httpx.Errorf(http.StatusConflict, "%s", busyMsg)
+		return domain.Refuse(domain.KindConflict, "%s", busyMsg)
 	}
 	defer func() { _ = l.Release(ctx) }()
 	return fn()
@@ -309,7 +308,7 @@ func (s *Service) runSetup(ctx context.Context, a authz.Actor, endpointID string
 		target = strings.ToLower(ident.InboxID)
 	}
 	if inboxScoped && target != "" && !strings.EqualFold(target, ident.InboxID) {
-		return zero, httpx.Errorf(http.StatusForbidden, "API key belongs to a different inbox")
+		return zero, domain.Refuse(domain.KindForbidden, "API key belongs to a different inbox")
 	}
 	var inbox *agentmail.Inbox
 	if target != "" {
@@ -338,7 +337,7 @@ func (s *Service) runSetup(ctx context.Context, a authz.Actor, endpointID string
 		ep.Address, ep.ProviderAccountID, ep.DisplayName = address, ident.OrganizationID, ag.Name
 		if err := s.Store.UpdateEndpoint(ctx, s.Store.DB, &ep); err != nil {
 			if errors.Is(err, store.ErrConflict) {
-				return zero, httpx.Errorf(http.StatusConflict, "This AgentMail inbox already has a Paperclip owner")
+				return zero, domain.Refuse(domain.KindConflict, "This AgentMail inbox already has a Paperclip owner")
 			}
 			return zero, err
 		}
@@ -355,7 +354,7 @@ func (s *Service) runSetup(ctx context.Context, a authz.Actor, endpointID string
 		return zero, providerError(err)
 	}
 	if rident.ScopeType != agentmail.ScopeInbox || !strings.EqualFold(rident.InboxID, ep.Address) {
-		return zero, httpx.Errorf(http.StatusForbidden, "Runtime credential must be scoped to this inbox")
+		return zero, domain.Refuse(domain.KindForbidden, "Runtime credential must be scoped to this inbox")
 	}
 	if in.ReceiveMode == domain.ReceiveWebhook && ep.WebhookID == "" {
 		if err := s.registerWebhook(ctx, control, &ep); err != nil {
@@ -386,7 +385,7 @@ func (s *Service) requireVerifiedDomain(ctx context.Context, c *agentmail.Client
 			break
 		}
 	}
-	return httpx.Errorf(http.StatusBadRequest, "Verify this custom domain in AgentMail before creating an inbox")
+	return domain.Refuse(domain.KindInvalid, "Verify this custom domain in AgentMail before creating an inbox")
 }
 
 // ensureRuntimeKey makes sure the endpoint has an inbox-scoped runtime key:
@@ -430,13 +429,13 @@ func (s *Service) registerWebhook(ctx context.Context, control *agentmail.Client
 	// The configuration allows a plain-HTTP public URL only on loopback
 	// with --insecure-local-webhooks (the local emulator).
 	if !strings.HasPrefix(base, "https://") && !(s.Config.InsecureLocalWebhooks && strings.HasPrefix(base, "http://")) {
-		return httpx.Errorf(http.StatusBadRequest, "Webhook receiving requires a public HTTPS URL; use WebSocket for local setup")
+		return domain.Refuse(domain.KindInvalid, "Webhook receiving requires a public HTTPS URL; use WebSocket for local setup")
 	}
 	wh, err := control.CreateInboxWebhook(ctx, ep.Address, agentmail.CreateWebhookRequest{
 		URL: base + queue.WebhookPath + ep.PublicID, EventTypes: webhookEvents, ClientID: "paperclip-" + ep.ID})
 	if err != nil {
 		if pe, ok := agentmail.ProblemFor(err); ok && pe.Details.ProviderStatus == http.StatusForbidden {
-			return &httpx.Error{Status: http.StatusUnprocessableEntity, Code: agentmail.ProblemRequestFailed,
+			return &domain.Refusal{Kind: domain.KindUnprocessable, Code: agentmail.ProblemRequestFailed,
 				Message: "AgentMail did not allow Paperclip to register a webhook. Enable webhook create/read/delete permissions for this API key, or use WebSocket receiving.",
 				Details: map[string]any{"code": pe.Details.Code, "providerStatus": pe.Details.ProviderStatus, "operation": pe.Details.Operation}}
 		}

@@ -3,13 +3,10 @@ package email
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"net/http"
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/sandbox"
 )
 
@@ -24,17 +21,17 @@ import (
 func (s *Service) checkAgent(ctx context.Context, q db.Querier, companyID, agentID string) (domain.Agent, error) {
 	ag, err := s.Store.GetAgent(ctx, q, agentID)
 	if err != nil || ag.CompanyID != companyID || ag.Status == domain.AgentTerminated || ag.Status == domain.AgentPendingApproval {
-		return ag, httpx.Errorf(http.StatusBadRequest, "Select an available company agent")
+		return ag, domain.Refuse(domain.KindInvalid, "Select an available company agent")
 	}
 	var missing []requirement
 	lowTrust := ag.Permissions.TrustPreset == domain.TrustLowTrustReview
 	if lowTrust {
 		if _, err := s.LowTrustPlacement(ctx, q, ag); err != nil {
-			var he *httpx.Error
-			if !errors.As(err, &he) || he.Status != http.StatusBadRequest {
+			r, ok := domain.AsRefusal(err)
+			if !ok || r.Kind != domain.KindInvalid {
 				return ag, err
 			}
-			missing = append(missing, requirement{"trust_boundary", he.Message,
+			missing = append(missing, requirement{"trust_boundary", r.Message,
 				"a project or root task boundary (permissions.authorizationPolicy.trustBoundary: projectIds or rootIssueId)"})
 		}
 		settings, err := s.Store.GetSettings(ctx, q)
@@ -94,7 +91,7 @@ func requirementsError(missing []requirement) error {
 	if len(items) > 0 {
 		msg += " Also still needed: " + strings.Join(items, "; ") + "."
 	}
-	return &httpx.Error{Status: http.StatusBadRequest, Code: "agent_not_ready", Message: msg,
+	return &domain.Refusal{Kind: domain.KindInvalid, Code: "agent_not_ready", Message: msg,
 		Details: map[string]any{"missing": codes}}
 }
 
@@ -110,7 +107,7 @@ type Placement struct {
 func (s *Service) LowTrustPlacement(ctx context.Context, q db.Querier, ag domain.Agent) (Placement, error) {
 	b := ag.Permissions.Boundary()
 	if b != nil && b.CompanyID != "" && b.CompanyID != ag.CompanyID {
-		return Placement{}, httpx.Errorf(http.StatusForbidden, "The agent's trust boundary belongs to another company")
+		return Placement{}, domain.Refuse(domain.KindForbidden, "The agent's trust boundary belongs to another company")
 	}
 	if b != nil && b.RootIssueID != "" {
 		if root, err := s.Store.GetIssue(ctx, q, b.RootIssueID); err == nil && root.CompanyID == ag.CompanyID {
@@ -122,6 +119,6 @@ func (s *Service) LowTrustPlacement(ctx context.Context, q db.Querier, ag domain
 			return Placement{ProjectID: p.ID}, nil
 		}
 	}
-	return Placement{}, httpx.Errorf(http.StatusBadRequest, "Configure a project or root task boundary for this low-trust email agent "+
+	return Placement{}, domain.Refuse(domain.KindInvalid, "Configure a project or root task boundary for this low-trust email agent "+
 		"(permissions.authorizationPolicy.trustBoundary: projectIds or rootIssueId)")
 }

@@ -3,15 +3,12 @@ package email
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -25,8 +22,13 @@ type SuppressionItem struct {
 	Since           time.Time `json:"since"`
 }
 
-// SuppressionPage is one page of a company's suppressions.
-type SuppressionPage = httpx.PageList[SuppressionItem]
+// SuppressionPage is the body of GET …/email/suppressions: one page of a
+// company's suppressions and the cursor of the next (null on the last
+// page), the shape of every object listing (docs/api.md, "Paging").
+type SuppressionPage struct {
+	Items      []SuppressionItem `json:"items"`
+	NextCursor *string           `json:"nextCursor"`
+}
 
 // suppressionReasons are the plain words of a suppression's reason.
 var suppressionReasons = map[string]string{
@@ -43,76 +45,57 @@ func SuppressionReason(kind string) string {
 }
 
 // ListSuppressions returns one page of a company's suppressed recipients
-// for a board actor with company access.
-func (s *Service) ListSuppressions(r *http.Request, a authz.Actor, companyID string, p store.Page) (SuppressionPage, error) {
+// for a board actor with company access, and the cursor of the next page.
+// A cursor of another listing is store.ErrBadCursor.
+func (s *Service) ListSuppressions(ctx context.Context, a authz.Actor, companyID string, p store.Page) ([]SuppressionItem, *store.Cursor, error) {
 	if err := authz.RequireBoard(a); err != nil {
-		return SuppressionPage{}, err
+		return nil, nil, err
 	}
-	if _, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, companyID, false); err != nil {
-		return SuppressionPage{}, err
+	if _, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, companyID, false); err != nil {
+		return nil, nil, err
 	}
-	rows, err := s.Store.ListSuppressions(r.Context(), s.Store.DB, companyID, p)
-	if errors.Is(err, store.ErrBadCursor) {
-		return SuppressionPage{}, httpx.ErrBadCursor
-	}
+	rows, err := s.Store.ListSuppressions(ctx, s.Store.DB, companyID, p)
 	if err != nil {
-		return SuppressionPage{}, err
+		return nil, nil, err
 	}
-	rows, next := httpx.TrimPage(rows, p, store.SuppressionCursor)
+	rows, next := store.TrimPage(rows, p, store.SuppressionCursor)
 	items := make([]SuppressionItem, 0, len(rows))
 	for _, v := range rows {
 		items = append(items, SuppressionItem{EndpointID: v.EndpointID, InboxAddress: v.EndpointAddress, Address: v.Address,
 			Reason: SuppressionReason(v.Reason), SourceMessageID: optString(v.SourceMessageID), Since: v.CreatedAt})
 	}
-	return httpx.NewPageList(items, next), nil
+	return items, next, nil
 }
 
-func (s *Service) listSuppressions(w http.ResponseWriter, r *http.Request) error {
-	companyID, err := pathUUID(r, "companyId", "invalid companyId: must be a UUID")
-	if err != nil {
-		return err
-	}
-	p, err := httpx.PageParams(r)
-	if err != nil {
-		return err
-	}
-	out, err := s.ListSuppressions(r, httpx.Actor(r), companyID, p)
-	if err != nil {
-		return err
-	}
-	noStore(w)
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+// Lifted is the answer to a lifted suppression: the address and how many
+// inboxes' suppressions of it were lifted.
+type Lifted struct {
+	Address string `json:"address"`
+	Lifted  int    `json:"lifted"`
 }
 
-// liftSuppression serves DELETE …/suppressions/{address}[?endpointId=]:
-// owners and admins lift a suppression (of every inbox of the company, or
-// of one), audited per inbox.
-func (s *Service) liftSuppression(w http.ResponseWriter, r *http.Request) error {
-	companyID, err := pathUUID(r, "companyId", "invalid companyId: must be a UUID")
-	if err != nil {
-		return err
+// LiftSuppression lets owners and admins lift a suppression of address
+// (of every inbox of the company, or of endpointID's when set), audited
+// per inbox (DELETE …/suppressions/{address}[?endpointId=]).
+func (s *Service) LiftSuppression(ctx context.Context, a authz.Actor, companyID, address, endpointID string) (Lifted, error) {
+	if err := s.RequireRulesWriter(ctx, a, companyID); err != nil {
+		return Lifted{}, err
 	}
-	a := httpx.Actor(r)
-	if err := s.RequireRulesWriter(r.Context(), a, companyID); err != nil {
-		return err
-	}
-	addr := strings.ToLower(strings.TrimSpace(r.PathValue("address")))
+	addr := strings.ToLower(strings.TrimSpace(address))
 	if addr == "" || len(addr) > 320 || !strings.Contains(addr, "@") {
-		return httpx.Errorf(http.StatusBadRequest, "address must be an email address")
+		return Lifted{}, domain.Refuse(domain.KindInvalid, "address must be an email address")
 	}
-	endpointID := r.URL.Query().Get("endpointId")
 	if endpointID != "" && !store.ValidID(endpointID) {
-		return httpx.Errorf(http.StatusBadRequest, "invalid endpointId: must be a UUID")
+		return Lifted{}, domain.Refuse(domain.KindInvalid, "invalid endpointId: must be a UUID")
 	}
 	var lifted []store.Suppression
-	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
+	err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		if lifted, err = s.Store.LiftSuppression(r.Context(), tx, companyID, endpointID, addr); err != nil {
+		if lifted, err = s.Store.LiftSuppression(ctx, tx, companyID, endpointID, addr); err != nil {
 			return err
 		}
 		for _, v := range lifted {
-			if err := s.Store.Audit(r.Context(), tx, a.AuditActor(), companyID, "email.suppression_lifted", "email_endpoint", v.EndpointID,
+			if err := s.Store.Audit(ctx, tx, a.AuditActor(), companyID, "email.suppression_lifted", "email_endpoint", v.EndpointID,
 				map[string]any{"address": v.Address, "reason": v.Reason}); err != nil {
 				return err
 			}
@@ -120,13 +103,12 @@ func (s *Service) liftSuppression(w http.ResponseWriter, r *http.Request) error 
 		return nil
 	})
 	if err != nil {
-		return err
+		return Lifted{}, err
 	}
 	if len(lifted) == 0 {
-		return httpx.Errorf(http.StatusNotFound, "This address is not suppressed")
+		return Lifted{}, domain.Refuse(domain.KindNotFound, "This address is not suppressed")
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"address": addr, "lifted": len(lifted)})
-	return nil
+	return Lifted{Address: addr, Lifted: len(lifted)}, nil
 }
 
 // BounceSendError is the stored error of a send that bounced (the send

@@ -1,10 +1,9 @@
 package email
 
 import (
-	"net/http"
 	"regexp"
 
-	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/safetext"
 )
 
@@ -13,10 +12,10 @@ import (
 // Authorization header of every provider call made with it.
 func checkAPIKey(key string) error {
 	if key == "" || len(key) > 4096 {
-		return httpx.Errorf(http.StatusBadRequest, "apiKey is required (at most 4096 characters)")
+		return domain.Refuse(domain.KindInvalid, "apiKey is required (at most 4096 characters)")
 	}
 	if err := safetext.Token(key); err != nil {
-		return httpx.Errorf(http.StatusBadRequest, "apiKey must be the key alone: it %s", err)
+		return domain.Refuse(domain.KindInvalid, "apiKey must be the key alone: it %s", err)
 	}
 	return nil
 }
@@ -27,7 +26,7 @@ var domainRE = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-
 // checkDomain validates an optional inbox domain name.
 func checkDomain(d string) error {
 	if d != "" && (len(d) > 253 || !domainRE.MatchString(d)) {
-		return httpx.Errorf(http.StatusBadRequest, "domain is not a valid domain name")
+		return domain.Refuse(domain.KindInvalid, "domain is not a valid domain name")
 	}
 	return nil
 }

@@ -2,14 +2,12 @@ package email
 
 import (
 	"context"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -32,21 +30,19 @@ func (s *Service) ListAllInboxes(ctx context.Context, a authz.Actor, companyID s
 	return s.Summaries(ctx, eps), nil
 }
 
-// readableEndpoint loads the path endpoint for an actor who may read it:
+// ReadableInbox loads endpoint endpointID for an actor who may read it:
 // company read access, and for an agent only the inbox assigned to it.
-// Everything else is the same 404.
-func (s *Service) readableEndpoint(r *http.Request) (domain.EmailEndpoint, error) {
-	notFound := httpx.Errorf(http.StatusNotFound, "Email inbox not found")
-	id, err := pathUUID(r, "endpointId", "invalid endpointId: must be a UUID")
-	if err != nil {
+// Everything else is the same 404; an id that is not a UUID is invalid.
+func (s *Service) ReadableInbox(ctx context.Context, a authz.Actor, endpointID string) (domain.EmailEndpoint, error) {
+	notFound := domain.Refuse(domain.KindNotFound, "Email inbox not found")
+	if err := checkID(endpointID, "endpointId"); err != nil {
 		return domain.EmailEndpoint{}, err
 	}
-	ep, err := s.Store.GetEndpoint(r.Context(), s.Store.DB, id)
+	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
 	if err != nil {
 		return ep, notFound
 	}
-	a := httpx.Actor(r)
-	if _, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, ep.CompanyID, false); err != nil {
+	if _, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, ep.CompanyID, false); err != nil {
 		return ep, notFound
 	}
 	if a.Kind == authz.KindAgent && ep.AssignedAgentID != a.AgentID() {
@@ -67,27 +63,21 @@ type ConversationSummary struct {
 	CreatedAt      time.Time `json:"createdAt"`
 }
 
-func (s *Service) listConversations(w http.ResponseWriter, r *http.Request) error {
-	ep, err := s.readableEndpoint(r)
+// InboxConversations returns a page of the conversations of ep (loaded
+// with ReadableInbox), newest activity first, and the cursor of the next
+// page.
+func (s *Service) InboxConversations(ctx context.Context, ep domain.EmailEndpoint, p store.Page) ([]ConversationSummary, *store.Cursor, error) {
+	rows, err := s.Store.ConversationsPage(ctx, s.Store.DB, ep.ID, p)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	p, err := httpx.PageParams(r)
-	if err != nil {
-		return err
-	}
-	rows, err := s.Store.ConversationsPage(r.Context(), s.Store.DB, ep.ID, p)
-	if err != nil {
-		return err
-	}
-	rows, next := httpx.TrimPage(rows, p, func(c store.ConversationRow) store.Cursor { return store.Cursor{At: c.LastActivityAt, ID: c.ID} })
+	rows, next := store.TrimPage(rows, p, func(c store.ConversationRow) store.Cursor { return store.Cursor{At: c.LastActivityAt, ID: c.ID} })
 	out := make([]ConversationSummary, 0, len(rows))
 	for _, c := range rows {
 		out = append(out, ConversationSummary{ID: c.ID, IssueID: c.IssueID, IssueTitle: c.IssueTitle, IssueStatus: c.IssueStatus,
 			Subject: c.Subject, State: c.State, LastActivityAt: c.LastActivityAt, CreatedAt: c.CreatedAt})
 	}
-	httpx.WritePage(w, r, out, next)
-	return nil
+	return out, next, nil
 }
 
 // InboxActivity is an inbox's inbound queue and its recent deliveries and
@@ -95,7 +85,8 @@ func (s *Service) listConversations(w http.ResponseWriter, r *http.Request) erro
 type InboxActivity struct {
 	Queue InboxQueue     `json:"queue"`
 	Items []ActivityItem `json:"items"`
-	// NextCursor continues the items (null on the last page).
+	// NextCursor continues the items (null on the last page); the API
+	// edge encodes it from InboxActivity's cursor.
 	NextCursor *string `json:"nextCursor"`
 }
 
@@ -130,30 +121,24 @@ func optString(s string) *string {
 	return &s
 }
 
-func (s *Service) inboxActivity(w http.ResponseWriter, r *http.Request) error {
-	ep, err := s.readableEndpoint(r)
-	if err != nil {
-		return err
-	}
-	p, err := httpx.PageParams(r)
-	if err != nil {
-		return err
-	}
-	ctx := r.Context()
+// InboxActivity returns the queue of ep (loaded with ReadableInbox) and a
+// page of its deliveries and sends, newest first, with the cursor of the
+// next page (NextCursor is left to the caller, which encodes it).
+func (s *Service) InboxActivity(ctx context.Context, ep domain.EmailEndpoint, p store.Page) (InboxActivity, *store.Cursor, error) {
 	q, err := s.Store.EndpointDeliveryQueue(ctx, s.Store.DB, ep.ID)
 	if err != nil {
-		return err
+		return InboxActivity{}, nil, err
 	}
 	// Both tables are paged on (time, id) from the same cursor: ids are
 	// unique across them, so the merged order is total and the newest
 	// Limit of the two pages are the newest Limit of the union.
 	dels, err := s.Store.DeliveriesPage(ctx, s.Store.DB, ep.ID, p)
 	if err != nil {
-		return err
+		return InboxActivity{}, nil, err
 	}
 	pubs, err := s.Store.PublicationsPage(ctx, s.Store.DB, ep.ID, p)
 	if err != nil {
-		return err
+		return InboxActivity{}, nil, err
 	}
 	out := InboxActivity{Queue: InboxQueue{Received: q.Received, Processing: q.Processing, Retry: q.Retry, OldestRetryAt: q.OldestRetryAt},
 		Items: make([]ActivityItem, 0, len(dels)+len(pubs))}
@@ -184,13 +169,8 @@ func (s *Service) inboxActivity(w http.ResponseWriter, r *http.Request) error {
 		return a.ID > b.ID
 	})
 	var next *store.Cursor
-	out.Items, next = httpx.TrimPage(out.Items, p, func(it ActivityItem) store.Cursor { return store.Cursor{At: it.At, ID: it.ID} })
-	if next != nil {
-		c := httpx.EncodeCursor(*next)
-		out.NextCursor = &c
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
+	out.Items, next = store.TrimPage(out.Items, p, func(it ActivityItem) store.Cursor { return store.Cursor{At: it.At, ID: it.ID} })
+	return out, next, nil
 }
 
 // ListInboxesPage returns a page of the company's inboxes the actor may
@@ -209,7 +189,7 @@ func (s *Service) ListInboxesPage(ctx context.Context, a authz.Actor, companyID 
 	if err != nil {
 		return nil, nil, err
 	}
-	eps, next := httpx.TrimPage(eps, p, func(e domain.EmailEndpoint) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
+	eps, next := store.TrimPage(eps, p, func(e domain.EmailEndpoint) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
 	// Filtered after the page is cut, so the cursor continues after the
 	// page's last row whatever the actor may see of it.
 	visible := []domain.EmailEndpoint{}
@@ -283,34 +263,25 @@ func conversationState(c store.CompanyConversation) string {
 	return ConvNew
 }
 
-// listCompanyConversations serves GET /api/companies/{companyId}/email/conversations
-// (?endpointId=, paged): the company's conversations across its inboxes,
-// newest activity first, for board actors.
-func (s *Service) listCompanyConversations(w http.ResponseWriter, r *http.Request) error {
-	companyID, err := pathUUID(r, "companyId", "invalid companyId: must be a UUID")
-	if err != nil {
-		return err
-	}
-	a := httpx.Actor(r)
+// CompanyConversations returns a page of the company's conversations
+// across its inboxes (of one inbox when endpointID is set), newest
+// activity first, for a board actor with company access, and the cursor
+// of the next page (GET /api/companies/{companyId}/email/conversations).
+func (s *Service) CompanyConversations(ctx context.Context, a authz.Actor, companyID, endpointID string, p store.Page) ([]CompanyConversation, *store.Cursor, error) {
 	if err := authz.RequireBoard(a); err != nil {
-		return err
+		return nil, nil, err
 	}
-	if _, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, companyID, false); err != nil {
-		return err
+	if _, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, companyID, false); err != nil {
+		return nil, nil, err
 	}
-	endpointID := r.URL.Query().Get("endpointId")
 	if endpointID != "" && !store.ValidID(endpointID) {
-		return httpx.Errorf(http.StatusBadRequest, "endpointId must be a UUID")
+		return nil, nil, domain.Refuse(domain.KindInvalid, "endpointId must be a UUID")
 	}
-	p, err := httpx.PageParams(r)
+	rows, err := s.Store.ListCompanyConversations(ctx, s.Store.DB, companyID, endpointID, p)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	rows, err := s.Store.ListCompanyConversations(r.Context(), s.Store.DB, companyID, endpointID, p)
-	if err != nil {
-		return err
-	}
-	rows, next := httpx.TrimPage(rows, p, func(c store.CompanyConversation) store.Cursor {
+	rows, next := store.TrimPage(rows, p, func(c store.CompanyConversation) store.Cursor {
 		return store.Cursor{At: c.LastActivityAt, ID: c.ID}
 	})
 	out := make([]CompanyConversation, 0, len(rows))
@@ -324,6 +295,5 @@ func (s *Service) listCompanyConversations(w http.ResponseWriter, r *http.Reques
 		}
 		out = append(out, cc)
 	}
-	httpx.WritePage(w, r, out, next)
-	return nil
+	return out, next, nil
 }

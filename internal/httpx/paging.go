@@ -90,20 +90,11 @@ func decodeCursor(v string, validID func(string) bool) (store.Cursor, error) {
 	return c, nil
 }
 
-// TrimPage cuts rows (fetched with one row more than the page, see
-// store.Page) to the page and returns the cursor of the next page: the
-// key of the page's last row, or nil when no row follows.
+// TrimPage is store.TrimPage, for the route owners that page here: it cuts
+// rows (fetched with one row more than the page) to the page and returns
+// the cursor of the next page, or nil when no row follows.
 func TrimPage[T any](rows []T, p store.Page, key func(T) store.Cursor) ([]T, *store.Cursor) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = DefaultPageLimit
-	}
-	if len(rows) <= limit {
-		return rows, nil
-	}
-	rows = rows[:limit]
-	c := key(rows[len(rows)-1])
-	return rows, &c
+	return store.TrimPage(rows, p, key)
 }
 
 // NewPageList is the object body of a page.

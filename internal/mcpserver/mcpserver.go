@@ -258,7 +258,7 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 			}
 			if r.ConversationID != "" {
 				th, err := s.Outbound.Thread(ctx, c.actor(), c.agent.CompanyID, c.run.IssueID)
-				if he := (*httpx.Error)(nil); errors.As(err, &he) && he.Status == http.StatusConflict {
+				if he := (*httpx.Error)(nil); (errors.As(err, &he) && he.Status == http.StatusConflict) || domain.IsRefusal(err, domain.KindConflict) {
 					return toolError(err) // the inbox is paused or its credential unavailable: say so
 				}
 				if err != nil || th == nil || th.ConversationID != r.ConversationID {

@@ -514,7 +514,7 @@ func (w *Worker) expireReviews(ctx context.Context) (time.Time, error) {
 		}
 		_, err = w.finishReview(ctx, systemActor, pub, "expired", "")
 		var he *httpx.Error
-		if err != nil && !(errors.As(err, &he) && he.Status == http.StatusConflict) {
+		if err != nil && !(errors.As(err, &he) && he.Status == http.StatusConflict) && !domain.IsRefusal(err, domain.KindConflict) {
 			return time.Time{}, err
 		}
 	}

@@ -57,12 +57,16 @@ func lookup(err error, msg string) *sendFailure {
 }
 
 // verdict classifies the error of an authority check: a refusal (an
-// *httpx.Error, shown as is) is final, anything else is a recheck. "Could
-// not check" is never taken for "no".
+// *httpx.Error or the email service's *domain.Refusal, shown as is) is
+// final, anything else is a recheck. "Could not check" is never taken for
+// "no".
 func verdict(err error) *sendFailure {
 	var he *httpx.Error
 	if errors.As(err, &he) {
 		return final(he.Message)
+	}
+	if r, ok := domain.AsRefusal(err); ok {
+		return final(r.Message)
 	}
 	return recheck(err)
 }

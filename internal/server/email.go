@@ -52,7 +52,7 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 		Logger: s.Logger.With("component", "inbound"), Metrics: inbound.NewMetrics(s.Metrics.Registry),
 		Holder: holder, ExclusiveDatabase: exclusive, Timing: timing,
 	})
-	s.Email.Routes(s.API)
+	s.API.MountEmail(s.Email)
 	s.Outbound.Routes(s.API)
 	api.InboundRoutes(s.API, s.Inbound, s.Email, s.Store)
 	s.registerEmailMetrics()

@@ -56,3 +56,17 @@ func (p Page) limit() int {
 	}
 	return p.Limit
 }
+
+// TrimPage cuts rows (a listing fetched with one row more than the page,
+// see Page.keyset) to the page and returns the cursor of the next page:
+// the key of the page's last row, or nil when no row follows. It is here,
+// beside the page it cuts, so that services page without the HTTP layer.
+func TrimPage[T any](rows []T, p Page, key func(T) Cursor) ([]T, *Cursor) {
+	limit := p.limit()
+	if len(rows) <= limit {
+		return rows, nil
+	}
+	rows = rows[:limit]
+	c := key(rows[len(rows)-1])
+	return rows, &c
+}

@@ -12,7 +12,7 @@ import (
 )
 
 // The keyset-paged listings of the API (docs/api.md, "Paging"). Each
-// returns up to p.Limit+1 rows; httpx.TrimPage cuts the extra row and
+// returns up to p.Limit+1 rows; TrimPage cuts the extra row and
 // turns the page's last row into the next cursor.
 
 // listPage runs sel + " WHERE " + where, continued after p.After on
