@@ -71,7 +71,11 @@ func newBrowser(t *testing.T, base string, width, height int) *browser {
 	// chromedp adds --no-sandbox by itself when running as root.
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 150*time.Second)
+	// A bound for a hung browser only: every action has its own 30 s
+	// limit. Why this long: a browser lives for its whole test, and a
+	// test that checks many pages in two schemes with axe-core on a
+	// loaded machine ran past an earlier 150 s bound mid-check.
+	ctx, cancelTimeout := context.WithTimeout(ctx, 10*time.Minute)
 	b := &browser{t: t, ctx: ctx, base: strings.TrimRight(base, "/"), axe: testkit.AxeCore(t)}
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("start chromium: %v", err)
