@@ -40,6 +40,9 @@ type Deps struct {
 	Vault       *vault.Vault
 	Metrics     *metrics.Metrics
 	Logger      *slog.Logger
+	// StopCompanyEmail disconnects every inbox of a company that is being
+	// deleted (the email service's DisconnectCompany); nil without email.
+	StopCompanyEmail func(ctx context.Context, a authz.Actor, companyID string) error
 }
 
 // Server serves the API.
@@ -204,6 +207,9 @@ func Authenticate(r *http.Request, st *store.Store, hb *heartbeat.Service, mode 
 		if err != nil {
 			return authz.Actor{}, authz.ErrUnauthenticated
 		}
+		// A failure to note the use (a busy database) must not refuse a
+		// valid key; the next use writes it.
+		_ = st.NoteBoardKeyUsed(ctx, st.DB, k)
 		return authz.Actor{Kind: authz.KindBoard, UserID: u.ID, IsInstanceAdmin: u.IsInstanceAdmin, KeyCompanyID: k.CompanyID}, nil
 	}
 	return authz.Actor{}, authz.ErrUnauthenticated

@@ -23,6 +23,8 @@ func (s *Server) routes() {
 	s.Handle("POST /api/companies", s.createCompany)
 	s.Handle("GET /api/companies", s.listCompanies)
 	s.Handle("GET /api/companies/{companyId}", s.getCompany)
+	s.Handle("PATCH /api/companies/{companyId}", s.renameCompany)
+	s.Handle("DELETE /api/companies/{companyId}", s.deleteCompany)
 	s.Handle("POST /api/companies/{companyId}/members", s.addMember)
 	s.Handle("GET /api/companies/{companyId}/members", s.listMembers)
 	s.Handle("POST /api/companies/{companyId}/board-keys", s.createBoardKey)

@@ -117,12 +117,15 @@ type Membership struct {
 
 // BoardAPIKey is a board user's API key; the token is shown only at creation.
 type BoardAPIKey struct {
-	ID        string     `json:"id"`
-	UserID    string     `json:"userId"`
-	CompanyID string     `json:"companyId,omitempty"`
-	Name      string     `json:"name"`
-	CreatedAt time.Time  `json:"createdAt"`
-	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+	ID        string    `json:"id"`
+	UserID    string    `json:"userId"`
+	CompanyID string    `json:"companyId,omitempty"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	// LastUsedAt is when the key last authenticated, to within a minute
+	// (store.NoteBoardKeyUsed); nil when never used.
+	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
+	RevokedAt  *time.Time `json:"revokedAt,omitempty"`
 }
 
 // TrustBoundary limits which tasks a low-trust agent may see and where its

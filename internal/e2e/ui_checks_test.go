@@ -75,7 +75,7 @@ func (b *browser) layoutProblems() []string {
 }
 
 // checkLayout fails the test with the page's layout and legibility
-// problems (part of checkPage, so of every visited page).
+// problems (part of checkPage, in both schemes, so of every visited page).
 func (b *browser) checkLayout() {
 	b.t.Helper()
 	for _, p := range b.layoutProblems() {
@@ -104,15 +104,6 @@ func (b *browser) dark(on bool) {
 		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: v}}}); err != nil {
 		b.t.Fatalf("emulate %s scheme: %v", v, err)
 	}
-}
-
-// visitBoth loads path and checks it in the light and the dark scheme.
-func (b *browser) visitBoth(path string) {
-	b.t.Helper()
-	b.visit(path)
-	b.dark(true)
-	b.checkLayout()
-	b.dark(false)
 }
 
 // problemsContain reports whether one of problems mentions want.

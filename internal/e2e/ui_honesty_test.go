@@ -1,50 +1,14 @@
 package e2e_test
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
-	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
-
-// expireSend stops a retrying send's automatic attempts the way the
-// worker does when the 23-hour confirmation window passes (the test
-// cannot wait for it): under the send's thread lease, so the worker is
-// never mid-attempt when the state changes.
-func expireSend(t *testing.T, inst *testkit.Instance, pid string) {
-	t.Helper()
-	ctx := context.Background()
-	st := inst.Store
-	pub, err := st.GetPublication(ctx, st.DB, pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conv, err := st.GetConversation(ctx, st.DB, pub.ConversationID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 30*time.Second, "the send's thread lease", func() bool {
-		l, _, err := st.TryLease(ctx, st.DB, pub.CompanyID, pub.EndpointID, store.ThreadLeaseKey(conv.ExternalThreadID), "test", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l == nil {
-			return false
-		}
-		defer func() { _ = l.Release(ctx) }()
-		if err := st.SetPublicationState(ctx, st.DB, pid, domain.SendUnknown,
-			"The send confirmation window has expired. Check AgentMail before resolving this delivery.", nil); err != nil {
-			t.Fatal(err)
-		}
-		return true
-	})
-}
 
 // TestUIHonestStates holds the operator-facing bugs of issue 33 shut, in
 // Chromium at 1280 px and 390 px, light and dark (every visited page also
@@ -101,7 +65,7 @@ func TestUIHonestStates(t *testing.T) {
 	}
 	b := newBrowser(t, e.inst.URL(), 1280, 900)
 	rid := run["id"].(string)
-	b.visitBoth(c + "/runs/" + rid)
+	b.visit(c + "/runs/" + rid)
 	if got := b.text("#run-error"); !strings.Contains(got, run["error"].(string)) {
 		t.Errorf("the run's log view does not show its error %q: %q", run["error"], got)
 	}
@@ -131,39 +95,44 @@ func TestUIHonestStates(t *testing.T) {
 	testkit.Eventually(t, 60*time.Second, "the task done", func() bool {
 		return e.api.JSON("GET", "/api/issues/"+task, nil, 200)["status"] == "done"
 	})
-	b.visitBoth(c + "/tasks/" + task)
+	b.visit(c + "/tasks/" + task)
 	if !strings.Contains(b.text("#task-header"), "Reply pending") || !strings.Contains(b.text("#task-email"), "Reply pending") {
 		t.Errorf("a Done task with a queued reply does not say so: %q", b.text("#task-header"))
 	}
-	b.visitBoth(c + "/tasks")
+	b.visit(c + "/tasks")
 	if !strings.Contains(b.text(`#task-list tr[data-task-id="`+task+`"]`), "Reply pending") {
 		t.Errorf("the task list does not show the pending reply")
 	}
-	b.visitBoth(c)
+	b.visit(c)
 
 	// Retries stop: now the operator is asked to resolve, legibly.
-	expireSend(t, e.inst, pid)
+	testkit.ExpireSend(t, e.inst, pid)
 	b.visit(c + "/tasks/" + task)
 	b.waitText(intent, "Delivery uncertain", 10*time.Second)
 	b.openDetails(intent + " details.resolve")
-	b.checkLayout()
-	b.dark(true)
-	b.checkLayout()
-	b.dark(false)
-	b.visitBoth(c + "/apps/agentmail/inboxes/" + e.eid + "/disconnect")
-	b.visitBoth(c + "/runs")
+	b.checkSchemes()
+	b.visit(c + "/apps/agentmail/inboxes/" + e.eid + "/disconnect")
+	b.visit(c + "/runs")
 	if !strings.Contains(b.text("#run-list"), run["error"].(string)) {
 		t.Errorf("the Runs page does not show the failed run's error")
 	}
 	b.screenshot(shots, "runs-desktop")
-	b.visitBoth(c + "/email")
+	b.visit(c + "/email")
 	b.screenshot(shots, "email-desktop")
+	// The address pages live under Email: its sidebar item and crumbs.
+	b.visit(c + "/apps/agentmail/inboxes/" + e.eid + "/settings")
+	if got, crumbs := b.text(`.sidenav a[aria-current="page"]`), b.text(".crumbs"); got != "Email" || !strings.HasPrefix(crumbs, "Email") {
+		t.Errorf("an address page sits under %q with crumbs %q, not under Email", got, crumbs)
+	}
+	b.visit(c + "/members")
+	b.visit(c + "/company")
+	b.screenshot(shots, "company-desktop")
 
 	// A phone: the same pages, no widening, no cut-off table.
 	p := newBrowser(t, e.inst.URL(), 390, 844)
 	for _, path := range []string{c + "/tasks/" + task, c + "/runs/" + rid, c + "/tasks", c, c + "/agents", c + "/activity", c + "/members",
-		c + "/apps/agentmail", c + "/apps/agentmail/inboxes/" + e.eid + "/conversations", c + "/runs", c + "/email"} {
-		p.visitBoth(path)
+		c + "/apps/agentmail", c + "/apps/agentmail/inboxes/" + e.eid + "/conversations", c + "/runs", c + "/email", c + "/company"} {
+		p.visit(path)
 	}
 	p.screenshot(shots, "email-phone")
 }

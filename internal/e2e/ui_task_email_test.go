@@ -236,7 +236,7 @@ func TestUITaskEmail(t *testing.T) {
 		t.Error("resolution is offered while Paperclip still retries")
 	}
 	// Retries stop (the confirmation window passes): now it is uncertain.
-	expireSend(t, e.inst, b.attr(intent, "data-publication-id"))
+	testkit.ExpireSend(t, e.inst, b.attr(intent, "data-publication-id"))
 	b.eventually("the uncertain send intent", 30*time.Second, func() bool {
 		return b.exists(intent) && strings.Contains(b.text(intent), "Delivery uncertain")
 	})

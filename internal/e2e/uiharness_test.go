@@ -29,6 +29,10 @@ type browser struct {
 	ctx  context.Context
 	base string
 
+	// axe is axe-core's source, injected into every checked page ("" when
+	// it could not be installed outside CI; testkit.AxeCore).
+	axe string
+
 	mu       sync.Mutex
 	problems []string
 	tolerate bool
@@ -67,8 +71,12 @@ func newBrowser(t *testing.T, base string, width, height int) *browser {
 	// chromedp adds --no-sandbox by itself when running as root.
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 150*time.Second)
-	b := &browser{t: t, ctx: ctx, base: strings.TrimRight(base, "/")}
+	// A bound for a hung browser only: every action has its own 30 s
+	// limit. Why this long: a browser lives for its whole test, and a
+	// test that checks many pages in two schemes with axe-core on a
+	// loaded machine ran past an earlier 150 s bound mid-check.
+	ctx, cancelTimeout := context.WithTimeout(ctx, 10*time.Minute)
+	b := &browser{t: t, ctx: ctx, base: strings.TrimRight(base, "/"), axe: testkit.AxeCore(t)}
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
@@ -291,8 +299,10 @@ func (b *browser) waitText(sel, want string, within time.Duration) {
 	b.eventually(fmt.Sprintf("%s to show %q", sel, want), within, func() bool { return strings.Contains(b.text(sel), want) })
 }
 
-// checkPage is the accessibility smoke test of every visited page: one
-// h1, no duplicate ids, and every control with an accessible name.
+// checkPage is the accessibility check of every visited page: one h1, no
+// duplicate ids, every control with an accessible name, then in the light
+// and the dark scheme the layout and legibility checks and axe-core's
+// serious and critical rules (checkSchemes).
 func (b *browser) checkPage() {
 	b.t.Helper()
 	if n := eval[int](b, `document.querySelectorAll("h1").length`); n != 1 {
@@ -322,7 +332,7 @@ func (b *browser) checkPage() {
 			b.t.Errorf("%s: a %s has no accessible name", b.path(), role)
 		}
 	}
-	b.checkLayout()
+	b.checkSchemes()
 }
 
 // screenshot writes a PNG of the page to dir/name.png when dir is set.

@@ -245,7 +245,8 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		},
 	})
 	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Attachments: s.attachments, Authz: az, Policy: &policy.Service{Store: s.Store},
-		Heartbeat: s.Heartbeat, Vault: s.Vault, Metrics: s.Metrics, Logger: logger.With("component", "api")})
+		Heartbeat: s.Heartbeat, Vault: s.Vault, Metrics: s.Metrics, Logger: logger.With("component", "api"),
+		StopCompanyEmail: s.Email.DisconnectCompany})
 	// Company notification webhooks, before the email channel, whose send
 	// side emits review and failure events through them.
 	s.Notifications = notifications.New(s.Store, az, s.Vault, logger.With("component", "notifications"), cfg.RequestBodyMaxBytes)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
@@ -24,25 +25,44 @@ func (s *Store) CreateBoardKey(ctx context.Context, q db.Querier, userID, compan
 
 // LookupBoardKey returns the active board key whose token hashes to hash.
 func (s *Store) LookupBoardKey(ctx context.Context, q db.Querier, hash string) (domain.BoardAPIKey, error) {
-	var k domain.BoardAPIKey
-	var company sql.NullString
-	err := q.QueryRowContext(ctx, `SELECT id, user_id, company_id, name, created_at FROM board_api_keys
-		WHERE token_hash = $1 AND revoked_at IS NULL`, hash).Scan(&k.ID, &k.UserID, &company, &k.Name, &k.CreatedAt)
-	if err != nil {
-		return k, notFound("lookup board key", err)
-	}
-	k.CompanyID = company.String
-	return k, nil
+	return queryOne(ctx, q, "lookup board key", scanBoardKey, `SELECT `+boardKeyCols+` FROM board_api_keys
+		WHERE token_hash = $1 AND revoked_at IS NULL`, hash)
 }
 
-const boardKeyCols = `id, user_id, company_id, name, created_at, revoked_at`
+// boardKeyUseGranularity is how stale a key's last_used_at may get before
+// a use writes it again.
+const boardKeyUseGranularity = time.Minute
+
+// NoteBoardKeyUsed records that k (as LookupBoardKey returned it) just
+// authenticated. Why at most once a minute per key: every API request of
+// a script authenticates, and a write per request would turn each read
+// into a write (and, on SQLite, queue it behind the single writer); the
+// dates shown are "last used" to the minute. The WHERE clause keeps
+// concurrent requests of one key from all writing it.
+func (s *Store) NoteBoardKeyUsed(ctx context.Context, q db.Querier, k domain.BoardAPIKey) error {
+	now := s.Now()
+	if k.LastUsedAt != nil && now.Sub(*k.LastUsedAt) < boardKeyUseGranularity {
+		return nil
+	}
+	if _, err := q.ExecContext(ctx, `UPDATE board_api_keys SET last_used_at = $2
+		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)`, k.ID, now, now.Add(-boardKeyUseGranularity)); err != nil {
+		return fmt.Errorf("note board key use: %w", err)
+	}
+	return nil
+}
+
+const boardKeyCols = `id, user_id, company_id, name, created_at, last_used_at, revoked_at`
 
 func scanBoardKey(row rowScanner) (domain.BoardAPIKey, error) {
 	var k domain.BoardAPIKey
 	var company sql.NullString
-	var revoked sql.NullTime
-	err := row.Scan(&k.ID, &k.UserID, &company, &k.Name, &k.CreatedAt, &revoked)
+	var used, revoked sql.NullTime
+	err := row.Scan(&k.ID, &k.UserID, &company, &k.Name, &k.CreatedAt, &used, &revoked)
 	k.CompanyID, k.CreatedAt = company.String, k.CreatedAt.UTC()
+	if used.Valid {
+		t := used.Time.UTC()
+		k.LastUsedAt = &t
+	}
 	if revoked.Valid {
 		t := revoked.Time.UTC()
 		k.RevokedAt = &t

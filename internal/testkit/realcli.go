@@ -39,15 +39,25 @@ func RealCLIs(t testing.TB) string {
 }
 
 func installCLIs() (string, error) {
+	dir, err := npmInstall("paperclip-cli-conformance-"+ClaudePackage+"-"+CodexPackage, ClaudePackage, CodexPackage)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "node_modules", ".bin"), nil
+}
+
+// npmInstall installs pkgs (pinned versions) with npm once per machine
+// into a directory under the system's temporary directory named after
+// name, reused while it stays the same, and returns that directory.
+func npmInstall(name string, pkgs ...string) (string, error) {
 	npm, err := exec.LookPath("npm")
 	if err != nil {
 		return "", errors.New("npm is not installed")
 	}
-	name := strings.NewReplacer("@", "", "/", "-").Replace("paperclip-cli-conformance-" + ClaudePackage + "-" + CodexPackage)
+	name = strings.NewReplacer("@", "", "/", "-").Replace(name)
 	dir := filepath.Join(os.TempDir(), name)
-	bin := filepath.Join(dir, "node_modules", ".bin")
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
-		return bin, nil
+		return dir, nil
 	}
 	// Install beside the final directory and rename it into place, so a
 	// concurrent or interrupted install never leaves a half-filled cache.
@@ -58,7 +68,7 @@ func installCLIs() (string, error) {
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--no-save", "--prefix", tmp, ClaudePackage, CodexPackage)
+	cmd := exec.CommandContext(ctx, npm, append([]string{"install", "--no-audit", "--no-fund", "--no-save", "--prefix", tmp}, pkgs...)...)
 	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("npm install: %v\n%s", err, out)
@@ -75,5 +85,5 @@ func installCLIs() (string, error) {
 			return "", fmt.Errorf("keep the npm install: %w", err)
 		}
 	}
-	return bin, nil
+	return dir, nil
 }

@@ -419,6 +419,7 @@ func (u *UI) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(key, "pcb_") {
 		if k, err := st.LookupBoardKey(ctx, st.DB, store.HashToken(key)); err == nil {
 			if usr, err := st.GetUser(ctx, st.DB, k.UserID); err == nil {
+				_ = st.NoteBoardKeyUsed(ctx, st.DB, k) // signing in is a use; never refuses
 				s = store.UISession{UserID: usr.ID, BoardKeyID: k.ID, KeyCompanyID: k.CompanyID,
 					CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(sessionAbsolute)}
 				ok = true

@@ -16,6 +16,8 @@ import (
 // which escape first.
 var funcs = template.FuncMap{
 	"asset":       assetPath,
+	"fieldErr":    fieldError,
+	"formErr":     formError,
 	"taskStatus":  func(s string) string { return labelOr(taskStatusLabels, s) },
 	"priority":    func(s string) string { return labelOr(priorityLabels, s) },
 	"runStatus":   func(s string) string { return labelOr(runStatusLabels, s) },

@@ -1,7 +1,6 @@
 package ui_test
 
 import (
-	"context"
 	"net/url"
 	"strings"
 	"testing"
@@ -9,8 +8,6 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
-	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -143,38 +140,5 @@ func TestActivityReadsAsSentences(t *testing.T) {
 				t.Errorf("activity lacks %q", want)
 			}
 		}
-	})
-}
-
-// expireSend stops a retrying send's automatic attempts the way the
-// worker does when the 23-hour confirmation window passes (a test cannot
-// wait for it): under the send's thread lease, so the worker is never
-// mid-attempt when the state changes.
-func expireSend(t *testing.T, inst *testkit.Instance, pid string) {
-	t.Helper()
-	ctx := context.Background()
-	st := inst.Store
-	pub, err := st.GetPublication(ctx, st.DB, pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conv, err := st.GetConversation(ctx, st.DB, pub.ConversationID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 30*time.Second, "the send's thread lease", func() bool {
-		l, _, err := st.TryLease(ctx, st.DB, pub.CompanyID, pub.EndpointID, store.ThreadLeaseKey(conv.ExternalThreadID), "test", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l == nil {
-			return false
-		}
-		defer func() { _ = l.Release(ctx) }()
-		if err := st.SetPublicationState(ctx, st.DB, pid, domain.SendUnknown,
-			"The send confirmation window has expired. Check AgentMail before resolving this delivery.", nil); err != nil {
-			t.Fatal(err)
-		}
-		return true
 	})
 }

@@ -151,8 +151,8 @@ func (u *UI) renderInbox(c *rc, status int, d *inboxData) {
 	if title == "" {
 		title = "Email address"
 	}
-	c.render(status, "email_inbox", view{Title: title + " · " + d.TabLabel(d.Tab), Nav: "apps",
-		Crumbs: c.appsCrumbs(crumb{"AgentMail", c.agentmailPath("")}, crumb{title, ""}), Data: d})
+	c.render(status, "email_inbox", view{Title: title + " · " + d.TabLabel(d.Tab), Nav: emailNav,
+		Crumbs: c.emailCrumbs(crumb{title, ""}), Data: d})
 }
 
 func (u *UI) loadAccess(c *rc, d *inboxData) {
@@ -262,8 +262,8 @@ func (u *UI) renderDisconnect(c *rc, status int, d *inboxData) {
 	if title == "" {
 		title = "Email address"
 	}
-	c.render(status, "email_disconnect", view{Title: "Disconnect " + title, Nav: "apps",
-		Crumbs: c.appsCrumbs(crumb{"AgentMail", c.agentmailPath("")}, crumb{title, d.Base + "/settings"}, crumb{"Disconnect", ""}), Data: d})
+	c.render(status, "email_disconnect", view{Title: "Disconnect " + title, Nav: emailNav,
+		Crumbs: c.emailCrumbs(crumb{title, d.Base + "/settings"}, crumb{"Disconnect", ""}), Data: d})
 }
 
 func (u *UI) inboxDisconnect(c *rc) {

@@ -217,8 +217,8 @@ func (u *UI) companyQuarantinePage(c *rc) {
 			d.In.Inboxes[ib.ID] = *ib.Address
 		}
 	}
-	c.render(http.StatusOK, "email_quarantine", view{Title: "Quarantine · AgentMail", Nav: "apps",
-		Crumbs: c.appsCrumbs(crumb{"AgentMail", c.agentmailPath("")}, crumb{"Quarantine", ""}), Data: d})
+	c.render(http.StatusOK, "email_quarantine", view{Title: "Quarantine · Email", Nav: emailNav,
+		Crumbs: c.emailCrumbs(crumb{"Quarantine", ""}), Data: d})
 }
 
 // quarantinedData is one quarantined message's page.
@@ -240,8 +240,8 @@ func (u *UI) quarantinedPage(c *rc) {
 		return
 	}
 	d.Action = c.agentmailPath("/quarantine")
-	c.render(http.StatusOK, "email_quarantined", view{Title: "Quarantined email · AgentMail", Nav: "apps",
-		Crumbs: c.appsCrumbs(crumb{"AgentMail", c.agentmailPath("")}, crumb{"Quarantine", d.Back}, crumb{"Message", ""}), Data: d})
+	c.render(http.StatusOK, "email_quarantined", view{Title: "Quarantined email · Email", Nav: emailNav,
+		Crumbs: c.emailCrumbs(crumb{"Quarantine", d.Back}, crumb{"Message", ""}), Data: d})
 }
 
 func (u *UI) liftSuppression(c *rc) {

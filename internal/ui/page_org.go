@@ -265,6 +265,9 @@ type membersData struct {
 	// and admins: all; others: their own), with their owners' emails.
 	Keys   []domain.BoardAPIKey
 	People map[string]string
+	// Owners counts the owners: the last one is offered no role change
+	// and no Remove (the API refuses both).
+	Owners int
 }
 
 func (u *UI) membersPage(c *rc) { u.renderMembers(c, http.StatusOK, membersData{}) }
@@ -284,6 +287,9 @@ func (u *UI) renderMembers(c *rc, status int, d membersData) {
 	d.People = map[string]string{}
 	for _, m := range d.Members {
 		d.People[m.UserID] = personName(m.Email)
+		if m.Role == domain.RoleOwner {
+			d.Owners++
+		}
 	}
 	if d.Member.Role == "" {
 		d.Member.Role = "member"

@@ -156,6 +156,11 @@ func TestTaskEmailView(t *testing.T) {
 		if i, j := strings.Index(card, "Earlier thread text"), strings.Index(card, `<details class="email-fulltext"`); i < j {
 			t.Errorf("quoted history outside Show full email")
 		}
+		// An email task reads as its conversation: no generated
+		// Description, and the first email opens the timeline.
+		if strings.Contains(body, `id="desc-h"`) || strings.Index(body, `id="task-timeline"`) > strings.Index(body, `class="email-card email-in"`) {
+			t.Errorf("the email task shows a generated Description, or its first email is not the timeline's start")
+		}
 		// The system comment that carries the text for agents is replaced
 		// by the card.
 		if strings.Contains(body, "Email from") {
@@ -275,7 +280,7 @@ func TestTaskEmailView(t *testing.T) {
 			t.Errorf("a retrying send: %s", intent)
 		}
 		// Retries stop (the confirmation window passes): now it is uncertain.
-		expireSend(t, m.inst, ukey)
+		testkit.ExpireSend(t, m.inst, ukey)
 		ap = m.admin.get(upath).body
 		intent = between(ap, `<article class="email-intent"`, `</article>`)
 		for _, want := range []string{`data-publication-id="` + ukey + `"`, "Delivery uncertain", "Resolve delivery after checking AgentMail",

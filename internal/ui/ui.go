@@ -167,6 +167,7 @@ func (u *UI) routes() {
 	u.emailRoutes(m)
 	u.reviewRoutes(m)
 	u.notificationRoutes(m)
+	u.adminRoutes(m)
 
 	m.HandleFunc("/", u.page(func(c *rc) { c.notFound() }))
 }
