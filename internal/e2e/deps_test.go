@@ -127,7 +127,7 @@ func TestLayering(t *testing.T) {
 
 	// Who may import the HTTP API, the wiring and the CLI at all.
 	importers := map[string][]string{
-		"internal/api":    {"internal/server", "internal/ui", "internal/cli", "internal/demo", "internal/testkit", "internal/qualify", "cmd/paperclipai"},
+		"internal/api":    {"internal/server", "internal/ui", "internal/apiclient", "internal/cli", "internal/demo", "internal/testkit", "internal/qualify", "cmd/paperclipai"},
 		"internal/server": {"internal/cli", "internal/demo", "internal/testkit", "internal/qualify", "cmd/paperclipai"},
 		"internal/cli":    {"cmd/paperclipai"},
 	}
@@ -139,6 +139,20 @@ func TestLayering(t *testing.T) {
 			if slices.Contains(d, dep) {
 				t.Errorf("%s depends on %s; only %v may", pkg, dep, allowed)
 			}
+		}
+	}
+
+	// Our own API has one client: the UI (in-process), the CLI and
+	// qualification (over HTTP) call its typed methods, so their links to
+	// the routes' types show here. The client sits below all three.
+	for _, pkg := range []string{"internal/ui", "internal/cli", "internal/qualify"} {
+		if !slices.Contains(deps[pkg], "internal/apiclient") {
+			t.Errorf("%s does not depend on internal/apiclient: its API calls bypass the typed client", pkg)
+		}
+	}
+	for _, above := range []string{"internal/server", "internal/ui", "internal/cli", "internal/qualify", "internal/testkit"} {
+		if slices.Contains(deps["internal/apiclient"], above) {
+			t.Errorf("internal/apiclient depends on %s; the client sits below its callers", above)
 		}
 	}
 
