@@ -124,6 +124,14 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		w.Header().Set("X-Request-Id", rid)
 		r = r.WithContext(context.WithValue(r.Context(), ridKey{}, rid))
 		rec := &statusRecorder{ResponseWriter: w}
+		// A request with a preset actor came from this process (the web
+		// UI rendering a page through internal/apiclient), not from the
+		// network: it is counted apart and logged at debug level, so page
+		// views do not read as API traffic.
+		via, level := viaHTTP, logLevel
+		if _, preset := presetActor(r.Context()); preset {
+			via, level = viaInProcess, inProcessLogLevel
+		}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -140,11 +148,11 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			}
 			d := time.Since(start)
 			if s.Metrics != nil {
-				s.Metrics.HTTPRequests.WithLabelValues(route, r.Method, http.StatusText(rec.status)).Inc()
-				s.Metrics.HTTPDuration.WithLabelValues(route).Observe(d.Seconds())
+				s.Metrics.HTTPRequests.WithLabelValues(route, r.Method, http.StatusText(rec.status), via).Inc()
+				s.Metrics.HTTPDuration.WithLabelValues(route, via).Observe(d.Seconds())
 			}
-			s.log.Log(r.Context(), logLevel(rec.status), "http request", "requestId", rid, "method", r.Method,
-				"route", route, "status", rec.status, "durationMs", d.Milliseconds())
+			s.log.Log(r.Context(), level(rec.status), "http request", "requestId", rid, "method", r.Method,
+				"route", route, "status", rec.status, "durationMs", d.Milliseconds(), "via", via)
 		}()
 		// Public routes (health, signed provider webhooks) authenticate
 		// differently or not at all, so they get no actor.

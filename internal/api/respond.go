@@ -100,3 +100,19 @@ func logLevel(status int) slog.Level {
 	}
 	return slog.LevelInfo
 }
+
+// inProcessLogLevel is logLevel for an in-process request: a server error
+// stays an error, everything else is debug.
+func inProcessLogLevel(status int) slog.Level {
+	if status >= 500 {
+		return slog.LevelError
+	}
+	return slog.LevelDebug
+}
+
+// The via label of the request metrics and logs: from the network, or
+// from this process (the web UI's in-process calls).
+const (
+	viaHTTP      = "http"
+	viaInProcess = "in_process"
+)

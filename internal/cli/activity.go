@@ -4,11 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -110,29 +108,12 @@ func newActivityExportCmd() *cobra.Command {
 // read into memory); a refused request prints the server's error as
 // call does.
 func (c *apiClient) download(cmd *cobra.Command, path string, w io.Writer) error {
-	path = "/" + strings.TrimPrefix(strings.TrimPrefix(path, "/"), "api/")
-	req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, c.base+path, nil)
+	resp, err := c.Stream(cmd.Context(), path, w)
 	if err != nil {
-		return err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	// No overall timeout: a large export streams for as long as it has
-	// rows (the client's 60 s would cut it short).
-	hc := *c.http
-	hc.Timeout = 0
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("call GET %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 400 {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return apiFailure(cmd, resp.StatusCode, resp.Header, body)
-	}
-	if _, err := io.Copy(w, resp.Body); err != nil {
 		return fmt.Errorf("activity export: %w", err)
+	}
+	if resp.Status >= 400 {
+		return apiFailure(cmd, resp.Status, resp.Header, resp.Body)
 	}
 	return nil
 }

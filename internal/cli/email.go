@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/paperclipai/paperclipai/internal/config"
 )
 
 // newEmailCmd builds the agent-facing email commands. They call the same
@@ -23,7 +24,7 @@ func newEmailCmd() *cobra.Command {
 		if company != "" {
 			return company, nil
 		}
-		if v := os.Getenv("PAPERCLIP_COMPANY_ID"); v != "" {
+		if v := config.LoadClient(nil).CompanyID; v != "" {
 			return v, nil
 		}
 		return "", errors.New("no company: set PAPERCLIP_COMPANY_ID or --company")

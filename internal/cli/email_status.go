@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,19 +30,12 @@ func newEmailStatusCmd(companyID func() (string, error)) *cobra.Command {
 				return err
 			}
 			c := newAPIClient()
-			status, hdr, out, err := c.doHeader(cmd.Context(), "GET", "/companies/"+cid+"/email/inboxes", nil)
+			inboxes, err := c.Inboxes(cid).All(cmd.Context(), nil)
 			if err != nil {
-				return err
-			}
-			if status >= 400 {
-				return apiFailure(cmd, status, hdr, out)
-			}
-			var inboxes []domain.EmailEndpointSummary
-			if err := json.Unmarshal(out, &inboxes); err != nil {
-				return fmt.Errorf("read inboxes: %w", err)
+				return typedFailure(cmd, err)
 			}
 			if asJSON {
-				if err := printJSON(cmd.OutOrStdout(), out); err != nil {
+				if err := writeAPIJSON(cmd.OutOrStdout(), inboxes); err != nil {
 					return err
 				}
 			} else {
@@ -65,20 +57,22 @@ func newEmailStatusCmd(companyID func() (string, error)) *cobra.Command {
 // caller cannot list agents).
 func agentNames(cmd *cobra.Command, c *apiClient, companyID string) map[string]string {
 	names := map[string]string{}
-	status, out, err := c.do(cmd.Context(), "GET", "/companies/"+companyID+"/agents", nil)
-	if err != nil || status != http.StatusOK {
+	agents, err := c.Agents(companyID).All(cmd.Context(), nil)
+	if err != nil {
 		return names
 	}
-	var agents []struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-	}
-	if json.Unmarshal(out, &agents) == nil {
-		for _, a := range agents {
-			names[a.ID] = a.Name
-		}
+	for _, a := range agents {
+		names[a.ID] = a.Name
 	}
 	return names
+}
+
+// writeAPIJSON writes v indented, as the API encodes it (no HTML escaping).
+func writeAPIJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // printInboxStatus writes one block per inbox.

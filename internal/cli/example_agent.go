@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/paperclipai/paperclipai/internal/config"
 )
 
 // newExampleAgentCmd builds built-in example agents for demos and tests.
@@ -94,7 +96,7 @@ func stableUUID(s string) string {
 }
 
 func runAutoreply(cmd *cobra.Command, _ []string) error {
-	task := os.Getenv("PAPERCLIP_TASK_ID")
+	task := config.LoadClient(nil).TaskID
 	if task == "" {
 		return errors.New("PAPERCLIP_TASK_ID is not set: run me as an agent")
 	}

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+
+	"github.com/paperclipai/paperclipai/internal/config"
 )
 
 // bearer adds the run token to every MCP request.
@@ -53,7 +54,8 @@ func newMCPAutoreplyCmd() *cobra.Command {
 		Short: "Like autoreply, but through the MCP tools agentmail_read_thread / agentmail_send / agentmail_delivery / call_api",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, token := os.Getenv("PAPERCLIP_API_URL"), os.Getenv("PAPERCLIP_API_KEY")
+			env := config.LoadClient(nil)
+			api, token := env.APIURL, env.APIKey
 			if api == "" || token == "" {
 				return errors.New("PAPERCLIP_API_URL and PAPERCLIP_API_KEY must be set: run me as an agent")
 			}
@@ -75,7 +77,7 @@ func newMCPAutoreplyCmd() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), "task has no email thread; nothing to do")
 				return nil
 			}
-			task := os.Getenv("PAPERCLIP_TASK_ID")
+			task := env.TaskID
 			done := func() error {
 				if task == "" {
 					return nil

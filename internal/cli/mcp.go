@@ -4,11 +4,11 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/mcpstdio"
 )
 
@@ -31,19 +31,20 @@ func newMCPCmd() *cobra.Command {
 // mcpTarget derives the /mcp endpoint and credentials from the run
 // environment, the same way the API client does.
 func mcpTarget() mcpstdio.Target {
-	c := newAPIClient()
-	t := mcpstdio.Target{Endpoint: strings.TrimSuffix(c.base, "/api") + "/mcp", Header: http.Header{},
+	env := config.LoadClient(nil)
+	t := mcpstdio.Target{Endpoint: strings.TrimSuffix(env.APIBase(), "/api") + "/mcp", Header: http.Header{},
 		Client: &http.Client{}}
-	if socket, ok := strings.CutPrefix(os.Getenv("PAPERCLIP_API_URL"), "unix:"); ok {
+	if socket, ok := env.Socket(); ok {
+		t.Endpoint = "http://paperclip/mcp"
 		t.Client.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", socket)
 		}}
 	}
-	if c.token != "" {
-		t.Header.Set("Authorization", "Bearer "+c.token)
-		if c.runID != "" {
-			t.Header.Set("X-Paperclip-Run-Id", c.runID)
+	if env.APIKey != "" {
+		t.Header.Set("Authorization", "Bearer "+env.APIKey)
+		if env.RunID != "" {
+			t.Header.Set("X-Paperclip-Run-Id", env.RunID)
 		}
 	}
 	return t

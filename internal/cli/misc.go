@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/buildinfo"
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/db"
@@ -52,33 +53,23 @@ func newVersionCmd() *cobra.Command {
 // and run id from the agent environment, or a board key, or nothing (local
 // board).
 type apiClient struct {
-	base  string
-	token string
-	runID string
-	http  *http.Client
+	*apiclient.Client
+	env config.Client
 }
 
 func newAPIClient() *apiClient {
-	base := os.Getenv("PAPERCLIP_API_URL")
-	if base == "" {
-		listen := os.Getenv("PAPERCLIP_LISTEN")
-		if listen == "" {
-			listen = "127.0.0.1:3100"
-		}
-		base = "http://" + listen + "/api"
-	}
-	c := &apiClient{base: strings.TrimRight(base, "/"), token: os.Getenv("PAPERCLIP_API_KEY"),
-		runID: os.Getenv("PAPERCLIP_RUN_ID"), http: &http.Client{Timeout: 60 * time.Second}}
-	if socket, ok := strings.CutPrefix(base, "unix:"); ok {
+	env := config.LoadClient(nil)
+	base, hc := env.APIBase(), &http.Client{Timeout: 60 * time.Second}
+	if socket, ok := env.Socket(); ok {
 		// "unix:<socket>" is the API of a sandboxed run: HTTP over the
 		// run's bridge socket, which serves the /api tree.
-		c.base = "http://paperclip/api"
-		c.http.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		base = "http://paperclip/api"
+		hc.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", socket)
 		}}
 	}
-	return c
+	return &apiClient{Client: apiclient.New(apiclient.Options{BaseURL: base, Token: env.APIKey, RunID: env.RunID, HTTP: hc}), env: env}
 }
 
 // do sends one request; path is relative to /api (a leading "/api" is accepted).
@@ -87,33 +78,12 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte) (i
 	return status, out, err
 }
 
-// doHeader is do that also returns the response headers.
+// doHeader is do that also returns the response headers. The CLI passes
+// the API's JSON through as it came, so these commands use the client's
+// untyped Raw call.
 func (c *apiClient) doHeader(ctx context.Context, method, path string, body []byte) (int, http.Header, []byte, error) {
-	path = "/" + strings.TrimPrefix(strings.TrimPrefix(path, "/"), "api/")
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-		if c.runID != "" && strings.HasPrefix(c.token, "pcr_") {
-			req.Header.Set("X-Paperclip-Run-Id", c.runID)
-		}
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, nil, fmt.Errorf("call %s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	return resp.StatusCode, resp.Header, out, err
+	res, err := c.Raw(ctx, method, path, body)
+	return res.Status, res.Header, res.Body, err
 }
 
 // Exit codes of the API-calling commands (docs/agents.md, "Errors and exit
@@ -179,6 +149,19 @@ func apiFailure(cmd *cobra.Command, status int, hdr http.Header, out []byte) err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "error: %s (HTTP %d)\n", msg, status)
 	return exitError{code: exitAPIError}
+}
+
+// typedFailure is apiFailure for a typed call's error; other errors pass.
+func typedFailure(cmd *cobra.Command, err error) error {
+	var ae *apiclient.Error
+	if errors.As(err, &ae) {
+		h := http.Header{}
+		if ae.RetryAfterRaw != "" {
+			h.Set("Retry-After", ae.RetryAfterRaw)
+		}
+		return apiFailure(cmd, ae.Status, h, ae.Body)
+	}
+	return err
 }
 
 // printJSON writes an answer indented (or as it came when it is not JSON).

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/qualify"
 )
 
@@ -37,6 +38,7 @@ func newQualifyCmd() *cobra.Command {
 			"Board authority comes from PAPERCLIP_API_KEY (a board key), or the local board. See docs/qualification.md.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			env := config.LoadClient(nil)
 			key, err := readAgentMailKey(cmd, keyFile)
 			if err != nil {
 				return err
@@ -48,17 +50,17 @@ func newQualifyCmd() *cobra.Command {
 				o.CompanyID = f.Value.String()
 			}
 			if o.CompanyID == "" {
-				o.CompanyID = os.Getenv("PAPERCLIP_COMPANY_ID")
+				o.CompanyID = env.CompanyID
 			}
-			o.Token = os.Getenv("PAPERCLIP_API_KEY")
+			o.Token = env.APIKey
 			if strings.HasPrefix(o.Token, "pcr_") {
 				return errors.New("qualification needs board authority: PAPERCLIP_API_KEY holds an agent run token")
 			}
 			if o.Server == "" {
-				o.Server = defaultServerURL()
+				o.Server = env.ServerURL()
 			}
 			if o.ProviderURL == "" {
-				o.ProviderURL = os.Getenv("PAPERCLIP_AGENTMAIL_API_URL")
+				o.ProviderURL = env.AgentMailAPIURL
 				if o.Emulator != "" {
 					o.ProviderURL = strings.TrimRight(o.Emulator, "/") + "/v0"
 				}
@@ -123,18 +125,6 @@ func newQualifyCmd() *cobra.Command {
 	f.DurationVar(&o.Settle, "settle", 5*time.Second, "time a new live connection gets to subscribe (real provider only)")
 	_ = cmd.MarkFlagRequired("recipient")
 	return cmd
-}
-
-// defaultServerURL is the server the CLI talks to by default.
-func defaultServerURL() string {
-	if v := os.Getenv("PAPERCLIP_API_URL"); v != "" && !strings.HasPrefix(v, "unix:") {
-		return strings.TrimSuffix(strings.TrimRight(v, "/"), "/api")
-	}
-	listen := os.Getenv("PAPERCLIP_LISTEN")
-	if listen == "" {
-		listen = "127.0.0.1:3100"
-	}
-	return "http://" + listen
 }
 
 // readAgentMailKey reads the key from a file, stdin ("-") or a prompt that

@@ -98,6 +98,9 @@ type Config struct {
 	// WATCHDOG_USEC) for a Type=notify unit; empty and zero otherwise.
 	NotifySocket     string
 	WatchdogInterval time.Duration
+	// UIPollMS overrides every live-refresh interval of the web UI
+	// (PAPERCLIP_UI_POLL_MS, milliseconds; tests); zero keeps each page's.
+	UIPollMS int
 }
 
 // Flags holds the raw flag values; empty means "not given".
@@ -240,6 +243,9 @@ func Load(f Flags, getenv Getenv) (Config, error) {
 			}
 			c.WatchdogInterval = time.Duration(n) * time.Microsecond
 		}
+	}
+	if v, err := strconv.Atoi(getenv("PAPERCLIP_UI_POLL_MS")); err == nil && v > 0 {
+		c.UIPollMS = v
 	}
 	if v := getenv("PAPERCLIP_SHUTDOWN_GRACE"); v != "" {
 		d, err := time.ParseDuration(v)

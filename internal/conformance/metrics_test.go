@@ -171,19 +171,19 @@ func TestStageMetricsAfterTraffic(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		m = e.scrape()
 		atLeast = map[string]float64{
-			`paperclip_email_send_receipts_total{kind="message.sent"}`:                                                        4,
-			`paperclip_email_send_receipts_total{kind="message.bounced"}`:                                                     1,
-			`paperclip_email_send_receipts_total{kind="message.rejected"}`:                                                    1,
-			`paperclip_email_admission_seconds_count{source="catchup"}`:                                                       1,
-			`paperclip_email_deliveries_total{outcome="filtered"}`:                                                            1,
-			`paperclip_email_deliveries_total{outcome="duplicate"}`:                                                           1,
-			`paperclip_email_deliveries_total{outcome="retry"}`:                                                               1,
-			`paperclip_email_delivery_oldest_waiting_seconds{state="retry"}`:                                                  0.001,
-			`paperclip_heartbeat_runs_started_total`:                                                                          2,
-			`paperclip_heartbeat_runs_finished_total{status="succeeded"}`:                                                     2,
-			`paperclip_heartbeat_run_duration_seconds_count`:                                                                  2,
-			`paperclip_http_requests_total{code="Accepted",method="POST",route="POST /api/companies/{companyId}/email/send"}`: 5,
-			`paperclip_http_request_duration_seconds_count{route="POST /api/companies/{companyId}/email/send"}`:               5,
+			`paperclip_email_send_receipts_total{kind="message.sent"}`:                                                                   4,
+			`paperclip_email_send_receipts_total{kind="message.bounced"}`:                                                                1,
+			`paperclip_email_send_receipts_total{kind="message.rejected"}`:                                                               1,
+			`paperclip_email_admission_seconds_count{source="catchup"}`:                                                                  1,
+			`paperclip_email_deliveries_total{outcome="filtered"}`:                                                                       1,
+			`paperclip_email_deliveries_total{outcome="duplicate"}`:                                                                      1,
+			`paperclip_email_deliveries_total{outcome="retry"}`:                                                                          1,
+			`paperclip_email_delivery_oldest_waiting_seconds{state="retry"}`:                                                             0.001,
+			`paperclip_heartbeat_runs_started_total`:                                                                                     2,
+			`paperclip_heartbeat_runs_finished_total{status="succeeded"}`:                                                                2,
+			`paperclip_heartbeat_run_duration_seconds_count`:                                                                             2,
+			`paperclip_http_requests_total{code="Accepted",method="POST",route="POST /api/companies/{companyId}/email/send",via="http"}`: 5,
+			`paperclip_http_request_duration_seconds_count{route="POST /api/companies/{companyId}/email/send",via="http"}`:               5,
 		}
 		for name, min := range atLeast {
 			if v, ok := m[name]; !ok || v < min {

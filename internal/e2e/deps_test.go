@@ -2,9 +2,11 @@ package e2e_test
 
 import (
 	"bufio"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -181,7 +183,7 @@ func TestLayering(t *testing.T) {
 
 	// Who may import the HTTP API, the wiring and the CLI at all.
 	importers := map[string][]string{
-		"internal/api":    {"internal/server", "internal/ui", "internal/cli", "internal/demo", "internal/testkit", "internal/qualify", "cmd/paperclipai"},
+		"internal/api":    {"internal/server", "internal/ui", "internal/apiclient", "internal/cli", "internal/demo", "internal/testkit", "internal/qualify", "cmd/paperclipai"},
 		"internal/server": {"internal/cli", "internal/demo", "internal/testkit", "internal/qualify", "cmd/paperclipai"},
 		"internal/cli":    {"cmd/paperclipai"},
 	}
@@ -193,6 +195,20 @@ func TestLayering(t *testing.T) {
 			if slices.Contains(d, dep) {
 				t.Errorf("%s depends on %s; only %v may", pkg, dep, allowed)
 			}
+		}
+	}
+
+	// Our own API has one client: the UI (in-process), the CLI and
+	// qualification (over HTTP) call its typed methods, so their links to
+	// the routes' types show here. The client sits below all three.
+	for _, pkg := range []string{"internal/ui", "internal/cli", "internal/qualify"} {
+		if !slices.Contains(deps[pkg], "internal/apiclient") {
+			t.Errorf("%s does not depend on internal/apiclient: its API calls bypass the typed client", pkg)
+		}
+	}
+	for _, above := range []string{"internal/server", "internal/ui", "internal/cli", "internal/qualify", "internal/testkit"} {
+		if slices.Contains(deps["internal/apiclient"], above) {
+			t.Errorf("internal/apiclient depends on %s; the client sits below its callers", above)
 		}
 	}
 
@@ -269,5 +285,43 @@ func TestModuleAllowlist(t *testing.T) {
 		if _, ok := allowed[path]; !ok {
 			t.Errorf("go.mod requires %s, which is not on the reviewed list of internal/e2e/deps_test.go", path)
 		}
+	}
+}
+
+// TestEnvironmentThroughConfig keeps configuration in one place: outside
+// internal/config only the packages listed here read the process
+// environment, each for a reason that is not configuration.
+func TestEnvironmentThroughConfig(t *testing.T) {
+	allowed := map[string]string{
+		"internal/config/":           "the one reader of settings (Load, LoadClient)",
+		"internal/heartbeat/":        "passes named host variables (PATH, an adapter's PassEnv) into runs, read at run time and never stored",
+		"internal/cli/run.go":        "checks that the demo agent's provider credentials are set before passing them through (demo.CLIAgent)",
+		"internal/dbtest/":           "test support: the test database URL and CI",
+		"internal/testkit/":          "test support: CI and the overrides a test sets with t.Setenv",
+		"internal/agentcli/fakecli/": "tests only: the stand-in CLI reports the environment it was given",
+	}
+	uses := regexp.MustCompile(`\bos\.(Getenv|LookupEnv)\b`)
+	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		for prefix := range allowed {
+			if strings.HasPrefix(rel, prefix) {
+				return nil
+			}
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if m := uses.Find(b); m != nil {
+			t.Errorf("%s reads the environment (%s): read it through internal/config", rel, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

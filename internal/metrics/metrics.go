@@ -27,12 +27,12 @@ func New() *Metrics {
 	m := &Metrics{
 		Registry: r,
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "paperclip_http_requests_total", Help: "HTTP requests by route pattern, method and status code.",
-		}, []string{"route", "method", "code"}),
+			Name: "paperclip_http_requests_total", Help: "API requests by route pattern, method, status code and via (http: from the network; in_process: the web UI's own calls).",
+		}, []string{"route", "method", "code", "via"}),
 		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "paperclip_http_request_duration_seconds", Help: "HTTP request latency by route pattern.",
+			Name: "paperclip_http_request_duration_seconds", Help: "API request latency by route pattern and via.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-		}, []string{"route"}),
+		}, []string{"route", "via"}),
 		RunsStarted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "paperclip_heartbeat_runs_started_total", Help: "Heartbeat runs started by this process.",
 		}),

@@ -11,10 +11,12 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/paperclipai/paperclipai/internal/apiclient"
+	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
-// APIError is an error answer of the Paperclip API or the emulator's
-// control API: the status and the server's own message (servers never put
+// APIError is an error answer of the emulator's control API: the status and the server's own message (servers never put
 // credentials in messages).
 type APIError struct {
 	Method, Path string
@@ -26,14 +28,22 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%s %s: HTTP %d: %s", e.Method, e.Path, e.Status, e.Message)
 }
 
-// statusOf returns the HTTP status of an APIError, or 0.
+// statusOf returns the HTTP status of an APIError (the emulator's) or an
+// apiclient.Error (the server's), or 0.
 func statusOf(err error) int {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae.Status
 	}
+	var ce *apiclient.Error
+	if errors.As(err, &ce) {
+		return ce.Status
+	}
 	return 0
 }
+
+// callTimeout bounds one API call.
+const callTimeout = 60 * time.Second
 
 // jsonClient calls a JSON HTTP API under one base URL.
 type jsonClient struct {
@@ -53,7 +63,7 @@ func (c *jsonClient) call(ctx context.Context, method, path string, body, out an
 		}
 		rd = bytes.NewReader(raw)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
@@ -98,67 +108,22 @@ func (c *jsonClient) call(ctx context.Context, method, path string, body, out an
 	return nil
 }
 
-// endpoint is the part of EmailEndpointSummary qualification reads.
-type endpoint struct {
-	ID            string     `json:"id"`
-	Address       string     `json:"address"`
-	Status        string     `json:"status"`
-	ReceiveMode   string     `json:"receiveMode"`
-	LastError     *string    `json:"lastError"`
-	LastSyncAt    *time.Time `json:"lastSyncAt"`
-	HealthMessage string     `json:"healthMessage"`
+// newAPI is the Paperclip API client of a run: the server's /api with the
+// operator's board key, each call bounded like the emulator's.
+func newAPI(o Options) *apiclient.Client {
+	hc := *o.HTTPClient
+	if hc.Timeout == 0 {
+		hc.Timeout = callTimeout
+	}
+	return apiclient.New(apiclient.Options{BaseURL: strings.TrimRight(o.Server, "/") + "/api", Token: o.Token, HTTP: &hc})
 }
 
-// issue is the part of a task qualification reads.
-type issue struct {
-	ID    string `json:"id"`
-	Title string `json:"title"`
-}
-
-// threadMessage and thread are the parts of EmailThreadSummary read here.
-type threadMessage struct {
-	ProviderMessageID string `json:"providerMessageId"`
-	Direction         string `json:"direction"`
-	From              string `json:"from"`
-}
-
-type thread struct {
-	ConversationID string          `json:"conversationId"`
-	Messages       []threadMessage `json:"messages"`
-}
-
-// delivery is one inbound delivery of a task with its stage timestamps.
-type delivery struct {
-	ID                string     `json:"id"`
-	ProviderMessageID string     `json:"providerMessageId"`
-	ProviderThreadID  string     `json:"providerThreadId"`
-	EventKind         string     `json:"eventKind"`
-	Source            string     `json:"source"`
-	State             string     `json:"state"`
-	ReceivedAt        time.Time  `json:"receivedAt"`
-	ProcessedAt       *time.Time `json:"processedAt"`
-	AdmissionToWakeMs *int64     `json:"admissionToWakeMs"`
-}
-
-// run is the part of a heartbeat run read here.
-type run struct {
-	ID            string     `json:"id"`
-	Status        string     `json:"status"`
-	WakeReason    string     `json:"wakeReason"`
-	RefusalReason string     `json:"refusalReason"`
-	CreatedAt     time.Time  `json:"createdAt"`
-	StartedAt     *time.Time `json:"startedAt"`
-}
-
-// publication is EmailPublicationSummary.
-type publication struct {
-	ID                string     `json:"id"`
-	Outcome           string     `json:"outcome"`
-	Error             *string    `json:"error"`
-	ProviderMessageID *string    `json:"providerMessageId"`
-	CreatedAt         time.Time  `json:"createdAt"`
-	SentAt            *time.Time `json:"sentAt"`
-	DeliveredAt       *time.Time `json:"deliveredAt"`
+// address is an inbox's address ("" before setup chose one).
+func address(ep domain.EmailEndpointSummary) string {
+	if ep.Address == nil {
+		return ""
+	}
+	return *ep.Address
 }
 
 // emulatorControl drives the AgentMail emulator's control API.

@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 )
 
 // Receive modes.
@@ -129,7 +131,7 @@ func (nopProgress) Note(string)  {}
 // runner holds one run's state.
 type runner struct {
 	o     Options
-	api   *jsonClient
+	api   *apiclient.Client
 	emu   *emulatorControl
 	prov  *agentmail.Client
 	rep   *Report
@@ -157,7 +159,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	id := randomID()
 	r := &runner{o: o, prov: prov, short: id[:8], steps: map[string]*Step{},
-		api: &jsonClient{base: o.Server + "/api", token: o.Token, http: o.HTTPClient}}
+		api: newAPI(o)}
 	provider := "agentmail"
 	if o.Emulator != "" {
 		provider = "emulator"
@@ -299,18 +301,12 @@ func (r *runner) note(format string, args ...any) {
 // preflight checks the server and the key and creates the agent.
 func (r *runner) preflight(ctx context.Context) bool {
 	ok := r.do(ctx, "preflight.server", func(ctx context.Context) (string, error) {
-		var health struct {
-			Status, Database, Version string
-		}
-		if err := r.api.call(ctx, "GET", "/health", nil, &health); err != nil {
+		health, err := r.api.Health(ctx)
+		if err != nil {
 			return "", err
 		}
-		var settings struct {
-			Experimental struct {
-				EnableChatConnectors bool `json:"enableChatConnectors"`
-			} `json:"experimental"`
-		}
-		if err := r.api.call(ctx, "GET", "/instance/settings", nil, &settings); err != nil {
+		settings, err := r.api.Settings(ctx)
+		if err != nil {
 			return "", err
 		}
 		if !settings.Experimental.EnableChatConnectors {
@@ -324,14 +320,11 @@ func (r *runner) preflight(ctx context.Context) bool {
 	})
 	ok = ok && r.do(ctx, "preflight.key", r.inspectKey)
 	ok = ok && r.do(ctx, "preflight.agent", func(ctx context.Context) (string, error) {
-		var ag struct {
-			ID string `json:"id"`
-		}
 		// A no-op agent: its run proves that the wake starts a run, and
 		// nothing it does can disturb the checks (docs/qualification.md).
-		err := r.api.call(ctx, "POST", "/companies/"+r.companyID+"/agents", map[string]any{
-			"name": "Email qualification " + r.short, "adapterType": "process",
-			"adapterConfig": map[string]any{"command": "true", "timeoutSec": 60}}, &ag)
+		name, typ := "Email qualification "+r.short, "process"
+		ag, err := r.api.CreateAgent(ctx, r.companyID, apiclient.AgentInput{Name: &name, AdapterType: &typ,
+			AdapterConfig: json.RawMessage(`{"command":"true","timeoutSec":60}`)})
 		if err != nil {
 			return "", err
 		}
@@ -352,18 +345,14 @@ const companyName = "Email qualification"
 
 func (r *runner) ensureCompany(ctx context.Context) error {
 	if r.o.CompanyID != "" {
-		var c issue
-		if err := r.api.call(ctx, "GET", "/companies/"+r.o.CompanyID, nil, &c); err != nil {
+		if _, err := r.api.Company(ctx, r.o.CompanyID); err != nil {
 			return err
 		}
 		r.companyID = r.o.CompanyID
 		return nil
 	}
-	var list []struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-	}
-	if err := r.api.call(ctx, "GET", "/companies", nil, &list); err != nil {
+	list, err := r.api.Companies(ctx)
+	if err != nil {
 		return err
 	}
 	for _, c := range list {
@@ -372,8 +361,8 @@ func (r *runner) ensureCompany(ctx context.Context) error {
 			return nil
 		}
 	}
-	var c issue
-	if err := r.api.call(ctx, "POST", "/companies", map[string]any{"name": companyName}, &c); err != nil {
+	c, err := r.api.CreateCompany(ctx, companyName)
+	if err != nil {
 		return err
 	}
 	r.companyID = c.ID

@@ -9,19 +9,16 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
 )
 
 // inspectKey asks the server (not the provider) what the key reaches, so
 // the key is checked exactly as setup will use it, and decides which inbox
 // is qualified and how test mail reaches it.
 func (r *runner) inspectKey(ctx context.Context) (string, error) {
-	var res struct {
-		Scope   string `json:"scope"`
-		Inboxes []struct {
-			InboxID string `json:"inboxId"`
-		} `json:"inboxes"`
-	}
-	if err := r.api.call(ctx, "POST", "/companies/"+r.companyID+"/email/inspect", map[string]any{"apiKey": r.o.APIKey}, &res); err != nil {
+	res, err := r.api.Inspect(ctx, r.companyID, r.o.APIKey)
+	if err != nil {
 		return "", err
 	}
 	r.rep.KeyScope = res.Scope
@@ -193,15 +190,16 @@ func (r *runner) qualifyMode(ctx context.Context, mode string, first bool) {
 // connect sets the inbox up (first mode) or switches its receive mode,
 // then waits until it receives.
 func (r *runner) connect(ctx context.Context, mode string, first bool) (string, error) {
-	var ep endpoint
+	var ep domain.EmailEndpointSummary
+	var err error
 	if first || r.endpointID == "" {
-		body := map[string]any{"assignedAgentId": r.agentID, "apiKey": r.o.APIKey, "receiveMode": mode, "idempotencyKey": randomID()}
+		in := email.SetupInput{AssignedAgentID: r.agentID, APIKey: r.o.APIKey, ReceiveMode: mode, IdempotencyKey: randomID()}
 		if r.address != "" {
-			body["inboxId"] = r.address
+			in.InboxID = r.address
 		} else {
-			body["username"] = r.username()
+			in.Username = r.username()
 		}
-		if err := r.api.call(ctx, "POST", "/companies/"+r.companyID+"/email/inboxes", body, &ep); err != nil {
+		if ep, err = r.api.SetupInbox(ctx, r.companyID, in); err != nil {
 			return "", err
 		}
 		r.endpointID, r.rep.EndpointID = ep.ID, ep.ID
@@ -209,9 +207,8 @@ func (r *runner) connect(ctx context.Context, mode string, first bool) (string, 
 			r.rep.InboxCreated = true
 			r.before = &registrations{webhooks: map[string]bool{}, keys: map[string]bool{}}
 		}
-		r.address, r.rep.Inbox = strings.ToLower(ep.Address), strings.ToLower(ep.Address)
-	} else if err := r.api.call(ctx, "POST", "/email/inboxes/"+r.endpointID+"/reconnect",
-		map[string]any{"apiKey": r.o.APIKey, "receiveMode": mode}, &ep); err != nil {
+		r.address, r.rep.Inbox = strings.ToLower(address(ep)), strings.ToLower(address(ep))
+	} else if ep, err = r.api.ReconnectInbox(ctx, r.endpointID, email.ReconnectInput{APIKey: r.o.APIKey, ReceiveMode: mode}); err != nil {
 		return "", err
 	}
 	if ep.Status != "active" || ep.ReceiveMode != mode {
@@ -230,8 +227,8 @@ func (r *runner) connect(ctx context.Context, mode string, first bool) (string, 
 func (r *runner) awaitReceiving(ctx context.Context, mode string) (string, error) {
 	start := time.Now()
 	err := r.waitFor(ctx, "the inbox's first catch-up scan", func(ctx context.Context) (bool, error) {
-		var ep endpoint
-		if err := r.api.call(ctx, "GET", "/email/inboxes/"+r.endpointID, nil, &ep); err != nil {
+		ep, err := r.api.Inbox(ctx, r.endpointID)
+		if err != nil {
 			return false, err
 		}
 		if ep.Status != "active" {
@@ -258,8 +255,8 @@ func (r *runner) awaitReceiving(ctx context.Context, mode string) (string, error
 // lastSync is the inbox's last finished catch-up scan (nil before the
 // first).
 func (r *runner) lastSync(ctx context.Context) (*time.Time, error) {
-	var ep endpoint
-	if err := r.api.call(ctx, "GET", "/email/inboxes/"+r.endpointID, nil, &ep); err != nil {
+	ep, err := r.api.Inbox(ctx, r.endpointID)
+	if err != nil {
 		return nil, err
 	}
 	return ep.LastSyncAt, nil
@@ -364,8 +361,8 @@ func (r *runner) awaitAdmission(ctx context.Context, m *Inbound) error {
 		return err
 	}
 	err = r.waitFor(ctx, "the message's processed delivery", func(ctx context.Context) (bool, error) {
-		var th *thread
-		if err := r.api.call(ctx, "GET", "/companies/"+r.companyID+"/email/tasks/"+m.TaskID, nil, &th); err != nil || th == nil {
+		th, err := r.api.Thread(ctx, r.companyID, m.TaskID)
+		if err != nil || th == nil {
 			return false, err
 		}
 		m.ConversationID = th.ConversationID
@@ -377,8 +374,8 @@ func (r *runner) awaitAdmission(ctx context.Context, m *Inbound) error {
 				}
 			}
 		}
-		var ds []delivery
-		if err := r.api.call(ctx, "GET", "/companies/"+r.companyID+"/email/tasks/"+m.TaskID+"/deliveries", nil, &ds); err != nil {
+		ds, err := r.api.TaskDeliveries(ctx, r.companyID, m.TaskID)
+		if err != nil {
 			return false, err
 		}
 		for _, d := range ds {
@@ -421,14 +418,14 @@ func (r *runner) awaitAdmission(ctx context.Context, m *Inbound) error {
 func quote(s string) string { return `"` + s + `"` }
 
 // tasksFor lists the qualification agent's email tasks whose title holds token.
-func (r *runner) tasksFor(ctx context.Context, token string) ([]issue, error) {
-	var all []issue
+func (r *runner) tasksFor(ctx context.Context, token string) ([]domain.Issue, error) {
 	// The newest 200: a qualification's tasks are the company's latest.
 	q := url.Values{"assigneeAgentId": {r.agentID}, "originKind": {"chat_channel"}, "limit": {"200"}}
-	if err := r.api.call(ctx, "GET", "/companies/"+r.companyID+"/issues?"+q.Encode(), nil, &all); err != nil {
+	all, _, err := r.api.Issues(r.companyID).Page(ctx, q)
+	if err != nil {
 		return nil, err
 	}
-	var out []issue
+	var out []domain.Issue
 	for _, t := range all {
 		if strings.Contains(t.Title, token) {
 			out = append(out, t)
@@ -438,13 +435,13 @@ func (r *runner) tasksFor(ctx context.Context, token string) ([]issue, error) {
 }
 
 // wakesFor lists the email wakes of a task.
-func (r *runner) wakesFor(ctx context.Context, taskID string) ([]run, error) {
-	var runs []run
+func (r *runner) wakesFor(ctx context.Context, taskID string) ([]domain.Run, error) {
 	q := url.Values{"agentId": {r.agentID}, "issueId": {taskID}, "limit": {"200"}}
-	if err := r.api.call(ctx, "GET", "/companies/"+r.companyID+"/heartbeat-runs?"+q.Encode(), nil, &runs); err != nil {
+	runs, _, err := r.api.Runs(r.companyID).Page(ctx, q)
+	if err != nil {
 		return nil, err
 	}
-	var out []run
+	var out []domain.Run
 	for _, w := range runs {
 		if w.WakeReason == "email_received" {
 			out = append(out, w)
@@ -480,7 +477,10 @@ func (r *runner) reconnect(ctx context.Context, mode string) (string, error) {
 			return "", err
 		}
 	} else {
-		if err := r.inboxAction(ctx, "reconnect", "/reconnect", map[string]any{"apiKey": r.o.APIKey, "receiveMode": mode}); err != nil {
+		if err := r.inboxAction(ctx, "reconnect", func(ctx context.Context) error {
+			_, err := r.api.ReconnectInbox(ctx, r.endpointID, email.ReconnectInput{APIKey: r.o.APIKey, ReceiveMode: mode})
+			return err
+		}); err != nil {
 			return "", err
 		}
 		if _, err := r.awaitReceiving(ctx, mode); err != nil {
@@ -579,16 +579,18 @@ func (r *runner) interruptByPause(ctx context.Context, mode string) (string, err
 
 // control runs an inbox control action (see inboxAction).
 func (r *runner) control(ctx context.Context, action string) error {
-	return r.inboxAction(ctx, action, "/control", map[string]any{"action": action})
+	return r.inboxAction(ctx, action, func(ctx context.Context) error {
+		_, err := r.api.ControlInbox(ctx, r.endpointID, action)
+		return err
+	})
 }
 
-// inboxAction posts body to the inbox's route sub (a control action or a
-// reconnect), retrying while another email operation, a catch-up scan say,
-// holds the inbox (409 "retry shortly").
-func (r *runner) inboxAction(ctx context.Context, what, sub string, body map[string]any) error {
+// inboxAction runs call (a control action or a reconnect of the inbox),
+// retrying while another email operation, a catch-up scan say, holds the
+// inbox (409 "retry shortly").
+func (r *runner) inboxAction(ctx context.Context, what string, call func(context.Context) error) error {
 	return r.waitFor(ctx, "the inbox to "+what, func(ctx context.Context) (bool, error) {
-		var ep endpoint
-		err := r.api.call(ctx, "POST", "/email/inboxes/"+r.endpointID+sub, body, &ep)
+		err := call(ctx)
 		if statusOf(err) == 409 {
 			return false, err
 		}

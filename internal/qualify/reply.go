@@ -7,27 +7,29 @@ import (
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
+	"github.com/paperclipai/paperclipai/internal/apiclient"
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/outbound"
 )
 
 // reply sends an explicit reply to m through Paperclip's send API with
 // board authority and waits for the provider's delivery receipt.
 func (r *runner) reply(ctx context.Context, mode string, m *Inbound) (*Reply, string, error) {
-	var p publication
-	err := r.api.call(ctx, "POST", "/companies/"+r.companyID+"/email/send", map[string]any{
-		"endpointId": r.endpointID, "conversationId": m.ConversationID, "replyToMessageId": m.ProviderMessageID,
-		"replyAll": false, "idempotencyKey": randomID(),
-		"text": "Live qualification reply (" + r.rep.RunID + ", " + mode + "). No action needed."}, &p)
+	replyAll := false
+	p, err := r.api.Send(ctx, r.companyID, outbound.SendRequest{EndpointID: r.endpointID, ConversationID: m.ConversationID,
+		ReplyToMessageID: m.ProviderMessageID, ReplyAll: &replyAll, IdempotencyKey: randomID(),
+		Text: "Live qualification reply (" + r.rep.RunID + ", " + mode + "). No action needed."})
 	if err != nil {
 		return nil, "", err
 	}
 	accepted := p.CreatedAt.UTC()
-	rep := &Reply{Mode: mode, PublicationID: p.ID, Outcome: p.Outcome, AcceptedAt: &accepted}
+	rep := &Reply{Mode: mode, PublicationID: p.ID, Outcome: string(p.Outcome), AcceptedAt: &accepted}
 	r.rep.Replies = append(r.rep.Replies, rep)
 	err = r.waitFor(ctx, "the reply's delivery receipt", func(ctx context.Context) (bool, error) {
-		if err := r.api.call(ctx, "GET", "/companies/"+r.companyID+"/email/deliveries/"+p.ID, nil, &p); err != nil {
+		if p, err = r.api.SendStatus(ctx, r.companyID, p.ID); err != nil {
 			return false, err
 		}
-		rep.Outcome = p.Outcome
+		rep.Outcome = string(p.Outcome)
 		if p.ProviderMessageID != nil {
 			rep.ProviderMessageID = *p.ProviderMessageID
 		}
@@ -164,8 +166,7 @@ func (r *runner) cleanup(ctx context.Context) {
 			if err := r.control(ctx, "remove"); err != nil {
 				problems = append(problems, "remove the inbox connection: "+err.Error())
 			} else {
-				var ep endpoint
-				if err := r.api.call(ctx, "GET", "/email/inboxes/"+r.endpointID, nil, &ep); err != nil {
+				if ep, err := r.api.Inbox(ctx, r.endpointID); err != nil {
 					problems = append(problems, err.Error())
 				} else if ep.Status != "archived" {
 					problems = append(problems, "the inbox connection is "+ep.Status+", not archived")
@@ -189,7 +190,8 @@ func (r *runner) cleanup(ctx context.Context) {
 			parts = append(parts, "provider inbox "+r.address+" left in place")
 		}
 		if r.agentID != "" {
-			if err := r.api.call(ctx, "PATCH", "/agents/"+r.agentID, map[string]any{"status": "terminated"}, nil); err != nil {
+			terminated := domain.AgentTerminated
+			if _, err := r.api.PatchAgent(ctx, r.agentID, apiclient.AgentInput{Status: &terminated}); err != nil {
 				problems = append(problems, "retire the agent: "+err.Error())
 			} else {
 				parts = append(parts, "agent retired")

@@ -114,7 +114,10 @@ type Options struct {
 }
 
 // Start opens everything, starts the workers and begins serving; it returns
-// once the listener is bound.
+// once the listener is bound. Its steps: the home and its lock, the data
+// (openData), the services (the email channel, newHeartbeat, the API and
+// the routes of the other services), the HTTP surface (newHTTP), the
+// background work (startBackground) and serving.
 func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error) {
 	if opts.LogOutput == nil {
 		opts.LogOutput = os.Stderr
@@ -147,48 +150,10 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	if err != nil {
 		return nil, err
 	}
-	if s.DB, err = db.Open(ctx, cfg.DatabaseURL, cfg.SQLitePath()); err != nil {
+	if err := s.openData(ctx, key); err != nil {
 		return nil, err
 	}
-	if !cfg.ManualMigrate {
-		if err := s.DB.Migrate(ctx, logger); err != nil {
-			return nil, err
-		}
-	} else if err := s.DB.CheckCurrent(ctx); err != nil {
-		// PAPERCLIP_AUTO_MIGRATE=false: an operator migrates explicitly
-		// (`paperclipai admin migrate`), and serving an old schema would
-		// fail on the first new column.
-		return nil, err
-	}
-	s.Store = store.New(s.DB)
-	if _, err := s.Store.EnsureUser(ctx, s.DB, store.LocalBoardEmail, "Local board", true); err != nil {
-		return nil, err
-	}
-	if s.Vault, err = vault.New(key, s.Store); err != nil {
-		return nil, err
-	}
-	// A replica with another master key would fail on every secret, and
-	// silently (docs/operations.md, "Replicas and the master key").
-	if err := s.Vault.CheckMasterKey(ctx); err != nil {
-		logger.Error("refusing to start", "err", err)
-		return nil, err
-	}
-	s.vaultChecked.Store(true)
-	s.Vault.OnResolve = red.Add
 	s.Metrics = metrics.New()
-
-	// Sandboxes never run as root: a root server starts them as the
-	// dedicated unprivileged identity.
-	sandboxUser, err := sandbox.HostIdentity()
-	if err != nil {
-		return nil, err
-	}
-	binary := opts.AgentBinary
-	if binary == "" {
-		if binary, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("find the paperclipai executable: %w", err)
-		}
-	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -220,9 +185,106 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		BounceRateHigh: func(ctx context.Context, endpointID string, sends, bounced int) {
 			s.bounceRateHigh(ctx, endpointID, sends, bounced)
 		}})
-	s.Heartbeat = heartbeat.New(heartbeat.Options{
+	if s.Heartbeat, err = s.newHeartbeat(opts, "http://"+ln.Addr().String()+"/api", runnerID, exclusive); err != nil {
+		return nil, err
+	}
+	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Attachments: s.attachments, Authz: az, Policy: &policy.Service{Store: s.Store},
+		Heartbeat: s.Heartbeat, Vault: s.Vault, Metrics: s.Metrics, Logger: logger.With("component", "api"),
+		StopCompanyEmail: s.Email.DisconnectCompany})
+	// Company notification webhooks, before the email channel, whose send
+	// side emits review and failure events through them.
+	s.Notifications = notifications.New(s.Store, az, s.Vault, logger.With("component", "notifications"), cfg.RequestBodyMaxBytes)
+	s.Notifications.Routes(s.API)
+	s.workers = append(s.workers, s.Notifications, &healthWatch{email: s.Email, notes: s.Notifications, st: s.Store,
+		every: orDefault(cfg.NotificationWatchInterval, defaultWatchEvery)})
+	s.newEmailChannel(az, amClient, runnerID, exclusive, receiveWork, sendWork)
+	// Data retention: the owners' settings API and the daily purge.
+	s.Retention = &retention.Service{Store: s.Store, WorkspacesDir: cfg.WorkspacesDir()}
+	s.Retention.Routes(s.API, az)
+	s.workers = append(s.workers, &retention.Job{Service: s.Retention, Holder: runnerID, Log: logger.With("component", "retention")})
+
+	handler, webUI, err := s.newHTTP(az, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.startBackground(ctx); err != nil {
+		return nil, err
+	}
+	// No ReadTimeout or WriteTimeout: MCP responses stream and attachment
+	// downloads may be slow; the guard bounds each request body instead.
+	s.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: orDefault(cfg.HeaderReadTimeout, 10*time.Second),
+		IdleTimeout: orDefault(cfg.IdleTimeout, 2*time.Minute), MaxHeaderBytes: MaxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	// Open UI event streams end when shutdown begins (it does not cancel
+	// request contexts itself).
+	s.httpSrv.RegisterOnShutdown(webUI.Stop)
+	go func() { s.serveDone <- s.httpSrv.Serve(ln) }()
+	logger.Info("paperclipai started", "listen", ln.Addr().String(), "database", string(s.DB.Dialect),
+		"mode", cfg.DeploymentMode, "home", cfg.Home)
+	if cfg.InsecureLocalWebhooks {
+		logger.Warn("insecure local webhooks: webhook events arrive over plain HTTP on loopback; for trying webhooks with the local emulator only",
+			"publicUrl", cfg.PublicURL)
+	}
+	ok = true
+	return s, nil
+}
+
+// openData opens and migrates the database, ensures the local board user
+// and opens the vault, refusing a master key other replicas do not share.
+func (s *Server) openData(ctx context.Context, key []byte) error {
+	cfg, logger := s.Config, s.Logger
+	var err error
+	if s.DB, err = db.Open(ctx, cfg.DatabaseURL, cfg.SQLitePath()); err != nil {
+		return err
+	}
+	if !cfg.ManualMigrate {
+		if err := s.DB.Migrate(ctx, logger); err != nil {
+			return err
+		}
+	} else if err := s.DB.CheckCurrent(ctx); err != nil {
+		// PAPERCLIP_AUTO_MIGRATE=false: an operator migrates explicitly
+		// (`paperclipai admin migrate`), and serving an old schema would
+		// fail on the first new column.
+		return err
+	}
+	s.Store = store.New(s.DB)
+	if _, err := s.Store.EnsureUser(ctx, s.DB, store.LocalBoardEmail, "Local board", true); err != nil {
+		return err
+	}
+	if s.Vault, err = vault.New(key, s.Store); err != nil {
+		return err
+	}
+	// A replica with another master key would fail on every secret, and
+	// silently (docs/operations.md, "Replicas and the master key").
+	if err := s.Vault.CheckMasterKey(ctx); err != nil {
+		logger.Error("refusing to start", "err", err)
+		return err
+	}
+	s.vaultChecked.Store(true)
+	s.Vault.OnResolve = s.Redactor.Add
+	return nil
+}
+
+// newHeartbeat builds the run scheduler: its adapters (sandboxed runs
+// reach the API through the bridge to s.Mux), the identity sandboxes run
+// as, and the run metrics. apiURL is the API as runs reach it.
+func (s *Server) newHeartbeat(opts Options, apiURL, runnerID string, exclusive bool) (*heartbeat.Service, error) {
+	cfg, logger := s.Config, s.Logger
+	// Sandboxes never run as root: a root server starts them as the
+	// dedicated unprivileged identity.
+	sandboxUser, err := sandbox.HostIdentity()
+	if err != nil {
+		return nil, err
+	}
+	binary := opts.AgentBinary
+	if binary == "" {
+		if binary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("find the paperclipai executable: %w", err)
+		}
+	}
+	return heartbeat.New(heartbeat.Options{
 		Store: s.Store, Logger: logger.With("component", "heartbeat"), RunnerID: runnerID,
-		APIURL: "http://" + ln.Addr().String() + "/api",
+		APIURL: apiURL,
 		Adapters: s.adapters(sandbox.Bridger(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.Mux.ServeHTTP(w, r) }),
 			s.publicationTask, logger.With("component", "sandbox")), logger),
 		LeaseTTL: cfg.RunLeaseTTL, MaxConcurrent: cfg.MaxConcurrentRuns, LogMaxBytes: cfg.RunLogMaxBytes,
@@ -243,28 +305,22 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 				s.Metrics.RunDuration.Observe(d.Seconds())
 			},
 		},
-	})
-	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Attachments: s.attachments, Authz: az, Policy: &policy.Service{Store: s.Store},
-		Heartbeat: s.Heartbeat, Vault: s.Vault, Metrics: s.Metrics, Logger: logger.With("component", "api"),
-		StopCompanyEmail: s.Email.DisconnectCompany})
-	// Company notification webhooks, before the email channel, whose send
-	// side emits review and failure events through them.
-	s.Notifications = notifications.New(s.Store, az, s.Vault, logger.With("component", "notifications"), cfg.RequestBodyMaxBytes)
-	s.Notifications.Routes(s.API)
-	s.workers = append(s.workers, s.Notifications, &healthWatch{email: s.Email, notes: s.Notifications, st: s.Store,
-		every: orDefault(cfg.NotificationWatchInterval, defaultWatchEvery)})
-	s.newEmailChannel(az, amClient, runnerID, exclusive, receiveWork, sendWork)
-	// Data retention: the owners' settings API and the daily purge.
-	s.Retention = &retention.Service{Store: s.Store, WorkspacesDir: cfg.WorkspacesDir()}
-	s.Retention.Routes(s.API, az)
-	s.workers = append(s.workers, &retention.Job{Service: s.Retention, Holder: runnerID, Log: logger.With("component", "retention")})
+	}), nil
+}
+
+// newHTTP builds what the listener serves once every route is registered:
+// the API behind the request guard, /mcp, the probes and metrics, and the
+// web UI (an in-process client of the API). It returns the guarded handler
+// and the UI, whose event streams end at shutdown.
+func (s *Server) newHTTP(az *authz.Service, key []byte) (http.Handler, *ui.UI, error) {
+	cfg, logger := s.Config, s.Logger
 	apiHandler := s.API.Handler()
 	s.MCP = &mcpserver.Server{Store: s.Store, Heartbeat: s.Heartbeat, Email: s.Email, Outbound: s.Outbound, Authz: az,
 		API: apiHandler, Log: logger.With("component", "mcp")}
 
 	guard, err := newGuard(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.Mux = http.NewServeMux()
 	s.Mux.Handle("/api/", guard.API(apiHandler, websec.APIOptions{Multipart: api.MultipartRoutes}))
@@ -272,50 +328,37 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.Mux.Handle("GET /metrics", s.metricsHandler())
 	s.Mux.HandleFunc("GET /healthz", healthz)
 	s.Mux.HandleFunc("GET /readyz", s.readyz)
-	webUI, err := ui.New(ui.Deps{Config: cfg, API: apiHandler, Store: s.Store, MasterKey: key, Redact: red.Add,
+	webUI, err := ui.New(ui.Deps{Config: cfg, API: apiHandler, Store: s.Store, MasterKey: key, Redact: s.Redactor.Add,
 		Logger: logger.With("component", "ui")})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.Mux.Handle("/", webUI)
+	return guard.Wrap(s.Mux), webUI, nil
+}
 
+// startBackground starts the heartbeat, then the workers in order, then
+// the metrics listener; on a failure it stops what it started.
+func (s *Server) startBackground(ctx context.Context) error {
 	if err := s.Heartbeat.Start(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	for i, w := range s.workers {
 		if err := w.Start(ctx); err != nil {
 			_ = s.stopWorkers(context.Background(), i)
 			_ = s.Heartbeat.Shutdown(context.Background())
-			return nil, err
+			return err
 		}
 	}
 	s.workersStarted.Store(true)
 	if err := s.startMetricsListener(); err != nil {
 		_ = s.stopWorkers(context.Background(), len(s.workers))
 		_ = s.Heartbeat.Shutdown(context.Background())
-		return nil, err
+		return err
 	}
-	// No ReadTimeout or WriteTimeout: MCP responses stream and attachment
-	// downloads may be slow; the guard bounds each request body instead.
-	s.httpSrv = &http.Server{Handler: guard.Wrap(s.Mux), ReadHeaderTimeout: orDefault(cfg.HeaderReadTimeout, 10*time.Second),
-		IdleTimeout: orDefault(cfg.IdleTimeout, 2*time.Minute), MaxHeaderBytes: MaxHeaderBytes,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	// Open UI event streams end when shutdown begins (it does not cancel
-	// request contexts itself).
-	s.httpSrv.RegisterOnShutdown(webUI.Stop)
-	go func() { s.serveDone <- s.httpSrv.Serve(ln) }()
-	logger.Info("paperclipai started", "listen", ln.Addr().String(), "database", string(s.DB.Dialect),
-		"mode", cfg.DeploymentMode, "home", cfg.Home)
-	if cfg.InsecureLocalWebhooks {
-		logger.Warn("insecure local webhooks: webhook events arrive over plain HTTP on loopback; for trying webhooks with the local emulator only",
-			"publicUrl", cfg.PublicURL)
-	}
-	ok = true
-	return s, nil
+	return nil
 }
 
-// orDefault is d, or def when d is not positive (a Config built by hand,
-// without config.Load's defaults, must not mean "no timeout").
 func orDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {
 		return def

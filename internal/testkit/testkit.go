@@ -56,10 +56,11 @@ type Instance struct {
 func Config(t testing.TB, databaseURL string) config.Config {
 	t.Helper()
 	home := t.TempDir()
-	// Only the email timing overrides come from the environment (tests
-	// set them with t.Setenv, as the crash tests do for the binary).
+	// Only the email timing overrides and the UI's poll interval come from
+	// the environment (tests set them with t.Setenv, as the crash tests do
+	// for the binary).
 	cfg, err := config.Load(config.Flags{Listen: "127.0.0.1:0", Home: home, DatabaseURL: databaseURL}, func(k string) string {
-		if strings.HasPrefix(k, "PAPERCLIP_EMAIL_") {
+		if strings.HasPrefix(k, "PAPERCLIP_EMAIL_") || k == "PAPERCLIP_UI_POLL_MS" {
 			return os.Getenv(k)
 		}
 		return ""

@@ -1,19 +1,15 @@
 package ui
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/authz"
 )
 
@@ -32,109 +28,94 @@ type APIError struct {
 
 func (e *APIError) Error() string { return e.Message }
 
-// callAPI dispatches one request to the API handler in-process, with the
-// actor preset (the API then skips its own authentication), and decodes a
+// acting returns ctx carrying a as the API's preset actor: the API then
+// skips its own authentication and tags the request as in-process.
+func acting(ctx context.Context, a authz.Actor) context.Context { return api.WithPresetActor(ctx, a) }
+
+// uiError converts an apiclient error into the UI's APIError (nil for nil).
+func uiError(err error) *APIError {
+	if err == nil {
+		return nil
+	}
+	var ae *apiclient.Error
+	if errors.As(err, &ae) {
+		return &APIError{Status: ae.Status, Message: ae.Message, Code: ae.Code, Details: ae.Details,
+			RetryAfter: ae.RetryAfter, RequestID: ae.RequestID}
+	}
+	return &APIError{Status: http.StatusInternalServerError, Message: fmt.Sprintf("unexpected API answer: %v", err)}
+}
+
+// callAPI dispatches one request to the API handler in-process through
+// the client's untyped path call, with the actor preset, and decodes a
 // JSON answer into out (when not nil). in is JSON-encoded when not nil.
+// Every page calls a typed method (c.cl()) instead; this stays for a route
+// the client has no method for yet.
 func (u *UI) callAPI(ctx context.Context, a authz.Actor, method, path string, in, out any) *APIError {
-	var body io.Reader
-	if in != nil {
-		raw, err := json.Marshal(in)
-		if err != nil {
-			return &APIError{Status: http.StatusInternalServerError, Message: "could not encode the request"}
-		}
-		body = bytes.NewReader(raw)
-	}
-	req := httptest.NewRequestWithContext(api.WithPresetActor(ctx, a), method, "/api"+path, body)
-	req.RemoteAddr = "127.0.0.1:0"
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return u.dispatch(req, out)
+	return uiError(u.client.Do(acting(ctx, a), method, path, in, out))
 }
 
-// dispatch runs req against the API and decodes the answer.
-func (u *UI) dispatch(req *http.Request, out any) *APIError {
-	_, e := u.dispatchHeader(req, out)
-	return e
-}
+// cl is the typed API client; its calls need a context from c.ctx() (or
+// acting) to act as the request's actor.
+func (c *rc) cl() *apiclient.Client { return c.u.client }
 
-// dispatchHeader is dispatch that also returns the answer's headers.
-func (u *UI) dispatchHeader(req *http.Request, out any) (http.Header, *APIError) {
-	rec := httptest.NewRecorder()
-	u.d.API.ServeHTTP(rec, req)
-	res := rec.Result()
-	if res.StatusCode >= 400 {
-		return res.Header, decodeAPIError(res.StatusCode, res.Header, rec.Body.Bytes())
-	}
-	if out != nil && rec.Body.Len() > 0 {
-		if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
-			return res.Header, &APIError{Status: http.StatusInternalServerError, Message: fmt.Sprintf("unexpected API answer: %v", err),
-				RequestID: res.Header.Get("X-Request-Id")}
-		}
-	}
-	return res.Header, nil
-}
+// ctx is the request's context with its actor preset for the API.
+func (c *rc) ctx() context.Context { return acting(c.r.Context(), c.actor) }
 
-func decodeAPIError(status int, h http.Header, raw []byte) *APIError {
-	var body struct {
-		Error   string         `json:"error"`
-		Code    string         `json:"code"`
-		Details map[string]any `json:"details"`
-	}
-	_ = json.Unmarshal(raw, &body)
-	e := &APIError{Status: status, Message: body.Error, Code: body.Code, Details: body.Details, RequestID: h.Get("X-Request-Id")}
-	if e.Message == "" {
-		e.Message = http.StatusText(status)
-	}
-	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
-		e.RetryAfter = time.Duration(s) * time.Second
-	}
-	return e
-}
-
-// maxFollowPages bounds apiAll: 200 pages of 200 rows.
-const maxFollowPages = 200
-
-// apiPage calls an array listing (GET) as the request's actor and returns
-// the cursor of its next page ("" on the last page; docs/api.md,
-// "Paging").
-func (c *rc) apiPage(path string, out any) (string, *APIError) {
-	req := httptest.NewRequestWithContext(api.WithPresetActor(c.r.Context(), c.actor), http.MethodGet, "/api"+path, nil)
-	req.RemoteAddr = "127.0.0.1:0"
-	h, e := c.u.dispatchHeader(req, out)
+// check converts a typed call's error into the UI's APIError, naming a
+// permission refusal's action like c.api does.
+func (c *rc) check(err error) *APIError {
+	e := uiError(err)
 	c.nameRefusal(e)
-	if e != nil {
-		return "", e
-	}
-	return h.Get("X-Next-Cursor"), nil
+	return e
 }
 
-// apiAll reads every page of an array listing into out, 200 rows a
-// request: the pages that show a whole list (members, agents, inboxes)
-// follow the cursors rather than stop at the first page.
+// apiAll reads every page of an array listing at path into out, through
+// the client's untyped path call: the escape hatch of c.api for a listing
+// the typed client has no method for yet.
 func apiAll[T any](c *rc, path string, out *[]T) *APIError {
-	sep := "?"
-	if strings.Contains(path, "?") {
-		sep = "&"
+	return all(c, apiclient.ListAt[T](c.cl(), path), nil, out)
+}
+
+// all reads every page of a typed listing as the request's actor: the
+// pages that show a whole list (members, agents, inboxes) follow the
+// cursors rather than stop at the first page.
+func all[T any](c *rc, l apiclient.List[T], q url.Values, out *[]T) *APIError {
+	rows, err := l.All(c.ctx(), q)
+	if e := c.check(err); e != nil {
+		return e
 	}
-	all := []T{}
-	cursor := ""
-	for range maxFollowPages {
-		p := path + sep + "limit=200"
-		if cursor != "" {
-			p += "&cursor=" + url.QueryEscape(cursor)
-		}
-		var page []T
-		next, e := c.apiPage(p, &page)
-		if e != nil {
+	*out = rows
+	return nil
+}
+
+// into returns the receiver of a typed call's two results: it stores the
+// answer in out on success and returns the call's error as the UI shows it
+// (see check). Use: e := into(c, &co)(c.cl().Company(c.ctx(), id)).
+func into[T any](c *rc, out *T) func(T, error) *APIError {
+	return func(v T, err error) *APIError {
+		if e := c.check(err); e != nil {
 			return e
 		}
-		all = append(all, page...)
-		if next == "" {
-			break
-		}
-		cursor = next
+		*out = v
+		return nil
 	}
-	*out = all
-	return nil
+}
+
+// page reads one page of a typed listing into out as the request's actor
+// and returns the next page's cursor.
+func page[T any](c *rc, l apiclient.List[T], q url.Values, out *[]T) (string, *APIError) {
+	rows, next, err := l.Page(c.ctx(), q)
+	if e := c.check(err); e != nil {
+		return "", e
+	}
+	*out = rows
+	return next, nil
+}
+
+// opt is a PATCH-style field: nil (left out) when v is empty.
+func opt(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
 }

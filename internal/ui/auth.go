@@ -179,8 +179,8 @@ func (u *UI) page(fn func(c *rc)) http.HandlerFunc {
 // Me returns the actor's /api/me answer (once per request).
 func (c *rc) Me() *api.Me {
 	if c.me == nil {
-		var me api.Me
-		if err := c.api("GET", "/me", nil, &me); err != nil {
+		me, err := c.cl().Me(c.ctx())
+		if c.check(err) != nil {
 			me = api.Me{LocalBoard: c.actor.LocalBoard}
 		}
 		c.me = &me
@@ -192,12 +192,13 @@ func (c *rc) Me() *api.Me {
 func (c *rc) Companies() []domain.Company {
 	if !c.companiesLoaded {
 		c.companiesLoaded = true
-		_ = c.api("GET", "/companies", nil, &c.companies)
+		_ = into(c, &c.companies)(c.cl().Companies(c.ctx()))
 	}
 	return c.companies
 }
 
-// api calls the JSON API as the request's actor. A permission refusal
+// api calls the JSON API by path as the request's actor (the untyped
+// escape hatch: pages call the typed client, c.cl()). A permission refusal
 // learns the route's action, so a form shown again names what was refused.
 func (c *rc) api(method, path string, in, out any) *APIError {
 	e := c.u.callAPI(c.r.Context(), c.actor, method, path, in, out)

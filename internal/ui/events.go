@@ -28,16 +28,10 @@ const (
 // tab must not hold a shutdown up for its grace period).
 func (u *UI) Stop() { u.stopOnce.Do(func() { close(u.stopped) }) }
 
-type changeStamps struct {
-	Tasks         string `json:"tasks"`
-	Runs          string `json:"runs"`
-	Conversations string `json:"conversations"`
-}
-
 func (u *UI) events(c *rc) {
 	rc := http.NewResponseController(c.w)
-	var last changeStamps
-	if e := c.api("GET", "/companies/"+c.cid+"/changes", nil, &last); e != nil {
+	last, err := c.cl().Changes(c.ctx(), c.cid)
+	if e := c.check(err); e != nil {
 		c.fail(e)
 		return
 	}
@@ -66,8 +60,8 @@ func (u *UI) events(c *rc) {
 			return
 		case <-tick.C:
 		}
-		var now changeStamps
-		if e := c.api("GET", "/companies/"+c.cid+"/changes", nil, &now); e != nil {
+		now, err := c.cl().Changes(c.ctx(), c.cid)
+		if err != nil {
 			return // access ended (or the database is away): the client falls back to polling and reconnects
 		}
 		var out string

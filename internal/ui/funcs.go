@@ -11,67 +11,85 @@ import (
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-// funcs are the template functions; none of them turns request or stored
-// data into template.HTML except RenderComment/RenderPlainText (text.go),
-// which escape first.
-var funcs = template.FuncMap{
-	"asset":       assetPath,
-	"fieldErr":    fieldError,
-	"formErr":     formError,
-	"taskStatus":  func(s string) string { return labelOr(taskStatusLabels, s) },
-	"priority":    func(s string) string { return labelOr(priorityLabels, s) },
-	"runStatus":   func(s string) string { return labelOr(runStatusLabels, s) },
-	"refusal":     func(s string) string { return labelOr(refusalLabels, s) },
-	"wakeReason":  func(s string) string { return labelOr(wakeReasonLabels, s) },
-	"agentStatus": func(s string) string { return labelOr(agentStatusLabels, s) },
-	"trust":       func(s string) string { return labelOr(trustLabels, s) },
-	"role":        func(s string) string { return labelOr(roleLabels, s) },
-	"envStatus":   func(s string) string { return labelOr(envStatusLabels, s) },
-	"activity":    func(s string) string { return labelOr(activityLabels, s) },
-	"inboxStatus": func(s string) string { return labelOr(inboxStatusLabels, s) },
-	"inboxHealth": func(s string) string { return labelOr(inboxHealthLabels, s) },
-	"statuses":    func() []string { return taskStatusOrder },
-	"priorities":  func() []string { return priorityOrder },
-	"iso":         func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"when":        formatTime,
-	"whenp":       func(t *time.Time) string { return formatTime(deref(t)) },
-	"isop": func(t *time.Time) string {
-		if t == nil {
-			return ""
-		}
-		return t.UTC().Format(time.RFC3339)
-	},
-	"duration":    runDuration,
-	"runStatuses": func() []string { return runStatusOrder },
-	"bytes":       humanBytes,
-	"short":       shortID,
-	"comment":     RenderComment,
-	"plain":       RenderPlainText,
-	"join":        strings.Join,
-	// vis shows Unicode format characters (bidirectional overrides,
-	// zero-width characters) as visible escapes instead of applying them:
-	// used on sender names, subjects, titles and file names.
-	"vis":        safetext.ShowFormat,
-	"add":        func(a, b int) int { return a + b },
-	"prettyJSON": prettyJSON,
-	"deref":      deref,
-	"list":       func(v ...string) []string { return v },
-	"person":     personName,
-	"dict": func(kv ...any) map[string]any {
-		m := map[string]any{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[fmt.Sprint(kv[i])] = kv[i+1]
-		}
-		return m
-	},
-	"contains": func(list []string, s string) bool {
-		for _, v := range list {
-			if v == s {
-				return true
+// funcMap returns the template functions: the general ones here and each
+// page family's (emailFuncs, taskEmailFuncs, emailListFuncs). None of them
+// turns request or stored data into template.HTML except
+// RenderComment/RenderPlainText (text.go), which escape first.
+func funcMap() template.FuncMap {
+	m := baseFuncs()
+	for _, more := range []template.FuncMap{emailFuncs(), taskEmailFuncs(), emailListFuncs()} {
+		for name, fn := range more {
+			if _, dup := m[name]; dup {
+				panic("ui: template function " + name + " defined twice")
 			}
+			m[name] = fn
 		}
-		return false
-	},
+	}
+	return m
+}
+
+// baseFuncs are the template functions every page uses.
+func baseFuncs() template.FuncMap {
+	return template.FuncMap{
+		"asset":       assetPath,
+		"fieldErr":    fieldError,
+		"formErr":     formError,
+		"taskStatus":  func(s string) string { return labelOr(taskStatusLabels, s) },
+		"priority":    func(s string) string { return labelOr(priorityLabels, s) },
+		"runStatus":   func(s string) string { return labelOr(runStatusLabels, s) },
+		"refusal":     func(s string) string { return labelOr(refusalLabels, s) },
+		"wakeReason":  func(s string) string { return labelOr(wakeReasonLabels, s) },
+		"agentStatus": func(s string) string { return labelOr(agentStatusLabels, s) },
+		"trust":       func(s string) string { return labelOr(trustLabels, s) },
+		"role":        func(s string) string { return labelOr(roleLabels, s) },
+		"envStatus":   func(s string) string { return labelOr(envStatusLabels, s) },
+		"activity":    func(s string) string { return labelOr(activityLabels, s) },
+		"inboxStatus": func(s string) string { return labelOr(inboxStatusLabels, s) },
+		"inboxHealth": func(s string) string { return labelOr(inboxHealthLabels, s) },
+		"statuses":    func() []string { return taskStatusOrder },
+		"priorities":  func() []string { return priorityOrder },
+		"iso":         func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"when":        formatTime,
+		"whenp":       func(t *time.Time) string { return formatTime(deref(t)) },
+		"isop": func(t *time.Time) string {
+			if t == nil {
+				return ""
+			}
+			return t.UTC().Format(time.RFC3339)
+		},
+		"duration":    runDuration,
+		"runStatuses": func() []string { return runStatusOrder },
+		"bytes":       humanBytes,
+		"short":       shortID,
+		"comment":     RenderComment,
+		"plain":       RenderPlainText,
+		"join":        strings.Join,
+		// vis shows Unicode format characters (bidirectional overrides,
+		// zero-width characters) as visible escapes instead of applying them:
+		// used on sender names, subjects, titles and file names.
+		"vis":        safetext.ShowFormat,
+		"add":        func(a, b int) int { return a + b },
+		"prettyJSON": prettyJSON,
+		"deref":      deref,
+		"list":       func(v ...string) []string { return v },
+		"person":     personName,
+		"dict": func(kv ...any) map[string]any {
+			m := map[string]any{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				m[fmt.Sprint(kv[i])] = kv[i+1]
+			}
+			return m
+		},
+		"contains": func(list []string, s string) bool {
+			for _, v := range list {
+				if v == s {
+					return true
+				}
+			}
+			return false
+		},
+		"tone": tone,
+	}
 }
 
 func deref(t *time.Time) time.Time {
@@ -154,15 +172,17 @@ var tones = map[string]map[string]string{
 	"inbox":    {"active": "green", "paused": "amber", "draft": "amber", "archived": "gray"},
 	"health": {"ok": "green", "connecting": "slate", "attention": "red", "paused": "amber",
 		"setup_incomplete": "amber", "disconnected": "gray"},
+	// The email list's conversation states (emailListStateLabels).
+	"conversation": {"new": "blue", "agent_working": "violet", "reply_pending": "amber",
+		"replied": "green", "delivery_failed": "red", "awaiting_review": "slate"},
 }
 
-func init() {
-	funcs["tone"] = func(kind, v string) string {
-		if t, ok := tones[kind][v]; ok {
-			return t
-		}
-		return "gray"
+// tone is the colour of value v of a kind of state (tones).
+func tone(kind, v string) string {
+	if t, ok := tones[kind][v]; ok {
+		return t
 	}
+	return "gray"
 }
 
 // personName shows a user: the implicit local-board user by its role, everyone

@@ -2,29 +2,33 @@ package ui
 
 import (
 	"fmt"
+	"html/template"
 	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
-// Template functions of the email pages.
-func init() {
-	funcs["outcomeLabel"] = func(s string) string {
-		if l, ok := taskEmailOutcomeLabels[domain.SendOutcome(s)]; ok {
-			return l
-		}
-		return s
+// emailFuncs are the template functions of the email pages.
+func emailFuncs() template.FuncMap {
+	return template.FuncMap{
+		"outcomeLabel": func(s string) string {
+			if l, ok := taskEmailOutcomeLabels[domain.SendOutcome(s)]; ok {
+				return l
+			}
+			return s
+		},
+		"deliveryLabel": func(s string) string { return labelOr(deliveryStateLabels, s) },
+		"eventLabel":    func(s string) string { return labelOr(eventKindLabels, s) },
+		"receiveLabel":  func(s string) string { return labelOr(receiveLabels, s) },
+		"receiveReview": func(s string) string { return labelOr(receiveReviewLabels, s) },
+		"convState":     func(s string) string { return labelOr(conversationStateLabels, s) },
+		"scopeLabel":    scopeLabel,
+		"agentText":     agentText,
+		"day":           func(t time.Time) string { return t.UTC().Format("2006-01-02") },
+		"str":           func(v any) string { return fmt.Sprint(v) },
+		"diag":          diagnostics,
 	}
-	funcs["deliveryLabel"] = func(s string) string { return labelOr(deliveryStateLabels, s) }
-	funcs["eventLabel"] = func(s string) string { return labelOr(eventKindLabels, s) }
-	funcs["receiveLabel"] = func(s string) string { return labelOr(receiveLabels, s) }
-	funcs["receiveReview"] = func(s string) string { return labelOr(receiveReviewLabels, s) }
-	funcs["convState"] = func(s string) string { return labelOr(conversationStateLabels, s) }
-	funcs["scopeLabel"] = scopeLabel
-	funcs["agentText"] = agentText
-	funcs["day"] = func(t time.Time) string { return t.UTC().Format("2006-01-02") }
-	funcs["str"] = func(v any) string { return fmt.Sprint(v) }
 }
 
 // scopeLabel names a credential scope; an inbox key names its inbox.
@@ -72,5 +76,3 @@ func diagnostics(e *APIError) *diagView {
 	}
 	return d
 }
-
-func init() { funcs["diag"] = diagnostics }

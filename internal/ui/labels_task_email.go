@@ -3,7 +3,11 @@ package ui
 // Labels and fixed copy of the task email view (the email cards, send
 // intents and delivery resolution on the task page).
 
-import "github.com/paperclipai/paperclipai/internal/domain"
+import (
+	"html/template"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+)
 
 // Fixed copy of the task email view.
 const (
@@ -95,7 +99,10 @@ var taskEmailCopy = taskEmailCopyT{Received: taskEmailReceived, Sent: taskEmailS
 	ResolveIntro: taskEmailResolveIntro, ResolveOthers: taskEmailResolveOthers, ResolveChecked: taskEmailResolveChecked,
 	Expired: taskEmailExpired}
 
-func init() {
-	funcs["taskEmailCopy"] = func() taskEmailCopyT { return taskEmailCopy }
-	funcs["pendingLabel"] = func() string { return taskEmailPending }
+// taskEmailFuncs are the template functions of a task's email section.
+func taskEmailFuncs() template.FuncMap {
+	return template.FuncMap{
+		"taskEmailCopy": func() taskEmailCopyT { return taskEmailCopy },
+		"pendingLabel":  func() string { return taskEmailPending },
+	}
 }

@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"context"
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"net/http"
 	"slices"
 	"strings"
@@ -45,8 +47,14 @@ func (u *UI) changeRole(c *rc) {
 		c.notFound()
 		return
 	}
-	body := map[string]any{"userId": uid, "role": c.form("role"), "permissions": members[i].Permissions}
-	c.submit("/companies/"+c.cid+"/members", body, c.caps.Admin, func(e *APIError) {
+	body := apiclient.AddMember{UserID: uid, Role: c.form("role"), Permissions: members[i].Permissions}
+	if body.Permissions == nil {
+		body.Permissions = []string{}
+	}
+	c.submit(func(ctx context.Context) error {
+		_, err := c.cl().AddMember(ctx, c.cid, body)
+		return err
+	}, c.caps.Admin, func(e *APIError) {
 		u.renderMembers(c, e.Status, membersData{MemberErr: e})
 	}, "/c/"+c.cid+"/members", flashRoleChanged)
 }

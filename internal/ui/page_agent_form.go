@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentcli"
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
@@ -248,41 +249,43 @@ func (f agentForm) adapterConfig() (string, any, *APIError) {
 // body turns the form into an agent create/patch body. On edit, the
 // adapter config is sent only when it changed, so renaming an agent never
 // rewrites (or needs the rights to rewrite) how it runs.
-func (f agentForm) body(current *domain.Agent) (map[string]any, *APIError) {
+func (f agentForm) body(current *domain.Agent) (apiclient.AgentInput, *APIError) {
 	typ, cfg, e := f.adapterConfig()
 	if e != nil {
-		return nil, e
+		return apiclient.AgentInput{}, e
 	}
-	body := map[string]any{"name": f.Name, "environmentId": f.Environment}
+	name, env := f.Name, f.Environment
+	body := apiclient.AgentInput{Name: &name, EnvironmentID: &env}
 	raw, _ := json.Marshal(cfg)
 	if current == nil || typ != current.AdapterType || !sameJSON(raw, currentConfig(*current)) {
-		body["adapterType"], body["adapterConfig"] = typ, cfg
+		body.AdapterType, body.AdapterConfig = &typ, raw
 	}
 	budget := int64(0)
 	if f.Budget != "" {
 		v, err := strconv.ParseFloat(strings.TrimPrefix(f.Budget, "$"), 64)
 		if err != nil || v < 0 || math.IsInf(v, 0) || v > 1e9 {
-			return nil, &APIError{Status: http.StatusBadRequest, Message: "Monthly budget must be an amount in USD (0 means unlimited)."}
+			return apiclient.AgentInput{}, &APIError{Status: http.StatusBadRequest, Message: "Monthly budget must be an amount in USD (0 means unlimited)."}
 		}
 		budget = int64(math.Round(v * 100))
 	}
-	body["budgetMonthlyCents"] = budget
+	body.BudgetMonthlyCents = &budget
 	if current != nil && f.Status != "" && f.Status != current.Status {
-		body["status"] = f.Status
+		status := f.Status
+		body.Status = &status
 	}
-	perms := map[string]any{"trustPreset": f.Trust, "authorizationPolicy": map[string]any{}}
+	perms := domain.AgentPermissions{TrustPreset: f.Trust, AuthorizationPolicy: &domain.AuthorizationPolicy{}}
 	if f.Trust == domain.TrustLowTrustReview {
 		switch {
 		case f.Kind == "task" && f.Task != "":
-			perms["authorizationPolicy"] = map[string]any{"trustBoundary": map[string]any{"rootIssueId": f.Task}}
+			perms.AuthorizationPolicy.TrustBoundary = &domain.TrustBoundary{RootIssueID: f.Task}
 		case f.Kind != "task" && f.Project != "":
-			perms["authorizationPolicy"] = map[string]any{"trustBoundary": map[string]any{"projectIds": []string{f.Project}}}
+			perms.AuthorizationPolicy.TrustBoundary = &domain.TrustBoundary{ProjectIDs: []string{f.Project}}
 		}
 	}
 	if f.Trust == "" {
-		perms["trustPreset"] = domain.TrustStandard
+		perms.TrustPreset = domain.TrustStandard
 	}
-	body["permissions"] = perms
+	body.Permissions = &perms
 	return body, nil
 }
 
@@ -304,7 +307,7 @@ func currentConfig(a domain.Agent) []byte {
 // administrator's form asks for: the chosen CLI adapter's setting when it
 // differs from the stored one, validated before anything is written; nil
 // when there is none (another adapter, no change, not an administrator).
-func (f agentForm) cliSettingsPatch(current domain.InstanceSettings) (map[string]any, *APIError) {
+func (f agentForm) cliSettingsPatch(current domain.InstanceSettings) (*apiclient.SettingsPatch, *APIError) {
 	in, ok := f.CLI[f.Adapter]
 	if f.CLI == nil || !ok {
 		return nil, nil
@@ -319,7 +322,7 @@ func (f agentForm) cliSettingsPatch(current domain.InstanceSettings) (map[string
 		slices.Equal(want.PassEnv, have.PassEnv) && slices.Equal(want.EgressHosts, have.EgressHosts) {
 		return nil, nil
 	}
-	return map[string]any{"agentCli": map[string]any{f.Adapter: want}}, nil
+	return &apiclient.SettingsPatch{AgentCLI: map[string]*domain.AgentCLISettings{f.Adapter: &want}}, nil
 }
 
 func sameJSON(a, b []byte) bool {
@@ -359,9 +362,9 @@ func (u *UI) renderAgentForm(c *rc, status int, d agentFormData) {
 			}
 		}
 	}
-	_ = c.api("GET", "/companies/"+c.cid+"/environments", nil, &d.Environments)
-	_ = apiAll(c, "/companies/"+c.cid+"/projects", &d.Projects)
-	_ = c.api("GET", "/companies/"+c.cid+"/issues?limit=200", nil, &d.Tasks)
+	_ = into(c, &d.Environments)(c.cl().Environments(c.ctx(), c.cid))
+	_ = all(c, c.cl().Projects(c.cid), nil, &d.Projects)
+	_, _ = page(c, c.cl().Issues(c.cid), apiclient.Query("limit", "200"), &d.Tasks)
 	title, crumbs := "New agent", []crumb{{"Agents", "/c/" + c.cid + "/agents"}, {"New agent", ""}}
 	if d.Edit {
 		title = "Edit " + d.Agent.Name
@@ -372,21 +375,21 @@ func (u *UI) renderAgentForm(c *rc, status int, d agentFormData) {
 
 // instanceSettings reads the instance settings (instance administrators).
 func (u *UI) instanceSettings(c *rc) (domain.InstanceSettings, *APIError) {
-	var v domain.InstanceSettings
-	return v, c.api("GET", "/instance/settings", nil, &v)
+	v, err := c.cl().Settings(c.ctx())
+	return v, c.check(err)
 }
 
 // formChanges turns the form into the agent body and, for an instance
 // administrator, the instance settings patch; both are validated before
 // anything is written.
-func (u *UI) formChanges(c *rc, f agentForm, current *domain.Agent) (map[string]any, map[string]any, *APIError) {
+func (u *UI) formChanges(c *rc, f agentForm, current *domain.Agent) (apiclient.AgentInput, *apiclient.SettingsPatch, *APIError) {
 	body, e := f.body(current)
 	if e != nil || f.CLI == nil {
 		return body, nil, e
 	}
 	v, e := u.instanceSettings(c)
 	if e != nil {
-		return nil, nil, e
+		return apiclient.AgentInput{}, nil, e
 	}
 	patch, e := f.cliSettingsPatch(v)
 	return body, patch, e
@@ -395,11 +398,12 @@ func (u *UI) formChanges(c *rc, f agentForm, current *domain.Agent) (map[string]
 // saveCLISettings applies the instance settings patch after the agent was
 // written. The agent write goes first: it is the one users get wrong, and
 // the settings were validated already.
-func (u *UI) saveCLISettings(c *rc, patch map[string]any) *APIError {
+func (u *UI) saveCLISettings(c *rc, patch *apiclient.SettingsPatch) *APIError {
 	if patch == nil {
 		return nil
 	}
-	if e := c.api("PATCH", "/instance/settings", patch, nil); e != nil {
+	if _, err := c.cl().PatchSettings(c.ctx(), *patch); err != nil {
+		e := c.check(err)
 		return &APIError{Status: e.Status, Message: "The agent was saved, but the instance setting was not: " + e.Message}
 	}
 	return nil
@@ -409,8 +413,8 @@ func (u *UI) createAgent(c *rc) {
 	f := readAgentForm(c)
 	body, patch, e := u.formChanges(c, f, nil)
 	if e == nil {
-		var a domain.Agent
-		if e = c.api("POST", "/companies/"+c.cid+"/agents", body, &a); e == nil {
+		a, err := c.cl().CreateAgent(c.ctx(), c.cid, body)
+		if e = c.check(err); e == nil {
 			if se := u.saveCLISettings(c, patch); se != nil {
 				// The agent exists: never offer to create it again.
 				c.redirect("/c/"+c.cid+"/agents/"+a.ID+"/edit", se.Message)
@@ -431,7 +435,8 @@ func (u *UI) saveAgent(c *rc) {
 	f := readAgentForm(c)
 	body, patch, e := u.formChanges(c, f, &a)
 	if e == nil {
-		if e = c.api("PATCH", "/agents/"+a.ID, body, nil); e == nil {
+		_, err := c.cl().PatchAgent(c.ctx(), a.ID, body)
+		if e = c.check(err); e == nil {
 			if e = u.saveCLISettings(c, patch); e == nil {
 				c.redirect("/c/"+c.cid+"/agents/"+a.ID, flashAgentSaved)
 				return

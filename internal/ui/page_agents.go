@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentcli"
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
@@ -30,7 +32,7 @@ func (u *UI) agentsPage(c *rc) {
 		return
 	}
 	var runs []domain.Run
-	if e := c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?limit=200", nil, &runs); e != nil {
+	if _, e := page(c, c.cl().Runs(c.cid), apiclient.Query("limit", "200"), &runs); e != nil {
 		c.fail(e)
 		return
 	}
@@ -58,19 +60,19 @@ func (u *UI) agentsPage(c *rc) {
 
 // loadAgent reads the path's agent and checks it belongs to the company.
 func (c *rc) loadAgent() (domain.Agent, bool) {
-	return loadOwned(c, "aid", "/agents/", func(a *domain.Agent) string { return a.CompanyID })
+	return loadOwned(c, "aid", c.cl().Agent, func(a *domain.Agent) string { return a.CompanyID })
 }
 
-// loadOwned reads the thing whose id is the path value param from the
-// API at prefix+id and checks that it belongs to the company (companyOf
+// loadOwned reads the thing whose id is the path value param with the
+// API call get and checks that it belongs to the company (companyOf
 // reads its company id); it answers, and returns false, when not.
-func loadOwned[T any](c *rc, param, prefix string, companyOf func(*T) string) (T, bool) {
+func loadOwned[T any](c *rc, param string, get func(context.Context, string) (T, error), companyOf func(*T) string) (T, bool) {
 	var v T
 	id, ok := c.requirePathID(param)
 	if !ok {
 		return v, false
 	}
-	if e := c.api("GET", prefix+id, nil, &v); e != nil {
+	if e := into(c, &v)(get(c.ctx(), id)); e != nil {
 		c.fail(e)
 		return v, false
 	}
@@ -207,8 +209,7 @@ func (u *UI) agentPage(c *rc) {
 		}
 	}
 	if a.EnvironmentID != "" {
-		var envs []domain.Environment
-		_ = c.api("GET", "/companies/"+c.cid+"/environments", nil, &envs)
+		envs, _ := c.cl().Environments(c.ctx(), c.cid)
 		for i := range envs {
 			if envs[i].ID == a.EnvironmentID {
 				d.Environment = &envs[i]
@@ -224,12 +225,12 @@ func (u *UI) agentPage(c *rc) {
 		}
 	}
 	d.Boundary = u.boundaryText(c, a)
-	if e := c.api("GET", "/companies/"+c.cid+"/issues?limit=10&assigneeAgentId="+a.ID, nil, &d.Tasks); e != nil {
+	if _, e := page(c, c.cl().Issues(c.cid), apiclient.Query("limit", "10", "assigneeAgentId", a.ID), &d.Tasks); e != nil {
 		c.fail(e)
 		return
 	}
 	var runs []domain.Run
-	if e := c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?limit=10&agentId="+a.ID, nil, &runs); e != nil {
+	if _, e := page(c, c.cl().Runs(c.cid), apiclient.Query("limit", "10", "agentId", a.ID), &runs); e != nil {
 		c.fail(e)
 		return
 	}
@@ -251,14 +252,13 @@ func (u *UI) boundaryText(c *rc, a domain.Agent) string {
 		return "No work boundary yet"
 	}
 	if b.RootIssueID != "" {
-		var t domain.Issue
-		if c.api("GET", "/issues/"+b.RootIssueID, nil, &t) == nil {
+		if t, err := c.cl().Issue(c.ctx(), b.RootIssueID); c.check(err) == nil {
 			return "Root task: " + t.Title
 		}
 		return "Root task"
 	}
 	var ps []domain.Project
-	_ = apiAll(c, "/companies/"+c.cid+"/projects", &ps)
+	_ = all(c, c.cl().Projects(c.cid), nil, &ps)
 	for _, p := range ps {
 		if p.ID == b.ProjectIDs[0] {
 			return "Project: " + p.Name
@@ -273,8 +273,8 @@ func (u *UI) agentStatus(c *rc) {
 		return
 	}
 	st := c.form("status")
-	if e := c.api("PATCH", "/agents/"+a.ID, map[string]string{"status": st}, nil); e != nil {
-		c.fail(e)
+	if _, err := c.cl().PatchAgent(c.ctx(), a.ID, apiclient.AgentInput{Status: &st}); err != nil {
+		c.fail(c.check(err))
 		return
 	}
 	msg := "Agent resumed."
@@ -289,8 +289,8 @@ func (u *UI) wakeAgent(c *rc) {
 	if !ok {
 		return
 	}
-	var run domain.Run
-	e := c.api("POST", "/agents/"+a.ID+"/wakeup", map[string]string{"reason": "manual"}, &run)
+	run, err := c.cl().Wake(c.ctx(), a.ID, apiclient.Wakeup{Reason: "manual"})
+	e := c.check(err)
 	if e != nil && (e.Status == http.StatusForbidden || e.Status == http.StatusNotFound) {
 		c.fail(e)
 		return

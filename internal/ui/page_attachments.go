@@ -7,9 +7,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
-
-	"github.com/paperclipai/paperclipai/internal/api"
-	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
 // uploadAttachment checks the form token inside the multipart body, then
@@ -64,11 +61,8 @@ func (u *UI) uploadAttachment(c *rc) {
 		}
 		pw.CloseWithError(err)
 	}()
-	req, _ := http.NewRequestWithContext(api.WithPresetActor(c.r.Context(), c.actor), "POST", "/api/issues/"+t.ID+"/attachments", pr)
-	req.RemoteAddr = "127.0.0.1:0"
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	var att domain.Attachment
-	if e := u.dispatch(req, &att); e != nil {
+	_, err = c.cl().UploadAttachment(c.ctx(), t.ID, mw.FormDataContentType(), pr)
+	if e := uiError(err); e != nil {
 		_ = pr.CloseWithError(io.ErrClosedPipe)
 		if e.Status == http.StatusNotFound || e.Status == http.StatusForbidden {
 			c.fail(e)
@@ -96,8 +90,8 @@ func (u *UI) downloadAttachment(c *rc) {
 	if !ok {
 		return
 	}
-	var att domain.Attachment
-	if e := c.api("GET", "/attachments/"+aid, nil, &att); e != nil {
+	att, err := c.cl().Attachment(c.ctx(), aid)
+	if e := c.check(err); e != nil {
 		c.fail(e)
 		return
 	}
@@ -105,7 +99,9 @@ func (u *UI) downloadAttachment(c *rc) {
 		c.notFound()
 		return
 	}
-	req, _ := http.NewRequestWithContext(api.WithPresetActor(c.r.Context(), c.actor), "GET", "/api/attachments/"+aid+"/content", nil)
+	// The download streams to the browser: the API handler serves it
+	// in-process directly rather than through the buffering client.
+	req, _ := http.NewRequestWithContext(c.ctx(), "GET", "/api/attachments/"+aid+"/content", nil)
 	req.RemoteAddr = "127.0.0.1:0"
 	u.d.API.ServeHTTP(&downloadWriter{ResponseWriter: c.w}, req)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -23,7 +24,7 @@ func (u *UI) company(fn func(c *rc)) http.HandlerFunc {
 		var co domain.Company
 		var e *APIError
 		// The header's data loads alongside the company itself.
-		parallel(func() { e = c.api("GET", "/companies/"+cid, nil, &co) }, func() { c.Me() }, func() {
+		parallel(func() { e = into(c, &co)(c.cl().Company(c.ctx(), cid)) }, func() { c.Me() }, func() {
 			if c.r.URL.Query().Get("fragment") == "" {
 				c.Companies()
 			}
@@ -60,7 +61,7 @@ type agentIndex map[string]domain.Agent
 
 func (c *rc) agents() ([]domain.Agent, agentIndex, *APIError) {
 	var list []domain.Agent
-	if e := apiAll(c, "/companies/"+c.cid+"/agents", &list); e != nil {
+	if e := all(c, c.cl().Agents(c.cid), nil, &list); e != nil {
 		return nil, nil, e
 	}
 	idx := agentIndex{}
@@ -85,7 +86,7 @@ func (ix agentIndex) Name(id string) string {
 // connections are off or not visible (email sections are then omitted).
 func (c *rc) inboxes() []domain.EmailEndpointSummary {
 	var list []domain.EmailEndpointSummary
-	if e := apiAll(c, "/companies/"+c.cid+"/email/inboxes", &list); e != nil {
+	if e := all(c, c.cl().Inboxes(c.cid), nil, &list); e != nil {
 		return nil
 	}
 	return list
@@ -129,12 +130,14 @@ func (u *UI) overview(c *rc) {
 	// round trips, and the page waits only for the slowest.
 	parallel(
 		func() { agents, idx, e1 = c.agents() },
-		func() { e2 = c.api("GET", "/companies/"+c.cid+"/issue-counts", nil, &d.Counts) },
-		func() { e3 = c.api("GET", "/companies/"+c.cid+"/issues?limit=8", nil, &d.RecentTasks) },
-		func() { e4 = c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?limit=50", nil, &runs) },
-		func() { _ = c.api("GET", "/companies/"+c.cid+"/activity?limit=8", nil, &d.Activity) },
+		func() { e2 = into(c, &d.Counts)(c.cl().IssueCounts(c.ctx(), c.cid)) },
+		func() { _, e3 = page(c, c.cl().Issues(c.cid), apiclient.Query("limit", "8"), &d.RecentTasks) },
+		func() { _, e4 = page(c, c.cl().Runs(c.cid), apiclient.Query("limit", "50"), &runs) },
+		func() { _, _ = page(c, c.cl().Activity(c.cid), apiclient.Query("limit", "8"), &d.Activity) },
 		func() { inb = c.inboxes() },
-		func() { _ = c.api("GET", "/companies/"+c.cid+"/issues?status=blocked&limit=5", nil, &blocked) },
+		func() {
+			_, _ = page(c, c.cl().Issues(c.cid), apiclient.Query("status", "blocked", "limit", "5"), &blocked)
+		},
 	)
 	for _, e := range []*APIError{e1, e2, e3, e4} {
 		if e != nil {

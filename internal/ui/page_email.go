@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 )
@@ -79,9 +80,15 @@ func (c *rc) agentmailPath(rest string) string { return "/c/" + c.cid + "/apps/a
 // from the browser (closing the tab must not abort a setup half-way) and
 // capped at providerTimeout.
 func (c *rc) apiLong(method, path string, in, out any) *APIError {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), providerTimeout)
+	ctx, cancel := c.longCtx()
 	defer cancel()
 	return c.u.callAPI(ctx, c.actor, method, path, in, out)
+}
+
+// longCtx is the context of a typed call that talks to AgentMail (see
+// apiLong), with the request's actor preset.
+func (c *rc) longCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(acting(context.WithoutCancel(c.r.Context()), c.actor), providerTimeout)
 }
 
 // emailDisabled reports whether e is the API's "email connections are
@@ -182,7 +189,7 @@ func newInboxView(s domain.EmailEndpointSummary, agents agentIndex) inboxView {
 // allInboxes reads the company's inboxes, disconnected ones included.
 func (c *rc) allInboxes() ([]domain.EmailEndpointSummary, *APIError) {
 	var list []domain.EmailEndpointSummary
-	e := apiAll(c, "/companies/"+c.cid+"/email/inboxes?includeArchived=true", &list)
+	e := all(c, c.cl().Inboxes(c.cid), apiclient.Query("includeArchived", "true"), &list)
 	return list, e
 }
 

@@ -3,6 +3,7 @@ package ui
 import (
 	"net/http"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 )
@@ -29,8 +30,8 @@ func (c *rc) renderEmailDisabled(status int) {
 }
 
 func (u *UI) appsPage(c *rc) {
-	var settings domain.InstanceSettings
-	if e := c.api("GET", "/instance/settings", nil, &settings); e != nil {
+	settings, err := c.cl().Settings(c.ctx())
+	if e := c.check(err); e != nil {
 		c.fail(e)
 		return
 	}
@@ -46,11 +47,11 @@ func (u *UI) appsPage(c *rc) {
 		managers = c.caps.Manager
 	)
 	parallel(
-		func() { e1 = apiAll(c, "/companies/"+c.cid+"/email/inboxes", &inboxes) },
+		func() { e1 = all(c, c.cl().Inboxes(c.cid), nil, &inboxes) },
 		func() {
 			if managers {
 				// Non-managers get 403 here; that is not an error for this page.
-				e2 = c.api("GET", "/companies/"+c.cid+"/email/connections", nil, &conns)
+				e2 = into(c, &conns)(c.cl().Connections(c.ctx(), c.cid))
 			}
 		},
 	)
@@ -73,8 +74,9 @@ func (u *UI) appsPage(c *rc) {
 }
 
 func (u *UI) enableEmail(c *rc) {
-	body := map[string]any{"experimental": map[string]bool{"enableChatConnectors": true}}
-	if e := c.api("PATCH", "/instance/settings", body, nil); e != nil {
+	on := true
+	if _, err := c.cl().PatchSettings(c.ctx(), apiclient.SettingsPatch{Experimental: &apiclient.ExperimentalPatch{EnableChatConnectors: &on}}); err != nil {
+		e := c.check(err)
 		c.fail(e)
 		return
 	}
@@ -120,7 +122,7 @@ func (u *UI) agentmailPage(c *rc) {
 		func() { inboxes, e1 = c.allInboxes() },
 		func() {
 			if d.Manager {
-				e2 = c.api("GET", "/companies/"+c.cid+"/email/connections", nil, &conns)
+				e2 = into(c, &conns)(c.cl().Connections(c.ctx(), c.cid))
 			}
 		},
 		func() { agents, idx, e3 = c.agents() },
@@ -164,8 +166,8 @@ func (u *UI) discardInbox(c *rc) {
 	if !ok {
 		return
 	}
-	var ib domain.EmailEndpointSummary
-	if e := c.api("GET", "/email/inboxes/"+eid, nil, &ib); e != nil {
+	ib, err := c.cl().Inbox(c.ctx(), eid)
+	if e := c.check(err); e != nil {
 		c.failEmail(e)
 		return
 	}
@@ -177,8 +179,10 @@ func (u *UI) discardInbox(c *rc) {
 		c.errorPage(http.StatusConflict, "Only an unfinished setup can be discarded.")
 		return
 	}
-	if e := c.apiLong("POST", "/email/inboxes/"+eid+"/control", map[string]string{"action": "remove"}, nil); e != nil {
-		c.failEmail(e)
+	ctx, cancel := c.longCtx()
+	defer cancel()
+	if _, err := c.cl().ControlInbox(ctx, eid, apiclient.ActionRemove); err != nil {
+		c.failEmail(uiError(err))
 		return
 	}
 	c.redirect(c.agentmailPath(""), flashDiscarded)

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/store"
@@ -140,32 +142,34 @@ func (u *UI) connectSubmit(c *rc) {
 		c.u.d.Redact(key)
 	}
 	d := connectData{Step: 1, Form: f}
-	if list, _, e := c.agents(); e == nil {
-		d.Agents = eligibleAgents(list)
+	// again shows the form with e; only then are the agents needed.
+	again := func(e *APIError) {
+		if list, _, le := c.agents(); le == nil {
+			d.Agents = eligibleAgents(list)
+		}
+		d.Err = e
+		c.renderConnect(e.Status, d)
 	}
 	if key == "" {
-		d.Err = &APIError{Status: http.StatusBadRequest, Message: msgEnterAPIKey}
-		c.renderConnect(http.StatusBadRequest, d)
+		again(&APIError{Status: http.StatusBadRequest, Message: msgEnterAPIKey})
 		return
 	}
-	body := map[string]any{"apiKey": key, "grantKind": f.Grant, "allAgents": f.Agents == "all", "agentIds": []string{},
-		"idempotencyKey": f.Idem}
+	body := email.ConnectInput{APIKey: key, GrantKind: f.Grant, AllAgents: f.Agents == "all", AgentIDs: []string{},
+		IdempotencyKey: f.Idem, Name: f.Name}
 	if f.Agents == "specific" {
-		body["agentIds"] = f.IDs
+		body.AgentIDs = f.IDs
 	}
-	if f.Name != "" {
-		body["name"] = f.Name
-	}
-	var conn domain.EmailConnection
-	if e := c.apiLong("POST", "/companies/"+c.cid+"/email/connections", body, &conn); e != nil {
+	ctx, cancel := c.longCtx()
+	defer cancel()
+	conn, err := c.cl().CreateConnection(ctx, c.cid, body)
+	if e := uiError(err); e != nil {
 		if emailDisabled(e) {
 			c.failEmail(e)
 			return
 		}
 		// The key field is rendered empty; the idempotency key stays, so a
 		// retry that did save returns the same connection.
-		d.Err = e
-		c.renderConnect(e.Status, d)
+		again(e)
 		return
 	}
 	c.redirect(c.agentmailPath("/connections/"+conn.ID+"/connected"), "")
@@ -186,8 +190,8 @@ func (c *rc) loadConnection() (domain.EmailConnection, bool) {
 	if !ok {
 		return domain.EmailConnection{}, false
 	}
-	var conn domain.EmailConnection
-	if e := c.api("GET", "/companies/"+c.cid+"/email/connections/"+id, nil, &conn); e != nil {
+	conn, err := c.cl().Connection(c.ctx(), c.cid, id)
+	if e := c.check(err); e != nil {
 		switch {
 		case emailDisabled(e):
 			c.failEmail(e)
@@ -229,10 +233,14 @@ func (u *UI) connectedPage(c *rc) {
 	)
 	parallel(
 		func() { _, idx, _ = c.agents() },
-		func() { _ = apiAll(c, "/companies/"+c.cid+"/members", &members) },
+		func() { _ = all(c, c.cl().Members(c.cid), nil, &members) },
 		func() { inboxes, _ = c.allInboxes() },
 		func() {
-			ie = c.apiLong("POST", "/companies/"+c.cid+"/email/connections/"+conn.ID+"/inspect", nil, &insp)
+			ctx, cancel := c.longCtx()
+			defer cancel()
+			var err error
+			insp, err = c.cl().InspectConnection(ctx, c.cid, conn.ID)
+			ie = uiError(err)
 		},
 	)
 	d := connectData{Step: 2, Conn: conn, Access: c.describeAccess(conn, idx, members), Inboxes: connectionInboxes(inboxes, conn.ID, idx)}
@@ -309,7 +317,7 @@ func (u *UI) permissionsPage(c *rc) {
 	)
 	parallel(
 		func() { agents, idx, e1 = c.agents() },
-		func() { _ = apiAll(c, "/companies/"+c.cid+"/members", &members) },
+		func() { _ = all(c, c.cl().Members(c.cid), nil, &members) },
 		func() { inboxes, _ = c.allInboxes() },
 	)
 	if e1 != nil {
@@ -361,11 +369,11 @@ func (u *UI) addGrant(c *rc) {
 	if !ok {
 		return
 	}
-	body := map[string]any{"kind": c.form("kind")}
+	body := apiclient.NewGrant{Kind: c.form("kind")}
 	if c.form("kind") == domain.GrantUser {
-		body["userId"] = c.form("userId")
+		body.UserID = c.form("userId")
 	}
-	c.changeAccess(conn, "POST", "/grants", body, flashAccessSaved)
+	c.changeAccess(conn, func(ctx context.Context) error { return c.cl().AddGrant(ctx, c.cid, conn.ID, body) }, flashAccessSaved)
 }
 
 func (u *UI) addInstall(c *rc) {
@@ -373,18 +381,17 @@ func (u *UI) addInstall(c *rc) {
 	if !ok {
 		return
 	}
-	body := map[string]any{"targetType": c.form("targetType")}
+	body := apiclient.NewInstall{TargetType: c.form("targetType")}
 	if c.form("targetType") == "agent" {
-		body["targetId"] = c.form("targetId")
+		body.TargetID = c.form("targetId")
 	}
-	c.changeAccess(conn, "POST", "/installs", body, flashAccessSaved)
+	c.changeAccess(conn, func(ctx context.Context) error { return c.cl().AddInstall(ctx, c.cid, conn.ID, body) }, flashAccessSaved)
 }
 
-// changeAccess sends an access change of the connection (method on its
-// API path plus suffix) and, when it is saved, goes back to the
-// connection's permissions page with flash.
-func (c *rc) changeAccess(conn domain.EmailConnection, method, suffix string, body any, flash string) {
-	if e := c.api(method, "/companies/"+c.cid+"/email/connections/"+conn.ID+suffix, body, nil); e != nil {
+// changeAccess makes an access change of the connection (call) and, when
+// it is saved, goes back to the connection's permissions page with flash.
+func (c *rc) changeAccess(conn domain.EmailConnection, call func(context.Context) error, flash string) {
+	if e := c.check(call(c.ctx())); e != nil {
 		c.accessError(conn, e)
 		return
 	}
@@ -459,7 +466,7 @@ func (u *UI) removeInstall(c *rc) {
 			return
 		}
 	}
-	c.changeAccess(conn, "DELETE", "/installs/"+iid, nil, flashInstallRemoved)
+	c.changeAccess(conn, func(ctx context.Context) error { return c.cl().DeleteInstall(ctx, c.cid, conn.ID, iid) }, flashInstallRemoved)
 }
 
 func (u *UI) revokeGrant(c *rc) {
@@ -485,5 +492,5 @@ func (u *UI) revokeGrant(c *rc) {
 			return
 		}
 	}
-	c.changeAccess(conn, "DELETE", "/grants/"+gid, nil, flashGrantRevoked)
+	c.changeAccess(conn, func(ctx context.Context) error { return c.cl().RevokeGrant(ctx, c.cid, conn.ID, gid) }, flashGrantRevoked)
 }

@@ -1,14 +1,15 @@
 package ui
 
 import (
-	"github.com/paperclipai/paperclipai/internal/outbound"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
+	"github.com/paperclipai/paperclipai/internal/outbound"
 )
 
 // E6 an email address's detail pages (Settings, Access, Conversations,
@@ -72,7 +73,7 @@ func (c *rc) loadInbox() (domain.EmailEndpointSummary, agentIndex, bool) {
 		e1, e2 *APIError
 	)
 	parallel(
-		func() { e1 = c.api("GET", "/email/inboxes/"+eid, nil, &ib) },
+		func() { e1 = into(c, &ib)(c.cl().Inbox(c.ctx(), eid)) },
 		func() { _, idx, e2 = c.agents() },
 	)
 	for _, e := range []*APIError{e1, e2} {
@@ -129,19 +130,18 @@ func (u *UI) renderInbox(c *rc, status int, d *inboxData) {
 	switch d.Tab {
 	case "settings":
 		if d.Policy == nil {
-			var p outbound.SendPolicy
-			if c.api("GET", "/email/inboxes/"+d.Inbox.ID+"/send-policy", nil, &p) == nil {
+			if p, err := c.cl().SendPolicy(c.ctx(), d.Inbox.ID); c.check(err) == nil {
 				d.Policy = &p
 			}
 		}
 	case "access":
 		u.loadAccess(c, d)
 	case "conversations":
-		if e := c.api("GET", "/email/inboxes/"+d.Inbox.ID+"/conversations?limit=200", nil, &d.Convs); e != nil {
+		if _, e := page(c, c.cl().InboxConversations(d.Inbox.ID), apiclient.Query("limit", "200"), &d.Convs); e != nil {
 			d.ConvErr = true
 		}
 	case "activity":
-		if e := c.api("GET", "/email/inboxes/"+d.Inbox.ID+"/activity", nil, &d.Activity); e != nil {
+		if e := into(c, &d.Activity)(c.cl().InboxActivity(c.ctx(), d.Inbox.ID)); e != nil {
 			d.ActErr = true
 		}
 	case "senders", "quarantine":
@@ -161,11 +161,11 @@ func (u *UI) loadAccess(c *rc, d *inboxData) {
 		d.AccessState = "own"
 		return
 	}
-	e := c.api("GET", "/companies/"+c.cid+"/email/connections/"+connID, nil, &d.Conn)
+	e := into(c, &d.Conn)(c.cl().Connection(c.ctx(), c.cid, connID))
 	switch {
 	case e == nil:
 		var members []domain.Membership
-		_ = apiAll(c, "/companies/"+c.cid+"/members", &members)
+		_ = all(c, c.cl().Members(c.cid), nil, &members)
 		_, idx, _ := c.agents()
 		d.AccessState, d.Access, d.ConnLabel = "ok", c.describeAccess(d.Conn, idx, members), connLabel(d.Conn)
 		d.ConnHref = c.agentmailPath("/connections/" + connID)
@@ -186,8 +186,10 @@ func (u *UI) inboxControl(action string) func(c *rc) {
 		if !ok {
 			return
 		}
-		var out domain.EmailEndpointSummary
-		if e := c.apiLong("POST", "/email/inboxes/"+ib.ID+"/control", map[string]string{"action": action}, &out); e != nil {
+		ctx, cancel := c.longCtx()
+		defer cancel()
+		_, err := c.cl().ControlInbox(ctx, ib.ID, action)
+		if e := uiError(err); e != nil {
 			if emailDisabled(e) || e.Status == http.StatusNotFound {
 				c.failEmail(e)
 				return
@@ -228,11 +230,10 @@ func (u *UI) inboxReconnect(c *rc) {
 		u.renderInbox(c, http.StatusBadRequest, d)
 		return
 	}
-	body := map[string]string{"receiveMode": mode}
-	if key != "" {
-		body["apiKey"] = key
-	}
-	e := c.apiLong("POST", "/email/inboxes/"+ib.ID+"/reconnect", body, nil)
+	ctx, cancel := c.longCtx()
+	defer cancel()
+	_, err := c.cl().ReconnectInbox(ctx, ib.ID, email.ReconnectInput{ReceiveMode: mode, APIKey: key})
+	e := uiError(err)
 	if e == nil {
 		c.redirect(c.agentmailPath("/inboxes/"+ib.ID+"/settings"), flashReconnected)
 		return
@@ -243,8 +244,7 @@ func (u *UI) inboxReconnect(c *rc) {
 	}
 	// Show the inbox as it is now; a refused reconnect leaves receiving as
 	// it was, and the page says so.
-	var now domain.EmailEndpointSummary
-	if c.api("GET", "/email/inboxes/"+ib.ID, nil, &now) == nil {
+	if now, err := c.cl().Inbox(c.ctx(), ib.ID); c.check(err) == nil {
 		d2 := u.newInboxData(c, now, idx, "settings")
 		d2.Unchanged = now.Status == ib.Status && now.ReceiveMode == ib.ReceiveMode
 		d = d2
@@ -274,8 +274,10 @@ func (u *UI) inboxDisconnect(c *rc) {
 	if !ok {
 		return
 	}
-	var out domain.EmailEndpointSummary
-	if e := c.apiLong("POST", "/email/inboxes/"+ib.ID+"/control", map[string]string{"action": "remove"}, &out); e != nil {
+	ctx, cancel := c.longCtx()
+	defer cancel()
+	out, err := c.cl().ControlInbox(ctx, ib.ID, apiclient.ActionRemove)
+	if e := uiError(err); e != nil {
 		if emailDisabled(e) || e.Status == http.StatusNotFound {
 			c.failEmail(e)
 			return

@@ -1,12 +1,14 @@
 package ui
 
 import (
+	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -30,27 +32,18 @@ var emailListStateLabels = map[string]string{
 	"delivery_failed": "Delivery failed", "awaiting_review": "Awaiting review",
 }
 
-func init() {
-	tones["conversation"] = map[string]string{"new": "blue", "agent_working": "violet", "reply_pending": "amber",
-		"replied": "green", "delivery_failed": "red", "awaiting_review": "slate"}
-	funcs["emailListStates"] = func() []string { return emailListStateOrder }
-	funcs["emailListState"] = func(s string) string { return labelOr(emailListStateLabels, s) }
+// emailListFuncs are the template functions of the email list.
+func emailListFuncs() template.FuncMap {
+	return template.FuncMap{
+		"emailListStates": func() []string { return emailListStateOrder },
+		"emailListState":  func(s string) string { return labelOr(emailListStateLabels, s) },
+	}
 }
 
 // emailConversation is one row of the email list.
 type emailConversation struct {
-	ID              string    `json:"id"`
-	EndpointID      string    `json:"endpointId"`
-	Address         string    `json:"address"`
-	IssueID         string    `json:"issueId"`
-	IssueTitle      string    `json:"issueTitle"`
-	AssigneeAgentID *string   `json:"assigneeAgentId"`
-	Subject         string    `json:"subject"`
-	From            string    `json:"from"`
-	Snippet         string    `json:"snippet"`
-	State           string    `json:"state"`
-	LastActivityAt  time.Time `json:"lastActivityAt"`
-	Assignee        string    `json:"-"`
+	email.CompanyConversation
+	Assignee string
 }
 
 // emailListData is the Email page.
@@ -110,7 +103,7 @@ func (u *UI) emailListPage(c *rc) {
 	var e1, e2, e3 *APIError
 	parallel(func() { _, idx, e1 = c.agents() },
 		func() { rows, e2 = newestConversations(c, api) },
-		func() { e3 = apiAll(c, "/companies/"+c.cid+"/email/inboxes?includeArchived=true", &d.Inboxes) })
+		func() { e3 = all(c, c.cl().Inboxes(c.cid), apiclient.Query("includeArchived", "true"), &d.Inboxes) })
 	for _, e := range []*APIError{e2, e3, e1} {
 		if e != nil {
 			c.failEmail(e)
@@ -155,12 +148,14 @@ func (u *UI) emailListPage(c *rc) {
 func newestConversations(c *rc, api url.Values) ([]emailConversation, *APIError) {
 	var rows []emailConversation
 	for len(rows) < emailListMax {
-		var page []emailConversation
-		next, e := c.apiPage("/companies/"+c.cid+"/email/conversations?"+api.Encode(), &page)
+		var list []email.CompanyConversation
+		next, e := page(c, c.cl().Conversations(c.cid), api, &list)
 		if e != nil {
 			return nil, e
 		}
-		rows = append(rows, page...)
+		for _, r := range list {
+			rows = append(rows, emailConversation{CompanyConversation: r})
+		}
 		if next == "" {
 			break
 		}

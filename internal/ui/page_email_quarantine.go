@@ -1,12 +1,13 @@
 package ui
 
 import (
+	"github.com/paperclipai/paperclipai/internal/api"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 
-	"github.com/paperclipai/paperclipai/internal/api"
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/inbound"
@@ -67,7 +68,7 @@ func (u *UI) loadInbound(c *rc, d *inboxData) {
 	d.Inbound = in
 	switch d.Tab {
 	case "senders":
-		in.RulesErr = c.api("GET", "/email/inboxes/"+d.Inbox.ID+"/sender-rules", nil, &in.Rules)
+		in.RulesErr = into(c, &in.Rules)(c.cl().SenderRules(c.ctx(), d.Inbox.ID))
 	case "quarantine":
 		q := url.Values{}
 		if slices.Contains(store.QuarantineReasons, in.Reason) {
@@ -76,7 +77,7 @@ func (u *UI) loadInbound(c *rc, d *inboxData) {
 		if cur := c.r.URL.Query().Get("cursor"); cur != "" {
 			q.Set("cursor", cur)
 		}
-		in.QErr = c.api("GET", "/email/inboxes/"+d.Inbox.ID+"/quarantine?"+q.Encode(), nil, &in.Quarantine)
+		in.QErr = into(c, &in.Quarantine)(c.cl().InboxQuarantine(c.ctx(), d.Inbox.ID, q))
 	}
 }
 
@@ -97,9 +98,9 @@ func (c *rc) bulkQuarantine() string {
 		var e *APIError
 		switch action {
 		case "release":
-			e = c.api("POST", "/email/quarantine/"+id+"/release", map[string]any{}, nil)
+			e = c.check(c.cl().Release(c.ctx(), id))
 		case "block", "block-domain":
-			e = c.api("POST", "/email/quarantine/"+id+"/block-sender", map[string]any{"domain": action == "block-domain"}, nil)
+			e = c.check(c.cl().BlockSender(c.ctx(), id, action == "block-domain"))
 		default:
 			return "Choose Release or Block sender."
 		}
@@ -159,8 +160,7 @@ func (u *UI) inboxSendersAction(c *rc) {
 	if !ok {
 		return
 	}
-	base := "/email/inboxes/" + eid + "/sender-rules"
-	var e *APIError
+	var err error
 	msg := ""
 	switch c.form("action") {
 	case "save":
@@ -168,15 +168,18 @@ func (u *UI) inboxSendersAction(c *rc) {
 			Receive: domain.SenderRuleLists{Allow: splitEntries(c.form("receiveAllow")), Block: splitEntries(c.form("receiveBlock"))},
 			Reply:   domain.SenderRuleLists{Allow: splitEntries(c.form("replyAllow")), Block: splitEntries(c.form("replyBlock"))},
 		}
-		e, msg = c.api("PUT", base, rules, nil), "Sender rules saved; syncing to AgentMail."
+		_, err = c.cl().PutSenderRules(c.ctx(), eid, rules)
+		msg = "Sender rules saved; syncing to AgentMail."
 	case "check":
-		e, msg = c.api("POST", base+"/check-drift", map[string]any{}, nil), "Compared with AgentMail."
+		_, err = c.cl().CheckDrift(c.ctx(), eid)
+		msg = "Compared with AgentMail."
 	case email.DriftTakeProvider, email.DriftWriteOurs:
-		e, msg = c.api("POST", base+"/resolve-drift", map[string]any{"action": c.form("action")}, nil), "Drift resolved; syncing to AgentMail."
+		_, err = c.cl().ResolveDrift(c.ctx(), eid, c.form("action"))
+		msg = "Drift resolved; syncing to AgentMail."
 	default:
 		msg = "Nothing was changed."
 	}
-	if e != nil {
+	if e := c.check(err); e != nil {
 		msg = "Not saved: " + e.Message
 	}
 	c.redirect(c.agentmailPath("/inboxes/"+eid+"/senders"), msg)
@@ -203,10 +206,10 @@ func (u *UI) companyQuarantinePage(c *rc) {
 	var inboxes []domain.EmailEndpointSummary
 	parallel(
 		func() {
-			d.In.QErr = c.api("GET", "/companies/"+c.cid+"/email/quarantine?"+q.Encode(), nil, &d.In.Quarantine)
+			d.In.QErr = into(c, &d.In.Quarantine)(c.cl().CompanyQuarantine(c.ctx(), c.cid, q))
 		},
-		func() { d.SupErr = c.api("GET", "/companies/"+c.cid+"/email/suppressions", nil, &d.Suppressions) },
-		func() { _ = c.api("GET", "/companies/"+c.cid+"/email/inboxes?includeArchived=true", nil, &inboxes) },
+		func() { d.SupErr = into(c, &d.Suppressions)(c.cl().Suppressions(c.ctx(), c.cid)) },
+		func() { _, _ = page(c, c.cl().Inboxes(c.cid), apiclient.Query("includeArchived", "true"), &inboxes) },
 	)
 	if d.In.QErr != nil && emailDisabled(d.In.QErr) {
 		c.failEmail(d.In.QErr)
@@ -235,7 +238,7 @@ func (u *UI) quarantinedPage(c *rc) {
 		return
 	}
 	d := &quarantinedData{Back: c.agentmailPath("/quarantine"), Admin: c.caps.Admin}
-	if e := c.api("GET", "/email/quarantine/"+qid, nil, &d.Msg); e != nil {
+	if e := into(c, &d.Msg)(c.cl().Quarantined(c.ctx(), qid)); e != nil {
 		c.failEmail(e)
 		return
 	}
@@ -246,12 +249,12 @@ func (u *UI) quarantinedPage(c *rc) {
 
 func (u *UI) liftSuppression(c *rc) {
 	addr := strings.TrimSpace(c.form("address"))
-	path := "/companies/" + c.cid + "/email/suppressions/" + url.PathEscape(addr)
-	if ep := c.form("endpointId"); store.ValidID(ep) {
-		path += "?endpointId=" + ep
+	ep := c.form("endpointId")
+	if !store.ValidID(ep) {
+		ep = ""
 	}
 	msg := "Suppression lifted: " + addr + " can be mailed again."
-	if e := c.api("DELETE", path, nil, nil); e != nil {
+	if e := c.check(c.cl().LiftSuppression(c.ctx(), c.cid, addr, ep)); e != nil {
 		msg = "Not lifted: " + e.Message
 	}
 	c.redirect(c.agentmailPath("/quarantine"), msg)

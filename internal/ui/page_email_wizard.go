@@ -143,8 +143,8 @@ func (u *UI) setupEntry(c *rc) {
 // active inbox goes to the ready screen, a paused one to its settings, a
 // disconnected one is an error. It returns false when it answered.
 func (u *UI) resume(c *rc, w *wizard) bool {
-	var ep domain.EmailEndpointSummary
-	e := c.api("GET", "/email/inboxes/"+w.RID, nil, &ep)
+	ep, err := c.cl().Inbox(c.ctx(), w.RID)
+	e := c.check(err)
 	switch {
 	case e != nil && e.Status == http.StatusNotFound:
 		return true
@@ -202,9 +202,9 @@ func (u *UI) loadWizard(c *rc, w *wizard) bool {
 	)
 	parallel(
 		func() { agents, _, e1 = c.agents() },
-		func() { e2 = c.api("GET", "/companies/"+c.cid+"/email/connections", nil, &w.Creds) },
-		func() { _ = c.api("GET", "/instance/settings", nil, &sett) },
-		func() { _ = c.api("GET", "/companies/"+c.cid+"/environments", nil, &envs) },
+		func() { e2 = into(c, &w.Creds)(c.cl().Connections(c.ctx(), c.cid)) },
+		func() { _ = into(c, &sett)(c.cl().Settings(c.ctx())) },
+		func() { _ = into(c, &envs)(c.cl().Environments(c.ctx(), c.cid)) },
 	)
 	for _, e := range []*APIError{e1, e2} {
 		if e != nil {
@@ -270,8 +270,8 @@ func (c *rc) accessNote(w *wizard) string {
 	if w.Agent == nil || w.State.Connection == "" {
 		return "Choosing an agent also gives them access to this connection."
 	}
-	var conn domain.EmailConnection
-	if e := c.api("GET", "/companies/"+c.cid+"/email/connections/"+w.State.Connection, nil, &conn); e != nil {
+	conn, err := c.cl().Connection(c.ctx(), c.cid, w.State.Connection)
+	if c.check(err) != nil {
 		return ""
 	}
 	if !agentCovered(conn.Installs, c.cid, w.Agent.ID) {

@@ -20,8 +20,10 @@ func (c *rc) inspectConn(connID string) (email.InspectResult, *APIError) {
 		return en.res, nil
 	}
 	s.mu.Unlock()
-	var res email.InspectResult
-	if e := c.apiLong("POST", "/companies/"+c.cid+"/email/connections/"+connID+"/inspect", nil, &res); e != nil {
+	ctx, cancel := c.longCtx()
+	defer cancel()
+	res, err := c.cl().InspectConnection(ctx, c.cid, connID)
+	if e := uiError(err); e != nil {
 		return res, e
 	}
 	s.mu.Lock()
@@ -211,9 +213,7 @@ func (u *UI) wizardAddress(c *rc) {
 		default:
 			// Without JavaScript this is the only check before review; it
 			// never blocks on a failed lookup.
-			var res email.AddressCheck
-			e := c.apiLong("POST", "/companies/"+c.cid+"/email/connections/"+st.Connection+"/check-address",
-				map[string]string{"username": st.Username, "domain": st.Domain}, &res)
+			res, e := c.checkAddress(st.Connection, st.Username, st.Domain)
 			if e == nil && res.Status == "taken" {
 				w.State.Taken = appendTaken(w.State.Taken, res.Address)
 				w.Check = addressCheck{Status: "taken", Address: res.Address, Message: msgAddressTaken,
@@ -261,8 +261,7 @@ func (u *UI) wizardCheck(c *rc) {
 			break
 		}
 		var res email.AddressCheck
-		e = c.apiLong("POST", "/companies/"+c.cid+"/email/connections/"+w.State.Connection+"/check-address",
-			map[string]string{"username": w.State.Username, "domain": w.State.Domain}, &res)
+		res, e = c.checkAddress(w.State.Connection, w.State.Username, w.State.Domain)
 		switch {
 		case e != nil:
 			// A failed lookup never marks the address taken nor blocks.
@@ -275,4 +274,13 @@ func (u *UI) wizardCheck(c *rc) {
 		}
 	}
 	c.partial("email_wizard", "frag-address-check", view{Data: w})
+}
+
+// checkAddress asks the provider, with the saved credential connID,
+// whether username@domain is taken.
+func (c *rc) checkAddress(connID, username, domainName string) (email.AddressCheck, *APIError) {
+	ctx, cancel := c.longCtx()
+	defer cancel()
+	res, err := c.cl().CheckAddress(ctx, c.cid, connID, username, domainName)
+	return res, uiError(err)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 )
@@ -43,25 +44,27 @@ func (u *UI) wizardCreate(c *rc) {
 		return
 	}
 	st := w.State
-	body := map[string]any{"assignedAgentId": st.Agent, "credentialConnectionId": st.Connection,
-		"receiveMode": st.Receive, "idempotencyKey": w.RID}
+	body := email.SetupInput{AssignedAgentID: st.Agent, CredentialConnectionID: st.Connection,
+		ReceiveMode: st.Receive, IdempotencyKey: w.RID}
 	if r := c.form("sendReview"); r == "off" || r == "new_recipients" || r == "all" {
-		body["sendReview"] = r
+		body.SendReview = r
 	}
 	if st.Mode == "existing" {
-		body["inboxId"] = st.Inbox
+		body.InboxID = st.Inbox
 	} else {
 		if !uiUsernameRE.MatchString(st.Username) {
 			c.redirect(w.URL(stepAddress), "")
 			return
 		}
-		body["username"], body["domain"] = st.Username, st.Domain
+		body.Username, body.Domain = st.Username, st.Domain
 		if st.Domain == "" {
-			body["domain"] = email.DefaultDomain
+			body.Domain = email.DefaultDomain
 		}
 	}
-	var out domain.EmailEndpointSummary
-	e := c.apiLong("POST", "/companies/"+c.cid+"/email/inboxes", body, &out)
+	ctx, cancel := c.longCtx()
+	defer cancel()
+	_, err := c.cl().SetupInbox(ctx, c.cid, body)
+	e := uiError(err)
 	c.dropInspect(st.Connection)
 	if e == nil {
 		c.redirect(w.Base+"/done", "")
@@ -118,7 +121,10 @@ func (u *UI) wizardRestart(c *rc) {
 		return
 	}
 	if w.Draft != nil && w.Draft.Address == nil {
-		if e := c.apiLong("POST", "/email/inboxes/"+w.RID+"/control", map[string]string{"action": "remove"}, nil); e != nil {
+		ctx, cancel := c.longCtx()
+		defer cancel()
+		if _, err := c.cl().ControlInbox(ctx, w.RID, apiclient.ActionRemove); err != nil {
+			e := uiError(err)
 			w.Err = e
 			w.Step = stepReview
 			if !w.Finish {
@@ -155,8 +161,8 @@ func (u *UI) readyPage(c *rc) {
 	if !ok {
 		return
 	}
-	var ep domain.EmailEndpointSummary
-	if e := c.api("GET", "/email/inboxes/"+rid, nil, &ep); e != nil {
+	ep, err := c.cl().Inbox(c.ctx(), rid)
+	if e := c.check(err); e != nil {
 		if e.Status == http.StatusNotFound {
 			c.redirect(c.agentmailPath("/setup/"+rid), "")
 			return

@@ -3,6 +3,7 @@ package ui
 import (
 	"net/http"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -19,18 +20,18 @@ func (u *UI) home(c *rc) { u.renderHome(c, http.StatusOK, "", nil) }
 
 func (u *UI) renderHome(c *rc, status int, name string, formErr *APIError) {
 	d := homeData{Name: name, Err: formErr, CanCreate: c.actor.KeyCompanyID == ""}
-	if e := c.api("GET", "/companies", nil, &d.Companies); e != nil {
+	if e := into(c, &d.Companies)(c.cl().Companies(c.ctx())); e != nil {
 		c.fail(e)
 		return
 	}
-	_ = c.api("GET", "/instance/settings", nil, &d.Settings)
+	_ = into(c, &d.Settings)(c.cl().Settings(c.ctx()))
 	c.render(status, "home", view{Title: "Companies", Bare: true, Nav: "home", Data: d})
 }
 
 func (u *UI) createCompany(c *rc) {
 	name := c.r.PostFormValue("name")
-	var co domain.Company
-	if e := c.api("POST", "/companies", map[string]string{"name": name}, &co); e != nil {
+	co, err := c.cl().CreateCompany(c.ctx(), name)
+	if e := c.check(err); e != nil {
 		u.renderHome(c, e.Status, name, e)
 		return
 	}
@@ -59,7 +60,7 @@ func (u *UI) settingsPage(c *rc) {
 		return
 	}
 	var d settingsData
-	if e := c.api("GET", "/instance/settings", nil, &d.Settings); e != nil {
+	if e := into(c, &d.Settings)(c.cl().Settings(c.ctx())); e != nil {
 		c.fail(e)
 		return
 	}
@@ -69,8 +70,8 @@ func (u *UI) settingsPage(c *rc) {
 func (u *UI) saveSettings(c *rc) {
 	chat := c.r.PostFormValue("enableChatConnectors") == "on"
 	iso := c.r.PostFormValue("enableIsolatedWorkspaces") == "on"
-	body := map[string]any{"experimental": map[string]bool{"enableChatConnectors": chat, "enableIsolatedWorkspaces": iso}}
-	if e := c.api("PATCH", "/instance/settings", body, nil); e != nil {
+	_, err := c.cl().PatchSettings(c.ctx(), apiclient.SettingsPatch{Experimental: &apiclient.ExperimentalPatch{EnableChatConnectors: &chat, EnableIsolatedWorkspaces: &iso}})
+	if e := c.check(err); e != nil {
 		if e.Status == http.StatusForbidden {
 			c.fail(e)
 			return

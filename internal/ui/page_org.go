@@ -1,11 +1,13 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
@@ -21,11 +23,11 @@ type projectsData struct {
 func (u *UI) projectsPage(c *rc) { u.renderProjects(c, http.StatusOK, projectsData{}) }
 
 func (u *UI) renderProjects(c *rc, status int, d projectsData) {
-	if e := apiAll(c, "/companies/"+c.cid+"/projects", &d.Projects); e != nil {
+	if e := all(c, c.cl().Projects(c.cid), nil, &d.Projects); e != nil {
 		c.fail(e)
 		return
 	}
-	if e := c.api("GET", "/companies/"+c.cid+"/environments", nil, &d.Environments); e != nil {
+	if e := into(c, &d.Environments)(c.cl().Environments(c.ctx(), c.cid)); e != nil {
 		c.fail(e)
 		return
 	}
@@ -38,11 +40,14 @@ func (u *UI) renderProjects(c *rc, status int, d projectsData) {
 func (u *UI) createProject(c *rc) {
 	var d projectsData
 	d.Project.Name, d.Project.Strategy, d.Project.Path = c.form("name"), c.form("strategy"), strings.TrimSpace(c.form("path"))
-	body := map[string]any{"name": d.Project.Name}
+	body := apiclient.NewProject{Name: d.Project.Name}
 	if d.Project.Strategy != "" {
-		body["workspace"] = map[string]string{"strategy": d.Project.Strategy, "path": d.Project.Path}
+		body.Workspace = &domain.ProjectWorkspace{Strategy: d.Project.Strategy, Path: d.Project.Path}
 	}
-	c.submit("/companies/"+c.cid+"/projects", body, c.caps.Write, func(e *APIError) {
+	c.submit(func(ctx context.Context) error {
+		_, err := c.cl().CreateProject(ctx, c.cid, body)
+		return err
+	}, c.caps.Write, func(e *APIError) {
 		d.ProjectErr = e
 		u.renderProjects(c, e.Status, d)
 	}, "/c/"+c.cid+"/projects", flashProjectCreated)
@@ -51,11 +56,14 @@ func (u *UI) createProject(c *rc) {
 func (u *UI) createEnvironment(c *rc) {
 	var d projectsData
 	d.Env.Name, d.Env.Driver = c.form("name"), c.form("driver")
-	body := map[string]string{"name": d.Env.Name, "driver": d.Env.Driver}
+	body := apiclient.NewEnvironment{Name: d.Env.Name, Driver: d.Env.Driver}
 	if d.Env.Driver == "sandbox" {
-		body["provider"] = "bubblewrap"
+		body.Provider = "bubblewrap"
 	}
-	c.submit("/companies/"+c.cid+"/environments", body, c.caps.Write, func(e *APIError) {
+	c.submit(func(ctx context.Context) error {
+		_, err := c.cl().CreateEnvironment(ctx, c.cid, body)
+		return err
+	}, c.caps.Write, func(e *APIError) {
 		d.EnvErr = e
 		u.renderProjects(c, e.Status, d)
 	}, "/c/"+c.cid+"/projects", flashEnvCreated)
@@ -169,20 +177,20 @@ func (u *UI) activityPage(c *rc) {
 		api.Set("cursor", cur)
 	}
 	var list []domain.Activity
-	next, apiErr := c.apiPage("/companies/"+c.cid+"/activity?"+api.Encode(), &list)
+	next, apiErr := page(c, c.cl().Activity(c.cid), api, &list)
 	if apiErr != nil && apiErr.Status != http.StatusBadRequest {
 		c.fail(apiErr)
 		return
 	}
 	agents, idx, _ := c.agents()
 	var members []domain.Membership
-	_ = apiAll(c, "/companies/"+c.cid+"/members", &members)
+	_ = all(c, c.cl().Members(c.cid), nil, &members)
 	emails := map[string]string{}
 	for _, m := range members {
 		emails[m.UserID] = personName(m.Email)
 	}
 	var tasks []domain.Issue
-	_ = c.api("GET", "/companies/"+c.cid+"/issues?limit=200", nil, &tasks)
+	_, _ = page(c, c.cl().Issues(c.cid), apiclient.Query("limit", "200"), &tasks)
 	titles := map[string]string{}
 	for _, t := range tasks {
 		titles[t.ID] = t.Title
@@ -275,8 +283,8 @@ func (u *UI) membersPage(c *rc) { u.renderMembers(c, http.StatusOK, membersData{
 func (u *UI) renderMembers(c *rc, status int, d membersData) {
 	var keysErr *APIError
 	var e *APIError
-	parallel(func() { e = apiAll(c, "/companies/"+c.cid+"/members", &d.Members) },
-		func() { keysErr = c.api("GET", "/companies/"+c.cid+"/board-keys", nil, &d.Keys) })
+	parallel(func() { e = all(c, c.cl().Members(c.cid), nil, &d.Members) },
+		func() { keysErr = into(c, &d.Keys)(c.cl().BoardKeys(c.ctx(), c.cid)) })
 	if e != nil {
 		c.fail(e)
 		return
@@ -305,8 +313,11 @@ func (u *UI) addMember(c *rc) {
 	if d.Manage {
 		perms = append(perms, domain.PermManageConnections)
 	}
-	body := map[string]any{"email": d.Member.Email, "role": d.Member.Role, "permissions": perms}
-	c.submit("/companies/"+c.cid+"/members", body, c.caps.Admin, func(e *APIError) {
+	body := apiclient.AddMember{Email: d.Member.Email, Role: d.Member.Role, Permissions: perms}
+	c.submit(func(ctx context.Context) error {
+		_, err := c.cl().AddMember(ctx, c.cid, body)
+		return err
+	}, c.caps.Admin, func(e *APIError) {
 		d.MemberErr = e
 		u.renderMembers(c, e.Status, d)
 	}, "/c/"+c.cid+"/members", flashMemberAdded)
@@ -318,15 +329,8 @@ func (u *UI) addMember(c *rc) {
 func (u *UI) createBoardKey(c *rc) {
 	var d membersData
 	d.KeyName, d.KeyUser = strings.TrimSpace(c.form("name")), c.form("user")
-	body := map[string]string{"name": d.KeyName}
-	if d.KeyUser != "" {
-		body["userId"] = d.KeyUser
-	}
-	var out struct {
-		domain.BoardAPIKey
-		Token string `json:"token"`
-	}
-	if e := c.api("POST", "/companies/"+c.cid+"/board-keys", body, &out); e != nil {
+	out, err := c.cl().CreateBoardKey(c.ctx(), c.cid, d.KeyUser, d.KeyName)
+	if e := c.check(err); e != nil {
 		if c.refusedUnseen(e, c.caps.Write) {
 			return
 		}
@@ -348,7 +352,7 @@ func (u *UI) removeMember(c *rc) {
 		c.notFound()
 		return
 	}
-	if e := c.api("DELETE", "/companies/"+c.cid+"/members/"+uid, nil, nil); e != nil {
+	if e := c.check(c.cl().RemoveMember(c.ctx(), c.cid, uid)); e != nil {
 		if c.refusedUnseen(e, c.caps.Admin) {
 			return
 		}
@@ -366,7 +370,7 @@ func (u *UI) revokeBoardKey(c *rc) {
 		c.notFound()
 		return
 	}
-	if e := c.api("DELETE", "/board-keys/"+kid, nil, nil); e != nil {
+	if e := c.check(c.cl().RevokeBoardKey(c.ctx(), kid)); e != nil {
 		if c.refusedUnseen(e, true) {
 			return
 		}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/paperclipai/paperclipai/internal/retention"
 )
 
 const flashRetentionSaved = "Retention settings saved."
@@ -11,17 +13,8 @@ const flashRetentionSaved = "Retention settings saved."
 // retentionData is the data retention page: the company's settings (days,
 // or nil to keep for ever) and the space each kind of data uses now.
 type retentionData struct {
-	Settings struct {
-		EmailDays   *int `json:"emailDays"`
-		RunLogDays  *int `json:"runLogDays"`
-		TaskDirDays *int `json:"taskDirDays"`
-	}
-	Usage struct {
-		EmailBytes      int64 `json:"emailBytes"`
-		AttachmentBytes int64 `json:"attachmentBytes"`
-		RunLogBytes     int64 `json:"runLogBytes"`
-		TaskDirBytes    int64 `json:"taskDirBytes"`
-	}
+	Settings retention.Settings
+	Usage    retention.Usage
 	// Form holds the submitted values when a save failed.
 	Form map[string]string
 	Err  *APIError
@@ -46,22 +39,12 @@ func (d retentionData) Values() map[string]string {
 func (u *UI) retentionPage(c *rc) { u.renderRetention(c, http.StatusOK, retentionData{}) }
 
 func (u *UI) renderRetention(c *rc, status int, d retentionData) {
-	var got struct {
-		EmailDays   *int `json:"emailDays"`
-		RunLogDays  *int `json:"runLogDays"`
-		TaskDirDays *int `json:"taskDirDays"`
-		Usage       struct {
-			EmailBytes      int64 `json:"emailBytes"`
-			AttachmentBytes int64 `json:"attachmentBytes"`
-			RunLogBytes     int64 `json:"runLogBytes"`
-			TaskDirBytes    int64 `json:"taskDirBytes"`
-		} `json:"usage"`
-	}
-	if e := c.api("GET", "/companies/"+c.cid+"/retention", nil, &got); e != nil {
+	got, err := c.cl().Retention(c.ctx(), c.cid)
+	if e := c.check(err); e != nil {
 		c.fail(e)
 		return
 	}
-	d.Settings.EmailDays, d.Settings.RunLogDays, d.Settings.TaskDirDays = got.EmailDays, got.RunLogDays, got.TaskDirDays
+	d.Settings = got.Settings
 	d.Usage = got.Usage
 	c.render(status, "retention", view{Title: "Data retention", Nav: "members", Data: d})
 }
@@ -70,12 +53,15 @@ func (u *UI) renderRetention(c *rc, status int, d retentionData) {
 // an empty field keeps that kind of data for ever.
 func (u *UI) saveRetention(c *rc) {
 	form := map[string]string{}
-	body := map[string]any{}
-	for _, name := range []string{"emailDays", "runLogDays", "taskDirDays"} {
+	var body retention.Settings
+	for _, f := range []struct {
+		name string
+		dst  **int
+	}{{"emailDays", &body.EmailDays}, {"runLogDays", &body.RunLogDays}, {"taskDirDays", &body.TaskDirDays}} {
+		name, dst := f.name, f.dst
 		v := strings.TrimSpace(c.form(name))
 		form[name] = v
 		if v == "" {
-			body[name] = nil
 			continue
 		}
 		n, err := strconv.Atoi(v)
@@ -84,9 +70,10 @@ func (u *UI) saveRetention(c *rc) {
 				Err: &APIError{Status: http.StatusBadRequest, Message: "Days must be whole numbers, or empty to keep for ever."}})
 			return
 		}
-		body[name] = n
+		*dst = &n
 	}
-	if e := c.api("PUT", "/companies/"+c.cid+"/retention", body, nil); e != nil {
+	if _, err := c.cl().PutRetention(c.ctx(), c.cid, body); err != nil {
+		e := c.check(err)
 		if e.Status == http.StatusForbidden {
 			c.fail(e)
 			return

@@ -2,13 +2,13 @@ package ui
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 )
@@ -60,19 +60,18 @@ func (u *UI) reviewRoutes(m *http.ServeMux) {
 
 // heldSends reads the company's held sends, oldest first.
 func (c *rc) heldSends() ([]reviewItem, *APIError) {
-	var list outbound.SendList
-	if e := c.api("GET", "/companies/"+c.cid+"/email/publications?outcome=awaiting_review&limit=200", nil, &list); e != nil {
+	list, err := c.cl().Sends(c.ctx(), c.cid, apiclient.Query("outcome", string(domain.OutcomeAwaitingReview), "limit", "200"))
+	if e := c.check(err); e != nil {
 		return nil, e
 	}
 	_, idx, _ := c.agents()
-	var inboxes []struct {
-		ID      string `json:"id"`
-		Address string `json:"address"`
-	}
-	_ = c.api("GET", "/companies/"+c.cid+"/email/inboxes", nil, &inboxes)
+	var inboxes []domain.EmailEndpointSummary
+	_, _ = page(c, c.cl().Inboxes(c.cid), nil, &inboxes)
 	addr := map[string]string{}
 	for _, ib := range inboxes {
-		addr[ib.ID] = ib.Address
+		if ib.Address != nil {
+			addr[ib.ID] = *ib.Address
+		}
 	}
 	out := make([]reviewItem, 0, len(list.Items))
 	for _, s := range list.Items {
@@ -141,8 +140,8 @@ func (u *UI) renderReview(c *rc, status int, edit bool, apiErr *APIError) {
 	if !ok {
 		return
 	}
-	var cur outbound.SendSummary
-	if e := c.api("GET", fmt.Sprintf("/companies/%s/email/deliveries/%s", c.cid, pid), nil, &cur); e != nil {
+	cur, err := c.cl().SendStatus(c.ctx(), c.cid, pid)
+	if e := c.check(err); e != nil {
 		c.fail(e)
 		return
 	}
@@ -180,8 +179,7 @@ func (u *UI) renderReview(c *rc, status int, edit bool, apiErr *APIError) {
 		to, cc, bcc = d.Item.Recipients.To, d.Item.Recipients.Cc, d.Item.Recipients.Bcc
 	}
 	d.ToLine, d.CcLine, d.BccLine = strings.Join(to, ", "), strings.Join(cc, ", "), strings.Join(bcc, ", ")
-	var th *outbound.ThreadSummary
-	if e := c.api("GET", fmt.Sprintf("/companies/%s/email/tasks/%s", c.cid, cur.IssueID), nil, &th); e == nil {
+	if th, err := c.cl().Thread(c.ctx(), c.cid, cur.IssueID); c.check(err) == nil {
 		d.Thread = th
 		if th != nil && d.Item.Inbox == "" && th.Endpoint.Address != nil {
 			d.Item.Inbox = *th.Endpoint.Address
@@ -195,31 +193,25 @@ func (u *UI) reviewSendSubmit(c *rc) {
 	if !ok {
 		return
 	}
-	body := map[string]any{}
+	var body outbound.ReviewInput
 	flash := ""
 	switch c.form("action") {
 	case "approve":
-		body["action"] = "approve"
+		body.Action = "approve"
 		flash = "Approved: the email is being sent."
 	case "edit":
-		body["action"] = "approve"
-		body["text"] = c.form("text")
-		if s := c.form("subject"); s != "" {
-			body["subject"] = s
-		}
-		body["to"] = splitAddresses(c.form("to"))
-		body["cc"] = splitAddresses(c.form("cc"))
+		text, to, cc := c.form("text"), splitAddresses(c.form("to")), splitAddresses(c.form("cc"))
+		body = outbound.ReviewInput{Action: "approve", Text: &text, Subject: opt(c.form("subject")), To: &to, Cc: &cc}
 		flash = "Edited and approved: the email is being sent."
 	case "reject":
-		body["action"] = "reject"
-		body["reason"] = c.form("reason")
+		body = outbound.ReviewInput{Action: "reject", Reason: c.form("reason")}
 		flash = "Rejected: the agent was told why."
 	default:
 		u.renderReview(c, http.StatusBadRequest, false, &APIError{Status: http.StatusBadRequest, Message: "Choose Approve, Edit and approve, or Reject."})
 		return
 	}
-	var out outbound.SendSummary
-	if e := c.api("POST", fmt.Sprintf("/companies/%s/email/deliveries/%s/review", c.cid, pid), body, &out); e != nil {
+	if _, err := c.cl().Review(c.ctx(), c.cid, pid, body); err != nil {
+		e := c.check(err)
 		u.renderReview(c, e.Status, c.form("action") == "edit", e)
 		return
 	}
@@ -250,10 +242,10 @@ func (u *UI) saveSendPolicy(c *rc) {
 	hours, _ := strconv.Atoi(strings.TrimSpace(c.form("reviewExpiresHours")))
 	p := outbound.SendPolicy{Review: c.form("review"), AllowedRecipients: splitAddresses(c.form("allowedRecipients")),
 		BlockedRecipients: splitAddresses(c.form("blockedRecipients")), ReviewExpiresHours: hours}
-	var out outbound.SendPolicy
-	if e := c.api("PUT", "/email/inboxes/"+eid+"/send-policy", p, &out); e != nil {
-		var ib domain.EmailEndpointSummary
-		if ge := c.api("GET", "/email/inboxes/"+eid, nil, &ib); ge != nil {
+	if _, err := c.cl().PutSendPolicy(c.ctx(), eid, p); err != nil {
+		e := c.check(err)
+		ib, gerr := c.cl().Inbox(c.ctx(), eid)
+		if ge := c.check(gerr); ge != nil {
 			c.fail(ge)
 			return
 		}

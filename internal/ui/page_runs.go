@@ -5,19 +5,14 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-type runLog struct {
-	Content   string `json:"content"`
-	SizeBytes int64  `json:"sizeBytes"`
-	Truncated bool   `json:"truncated"`
-}
-
 type runData struct {
 	Run       domain.Run
-	Log       runLog
+	Log       apiclient.RunLog
 	AgentName string
 	// Adapter names the agent's adapter; Model is a CLI agent's model
 	// setting ("" for the CLI's default or another adapter).
@@ -36,7 +31,7 @@ func (u *UI) runPage(c *rc) {
 		return
 	}
 	d := runData{Base: "/c/" + c.cid + "/runs/" + rid}
-	if e := c.api("GET", "/heartbeat-runs/"+rid, nil, &d.Run); e != nil {
+	if e := into(c, &d.Run)(c.cl().Run(c.ctx(), rid)); e != nil {
 		c.fail(e)
 		return
 	}
@@ -44,12 +39,11 @@ func (u *UI) runPage(c *rc) {
 		c.notFound()
 		return
 	}
-	if e := c.api("GET", "/heartbeat-runs/"+rid+"/log", nil, &d.Log); e != nil {
+	if e := into(c, &d.Log)(c.cl().RunLog(c.ctx(), rid)); e != nil {
 		c.fail(e)
 		return
 	}
-	var ag domain.Agent
-	if c.api("GET", "/agents/"+d.Run.AgentID, nil, &ag) == nil {
+	if ag, err := c.cl().Agent(c.ctx(), d.Run.AgentID); c.check(err) == nil {
 		d.AgentName, d.Adapter = ag.Name, adapterLabel(ag.AdapterType)
 		if cfg := cliConfig(ag); cfg != nil {
 			d.Model = cfg.Model
@@ -61,8 +55,7 @@ func (u *UI) runPage(c *rc) {
 	row := newRunRow(d.Run)
 	d.Cost, d.Tokens = row.Cost, row.Tokens
 	if d.Run.IssueID != "" {
-		var t domain.Issue
-		if c.api("GET", "/issues/"+d.Run.IssueID, nil, &t) == nil {
+		if t, err := c.cl().Issue(c.ctx(), d.Run.IssueID); c.check(err) == nil {
 			d.Task = &t
 		}
 	}
@@ -117,8 +110,10 @@ func (u *UI) runsPage(c *rc) {
 	var idx agentIndex
 	var e1, e2, e3 *APIError
 	parallel(func() { d.Agents, idx, e1 = c.agents() },
-		func() { e2 = c.api("GET", "/companies/"+c.cid+"/heartbeat-runs?"+api.Encode(), nil, &runs) },
-		func() { e3 = c.api("GET", "/companies/"+c.cid+"/issues?limit=200&sort=updated", nil, &tasks) })
+		func() { _, e2 = page(c, c.cl().Runs(c.cid), api, &runs) },
+		func() {
+			_, e3 = page(c, c.cl().Issues(c.cid), apiclient.Query("limit", "200", "sort", "updated"), &tasks)
+		})
 	for _, e := range []*APIError{e1, e2, e3} {
 		if e != nil {
 			c.fail(e)

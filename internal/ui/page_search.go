@@ -5,14 +5,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
+
+	"github.com/paperclipai/paperclipai/internal/api"
 )
 
 // searchResult is one hit of the company search (GET /api/…/search).
-type searchResult struct {
-	Kind, ID, TaskID, TaskTitle, TaskStatus, Title, Snippet, ConversationID, InboxID string
-	At                                                                               time.Time
-}
+type searchResult api.SearchResult
 
 // SnippetHTML is the snippet as HTML. Why it is trusted: the API (this
 // process, api.SnippetHTML) escapes every character of the stored text and
@@ -60,11 +58,8 @@ func (u *UI) searchPage(c *rc) {
 		if cur := q.Get("cursor"); cur != "" {
 			api.Set("cursor", cur)
 		}
-		var page struct {
-			Items      []searchResult `json:"items"`
-			NextCursor *string        `json:"nextCursor"`
-		}
-		if e := c.api("GET", "/companies/"+c.cid+"/search?"+api.Encode(), nil, &page); e != nil {
+		page, err := c.cl().Search(c.ctx(), c.cid, api)
+		if e := c.check(err); e != nil {
 			if e.Status != http.StatusBadRequest {
 				c.fail(e)
 				return
@@ -75,7 +70,7 @@ func (u *UI) searchPage(c *rc) {
 			g := searchGroup{Kind: k.Kind, Label: k.Label}
 			for _, r := range page.Items {
 				if r.Kind == k.Kind {
-					g.Results = append(g.Results, r)
+					g.Results = append(g.Results, searchResult(r))
 				}
 			}
 			if len(g.Results) > 0 {

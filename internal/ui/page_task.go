@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
@@ -57,7 +58,7 @@ func (d taskData) Author(cm domain.Comment) string {
 
 // loadTask reads the path's task and checks it belongs to the company.
 func (c *rc) loadTask() (domain.Issue, bool) {
-	return loadOwned(c, "tid", "/issues/", func(t *domain.Issue) string { return t.CompanyID })
+	return loadOwned(c, "tid", c.cl().Issue, func(t *domain.Issue) string { return t.CompanyID })
 }
 
 func (u *UI) taskPage(c *rc) {
@@ -92,28 +93,27 @@ func (u *UI) renderTask(c *rc, status int, t domain.Issue, d taskData) {
 	fns = append(fns, func() { d.Agents, d.AgentIdx, errs[0] = c.agents() })
 	if need("task-runs", "task-header", "task-timeline") {
 		fns = append(fns, func() {
-			errs[1] = c.api("GET", fmt.Sprintf("/companies/%s/heartbeat-runs?issueId=%s&limit=20", c.cid, t.ID), nil, &d.Runs)
+			_, errs[1] = page(c, c.cl().Runs(c.cid), apiclient.Query("issueId", t.ID, "limit", "20"), &d.Runs)
 		})
 	}
 	if need("task-timeline") {
-		fns = append(fns, func() { errs[2] = apiAll(c, "/issues/"+t.ID+"/comments", &d.Comments) },
-			func() { _ = apiAll(c, "/companies/"+c.cid+"/members", &members) })
+		fns = append(fns, func() { errs[2] = all(c, c.cl().Comments(t.ID), nil, &d.Comments) },
+			func() { _ = all(c, c.cl().Members(c.cid), nil, &members) })
 	}
 	if frag == "" {
-		fns = append(fns, func() { errs[3] = apiAll(c, "/issues/"+t.ID+"/attachments", &d.Attachments) },
+		fns = append(fns, func() { errs[3] = all(c, c.cl().Attachments(t.ID), nil, &d.Attachments) },
 			func() {
-				errs[4] = c.api("GET", fmt.Sprintf("/companies/%s/issues?parentId=%s&limit=100", c.cid, t.ID), nil, &d.Children)
+				_, errs[4] = page(c, c.cl().Issues(c.cid), apiclient.Query("parentId", t.ID, "limit", "100"), &d.Children)
 			})
 		if t.ParentID != "" {
 			fns = append(fns, func() {
-				var p domain.Issue
-				if c.api("GET", "/issues/"+t.ParentID, nil, &p) == nil {
+				if p, err := c.cl().Issue(c.ctx(), t.ParentID); c.check(err) == nil {
 					d.Parent = &p
 				}
 			})
 		}
 		if t.ProjectID != "" {
-			fns = append(fns, func() { _ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &projects) })
+			fns = append(fns, func() { _, _ = page(c, c.cl().Projects(c.cid), nil, &projects) })
 		}
 	}
 	emailLoads, emailFinish := u.taskEmailLoader(c, t, &d, frag)
@@ -159,9 +159,9 @@ func (u *UI) updateTask(c *rc) {
 	if !ok {
 		return
 	}
-	body := map[string]any{"status": c.form("status"), "priority": c.form("priority"), "assigneeAgentId": c.form("assignee")}
-	var out domain.Issue
-	if e := c.api("PATCH", "/issues/"+t.ID, body, &out); e != nil {
+	status, priority, assignee := c.form("status"), c.form("priority"), c.form("assignee")
+	_, err := c.cl().PatchIssue(c.ctx(), t.ID, apiclient.IssueInput{Status: &status, Priority: &priority, AssigneeAgentID: &assignee})
+	if e := c.check(err); e != nil {
 		if e.Status == http.StatusNotFound {
 			c.fail(e)
 			return
@@ -182,8 +182,8 @@ func (u *UI) addComment(c *rc) {
 	}
 	body := c.form("body")
 	wake := c.form("wake") == "on"
-	var cm domain.Comment
-	if e := c.api("POST", "/issues/"+t.ID+"/comments", map[string]string{"body": body}, &cm); e != nil {
+	cm, err := c.cl().CreateComment(c.ctx(), t.ID, body)
+	if e := c.check(err); e != nil {
 		if e.Status == http.StatusNotFound {
 			c.fail(e)
 			return
@@ -196,10 +196,9 @@ func (u *UI) addComment(c *rc) {
 	}
 	flash := flashCommentAdded
 	if wake && t.AssigneeAgentID != "" {
-		var run domain.Run
-		e := c.api("POST", "/agents/"+t.AssigneeAgentID+"/wakeup", map[string]string{"reason": "comment", "issueId": t.ID,
-			"idempotencyKey": "ui-comment:" + cm.ID, "commentId": cm.ID}, &run)
-		flash = wakeFlash(flashCommentAdded+" ", run, e)
+		run, err := c.cl().Wake(c.ctx(), t.AssigneeAgentID, apiclient.Wakeup{Reason: "comment", IssueID: t.ID,
+			IdempotencyKey: "ui-comment:" + cm.ID, CommentID: cm.ID})
+		flash = wakeFlash(flashCommentAdded+" ", run, c.check(err))
 	}
 	c.redirect(fmt.Sprintf("/c/%s/tasks/%s#comment-%s", c.cid, t.ID, cm.ID), flash)
 }
@@ -224,8 +223,8 @@ func (u *UI) wakeForTask(c *rc) {
 		c.redirect(fmt.Sprintf("/c/%s/tasks/%s", c.cid, t.ID), "This task has no agent to wake.")
 		return
 	}
-	var run domain.Run
-	e := c.api("POST", "/agents/"+t.AssigneeAgentID+"/wakeup", map[string]string{"reason": "manual", "issueId": t.ID}, &run)
+	run, err := c.cl().Wake(c.ctx(), t.AssigneeAgentID, apiclient.Wakeup{Reason: "manual", IssueID: t.ID})
+	e := c.check(err)
 	if e != nil && (e.Status == http.StatusForbidden || e.Status == http.StatusNotFound) {
 		c.fail(e)
 		return

@@ -136,12 +136,12 @@ func (u *UI) taskEmailLoader(c *rc, t domain.Issue, d *taskData, frag string) (l
 	var thErr, attErr *APIError
 	var atts []domain.Attachment
 	loads = append(loads, func() {
-		thErr = c.api("GET", fmt.Sprintf("/companies/%s/email/tasks/%s", c.cid, t.ID), nil, &th)
+		thErr = into(c, &th)(c.cl().Thread(c.ctx(), c.cid, t.ID))
 	})
 	if frag == "task-timeline" {
 		// The full page reads the attachments anyway; the fragment needs
 		// them for the email cards' download links.
-		loads = append(loads, func() { attErr = apiAll(c, "/issues/"+t.ID+"/attachments", &atts) })
+		loads = append(loads, func() { attErr = all(c, c.cl().Attachments(t.ID), nil, &atts) })
 	}
 	finish = func() bool {
 		if thErr != nil {
@@ -394,8 +394,8 @@ func (u *UI) resolveDelivery(c *rc) {
 		return
 	}
 	// The send must belong to this task (the API checks the company).
-	var cur outbound.SendSummary
-	if e := c.api("GET", fmt.Sprintf("/companies/%s/email/deliveries/%s", c.cid, pid), nil, &cur); e != nil {
+	cur, err := c.cl().SendStatus(c.ctx(), c.cid, pid)
+	if e := c.check(err); e != nil {
 		c.fail(e)
 		return
 	}
@@ -409,14 +409,14 @@ func (u *UI) resolveDelivery(c *rc) {
 		rs.Err = &APIError{Status: status, Message: msg}
 		u.renderTask(c, status, t, taskData{CommentWake: true, Resolve: rs})
 	}
-	body := map[string]any{"outcome": rs.Outcome}
+	body := outbound.ResolveInput{Outcome: domain.SendOutcome(rs.Outcome)}
 	switch rs.Outcome {
 	case "sent":
 		if len(rs.MessageID) > 998 {
 			again(http.StatusBadRequest, taskEmailResolveBadID)
 			return
 		}
-		body["providerMessageId"] = rs.MessageID
+		body.ProviderMessageID = rs.MessageID
 	case "failed":
 		if !rs.Checked {
 			again(http.StatusBadRequest, taskEmailResolveNeedBox)
@@ -428,10 +428,10 @@ func (u *UI) resolveDelivery(c *rc) {
 	}
 	// Resolving "sent" asks AgentMail for the message: finish it even if
 	// the browser goes away (the result is visible on the next visit).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), 150*time.Second)
+	ctx, cancel := context.WithTimeout(acting(context.WithoutCancel(c.r.Context()), c.actor), 150*time.Second)
 	defer cancel()
-	var out outbound.SendSummary
-	if e := u.callAPI(ctx, c.actor, "POST", fmt.Sprintf("/companies/%s/email/deliveries/%s/resolve", c.cid, pid), body, &out); e != nil {
+	_, err = c.cl().Resolve(ctx, c.cid, pid, body)
+	if e := uiError(err); e != nil {
 		if e.Status == http.StatusNotFound || e.Status == http.StatusForbidden {
 			c.fail(e)
 			return

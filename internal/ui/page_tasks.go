@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -68,15 +69,11 @@ func pendingSends(c *rc) map[string]bool {
 		return out
 	}
 	for _, o := range []domain.SendOutcome{domain.OutcomeQueued, domain.OutcomeUncertain} {
-		var page struct {
-			Items []struct {
-				IssueID string `json:"issueId"`
-			} `json:"items"`
-		}
-		if c.api("GET", "/companies/"+c.cid+"/email/publications?limit=200&outcome="+string(o), nil, &page) != nil {
+		list, err := c.cl().Sends(c.ctx(), c.cid, apiclient.Query("limit", "200", "outcome", string(o)))
+		if c.check(err) != nil {
 			continue
 		}
-		for _, it := range page.Items {
+		for _, it := range list.Items {
 			out[it.IssueID] = true
 		}
 	}
@@ -123,8 +120,8 @@ func (u *UI) tasksPage(c *rc) {
 	var e1, e2 *APIError
 	var next string
 	parallel(func() { d.Agents, d.AgentIdx, e1 = c.agents() },
-		func() { next, e2 = c.apiPage("/companies/"+c.cid+"/issues?"+api.Encode(), &d.Tasks) },
-		func() { _ = apiAll(c, "/companies/"+c.cid+"/email/inboxes", &d.Inboxes) },
+		func() { next, e2 = page(c, c.cl().Issues(c.cid), api, &d.Tasks) },
+		func() { _ = all(c, c.cl().Inboxes(c.cid), nil, &d.Inboxes) },
 		func() { d.Pending = pendingSends(c) })
 	for _, e := range []*APIError{e1, e2} {
 		if e != nil {
@@ -180,11 +177,10 @@ func (u *UI) renderNewTask(c *rc, status int, f taskForm, formErr *APIError) {
 		c.fail(e)
 		return
 	}
-	_ = apiAll(c, "/companies/"+c.cid+"/projects", &d.Projects)
-	_ = c.api("GET", "/companies/"+c.cid+"/issues?limit=100", nil, &d.Parents)
+	_ = all(c, c.cl().Projects(c.cid), nil, &d.Projects)
+	_, _ = page(c, c.cl().Issues(c.cid), apiclient.Query("limit", "100"), &d.Parents)
 	if f.Parent != "" && !slices.ContainsFunc(d.Parents, func(i domain.Issue) bool { return i.ID == f.Parent }) && store.ValidID(f.Parent) {
-		var p domain.Issue
-		if c.api("GET", "/issues/"+f.Parent, nil, &p) == nil && p.CompanyID == c.cid {
+		if p, err := c.cl().Issue(c.ctx(), f.Parent); c.check(err) == nil && p.CompanyID == c.cid {
 			d.Parents = append([]domain.Issue{p}, d.Parents...)
 		}
 	}
@@ -198,14 +194,10 @@ func (u *UI) createTask(c *rc) {
 	f := taskForm{Title: c.form("title"), Description: c.form("description"), Status: c.form("status"),
 		Priority: c.form("priority"), Assignee: c.form("assignee"), Project: c.form("project"), Parent: c.form("parent"),
 		Wake: c.form("wake") != ""}
-	body := map[string]any{"title": f.Title, "description": f.Description, "status": f.Status, "priority": f.Priority}
-	for k, v := range map[string]string{"assigneeAgentId": f.Assignee, "projectId": f.Project, "parentId": f.Parent} {
-		if v != "" {
-			body[k] = v
-		}
-	}
-	var t domain.Issue
-	if e := c.api("POST", "/companies/"+c.cid+"/issues", body, &t); e != nil {
+	body := apiclient.IssueInput{Title: &f.Title, Description: &f.Description, Status: &f.Status, Priority: &f.Priority,
+		AssigneeAgentID: opt(f.Assignee), ProjectID: opt(f.Project), ParentID: opt(f.Parent)}
+	t, err := c.cl().CreateIssue(c.ctx(), c.cid, body)
+	if e := c.check(err); e != nil {
 		u.renderNewTask(c, e.Status, f, e)
 		return
 	}
@@ -213,9 +205,8 @@ func (u *UI) createTask(c *rc) {
 	if f.Assignee != "" && f.Wake {
 		// Assigning wakes the agent, as upstream does on assignment; the
 		// task exists either way, so a refused wake is only reported.
-		var run domain.Run
-		e := c.api("POST", "/agents/"+f.Assignee+"/wakeup", map[string]string{"reason": "assignment", "issueId": t.ID}, &run)
-		flash = wakeFlash(flashTaskCreated+" ", run, e)
+		run, err := c.cl().Wake(c.ctx(), f.Assignee, apiclient.Wakeup{Reason: "assignment", IssueID: t.ID})
+		flash = wakeFlash(flashTaskCreated+" ", run, c.check(err))
 	}
 	c.redirect(fmt.Sprintf("/c/%s/tasks/%s", c.cid, t.ID), flash)
 }

@@ -3,6 +3,7 @@ package ui
 import (
 	"net/http"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/domain"
 )
 
@@ -57,10 +58,10 @@ func (u *UI) renderTrust(c *rc, status int, d trustData) {
 		envs []domain.Environment
 	)
 	parallel(
-		func() { _ = c.api("GET", "/companies/"+c.cid+"/projects", nil, &d.Projects) },
-		func() { _ = c.api("GET", "/companies/"+c.cid+"/issues?limit=200", nil, &d.Tasks) },
-		func() { _ = c.api("GET", "/instance/settings", nil, &sett) },
-		func() { _ = c.api("GET", "/companies/"+c.cid+"/environments", nil, &envs) },
+		func() { _, _ = page(c, c.cl().Projects(c.cid), nil, &d.Projects) },
+		func() { _, _ = page(c, c.cl().Issues(c.cid), apiclient.Query("limit", "200"), &d.Tasks) },
+		func() { _ = into(c, &sett)(c.cl().Settings(c.ctx())) },
+		func() { _ = into(c, &envs)(c.cl().Environments(c.ctx(), c.cid)) },
 	)
 	d.Runtime = c.trustNoticeFor(d.Agent, sett, envs, "")
 	c.render(status, "trust", view{Title: "Trust settings · " + d.Agent.Name, Nav: "agents",
@@ -74,23 +75,24 @@ func (u *UI) saveTrust(c *rc) {
 	}
 	d := trustData{Agent: a, Preset: c.form("preset"), Kind: c.form("kind"), Project: c.form("project"),
 		Task: c.form("task"), Return: c.form("return")}
-	perms := map[string]any{"trustPreset": d.Preset, "authorizationPolicy": map[string]any{}}
+	perms := domain.AgentPermissions{TrustPreset: d.Preset, AuthorizationPolicy: &domain.AuthorizationPolicy{}}
 	if d.Preset == domain.TrustLowTrustReview {
-		var tb map[string]any
+		var tb *domain.TrustBoundary
 		switch {
 		case d.Kind == "task" && d.Task != "":
-			tb = map[string]any{"rootIssueId": d.Task}
+			tb = &domain.TrustBoundary{RootIssueID: d.Task}
 		case d.Kind != "task" && d.Project != "":
-			tb = map[string]any{"projectIds": []string{d.Project}}
+			tb = &domain.TrustBoundary{ProjectIDs: []string{d.Project}}
 		}
 		if tb == nil {
 			d.Err = &APIError{Status: http.StatusUnprocessableEntity, Message: msgNeedBoundary}
 			u.renderTrust(c, http.StatusUnprocessableEntity, d)
 			return
 		}
-		perms["authorizationPolicy"] = map[string]any{"trustBoundary": tb}
+		perms.AuthorizationPolicy.TrustBoundary = tb
 	}
-	if e := c.api("PATCH", "/agents/"+a.ID, map[string]any{"permissions": perms}, nil); e != nil {
+	if _, err := c.cl().PatchAgent(c.ctx(), a.ID, apiclient.AgentInput{Permissions: &perms}); err != nil {
+		e := c.check(err)
 		if e.Status == http.StatusNotFound || e.Status == http.StatusForbidden {
 			c.fail(e)
 			return

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"embed"
@@ -28,7 +29,7 @@ type templates struct {
 }
 
 func loadTemplates() (*templates, error) {
-	base, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
+	base, err := template.New("").Funcs(funcMap()).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("ui templates: %w", err)
 	}
@@ -90,8 +91,7 @@ func (u *UI) footer(c *rc) cachedHealth {
 	if !h.at.IsZero() && u.now().Sub(h.at) < 30*time.Second {
 		return h
 	}
-	var out struct{ Version, Database string }
-	_ = u.callAPI(c.r.Context(), authz.Actor{}, "GET", "/health", nil, &out)
+	out, _ := u.client.Health(acting(c.r.Context(), authz.Actor{}))
 	h = cachedHealth{Version: out.Version, Database: out.Database, Mode: u.d.Config.DeploymentMode, at: u.now()}
 	u.healthMu.Lock()
 	u.health = h
@@ -116,11 +116,8 @@ func (c *rc) render(status int, page string, v view) {
 	}
 	v.ReviewPollMS = c.u.pollInterval(10000)
 	if frag := c.r.URL.Query().Get("fragment"); (frag == "" || frag == "nav-review") && c.cid != "" {
-		var rc struct {
-			AwaitingReview int `json:"awaitingReview"`
-		}
-		if c.api("GET", "/companies/"+c.cid+"/email/review-count", nil, &rc) == nil {
-			v.ReviewCount = rc.AwaitingReview
+		if n, err := c.cl().ReviewCount(c.ctx(), c.cid); c.check(err) == nil {
+			v.ReviewCount = n
 		}
 	}
 	if frag := c.r.URL.Query().Get("fragment"); frag != "" && c.r.Method == http.MethodGet {
@@ -326,12 +323,12 @@ func (c *rc) partial(page, name string, v view) {
 	}
 }
 
-// submit posts a form's body to the API path. On success it redirects
+// submit makes a form's API call as the request's actor. On success it redirects
 // with a flash; a refusal of a form the user could not see answers as a
 // page (refusedUnseen); any other error goes to failed, which re-renders
 // the form with it.
-func (c *rc) submit(path string, body any, formShown bool, failed func(*APIError), to, flash string) {
-	if e := c.api("POST", path, body, nil); e != nil {
+func (c *rc) submit(call func(context.Context) error, formShown bool, failed func(*APIError), to, flash string) {
+	if e := c.check(call(c.ctx())); e != nil {
 		if !c.refusedUnseen(e, formShown) {
 			failed(e)
 		}

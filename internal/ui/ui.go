@@ -14,11 +14,10 @@ package ui
 import (
 	"log/slog"
 	"net/http"
-	"os"
-	"strconv"
 	"sync"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -48,8 +47,12 @@ type UI struct {
 	tpl     *templates
 	log     *slog.Logger
 	now     func() time.Time
-	pollMS  int // test override of every poll interval (PAPERCLIP_UI_POLL_MS)
+	pollMS  int // test override of every poll interval (config.Config.UIPollMS)
 	limiter *loginLimiter
+	// client is the typed API client over the in-process transport: every
+	// business read and write of a page goes through it as the page's
+	// actor.
+	client *apiclient.Client
 	// stopped closes when the server shuts down (ends event streams).
 	stopped  chan struct{}
 	stopOnce sync.Once
@@ -62,7 +65,8 @@ type UI struct {
 
 // New builds the UI handler.
 func New(d Deps) (*UI, error) {
-	u := &UI{d: d, mux: http.NewServeMux(), log: d.Logger, now: d.Now, limiter: newLoginLimiter(loginLimiterMax), stopped: make(chan struct{})}
+	u := &UI{d: d, mux: http.NewServeMux(), log: d.Logger, now: d.Now, limiter: newLoginLimiter(loginLimiterMax), stopped: make(chan struct{}),
+		client: apiclient.InProcess(d.API), pollMS: d.Config.UIPollMS}
 	if u.log == nil {
 		u.log = slog.New(slog.DiscardHandler)
 	}
@@ -71,9 +75,6 @@ func New(d Deps) (*UI, error) {
 	}
 	if d.Redact == nil {
 		u.d.Redact = func(string) {}
-	}
-	if v, err := strconv.Atoi(os.Getenv("PAPERCLIP_UI_POLL_MS")); err == nil && v > 0 {
-		u.pollMS = v
 	}
 	var err error
 	if u.keys, err = deriveKeys(d.MasterKey); err != nil {
