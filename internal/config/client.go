@@ -6,7 +6,7 @@ import (
 )
 
 // Client is the environment of the CLI's API-calling commands: the
-// agent run's variables (docs/agents.md, "Run environment"), or an
+// agent run's variables (docs/agents.md, "The CLI"), or an
 // operator's board key and server address.
 type Client struct {
 	// APIURL is PAPERCLIP_API_URL: the API root (…/api), or "unix:<socket>"

@@ -160,7 +160,7 @@ func (s *Store) Search(ctx context.Context, q db.Querier, sq SearchQuery, p Page
 				// operator cost per row, so for a phrase or a common word it
 				// often prefers a (parallel) scan of every retained email to
 				// the GIN index: 90–160 ms instead of 20 ms at 100,000
-				// emails (docs/benchmarks.md, "Search"). Search is always
+				// emails (docs/benchmarks.md, "Search (issue 31)"). Search is always
 				// driven by its index; these settings last for this
 				// transaction only.
 				for _, set := range []string{"SET LOCAL enable_seqscan = off", "SET LOCAL max_parallel_workers_per_gather = 0"} {
