@@ -92,7 +92,7 @@ var activityLabels = map[string]string{
 	"heartbeat.wakeup": "Agent woken", "heartbeat.refused": "Wake refused", "heartbeat.finished": "Run finished",
 	"agent.created": "Agent created", "agent.updated": "Agent updated", "company.created": "Company created",
 	"policy.decided": "Policy decision", "company.member_put": "Member changed", "board_key.created": "Board key created",
-	"company.renamed": "Company renamed",
+	"company.renamed": "Company renamed", "company.delete_started": "Company deletion started",
 	"project.created": "Project created", "environment.created": "Environment created",
 	"instance.settings_updated": "Instance settings changed", "secret.created": "Secret created",
 	"secret.rotated": "Secret rotated", "secret.deleted": "Secret deleted",
