@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"github.com/paperclipai/paperclipai/internal/config"
 	"io"
 	"net/url"
 	"os"
@@ -49,7 +50,7 @@ func newActivityExportCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if company == "" {
-				company = os.Getenv("PAPERCLIP_COMPANY_ID")
+				company = config.LoadClient(nil).CompanyID
 			}
 			if company == "" {
 				return errors.New("no company: set PAPERCLIP_COMPANY_ID or --company")
