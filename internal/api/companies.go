@@ -19,14 +19,25 @@ import (
 // cancelled runs to end before it answers 409 (try again).
 const companyRunsStopWait = 30 * time.Second
 
-// renameCompany changes a company's name (owners only).
-func (s *Server) renameCompany(w http.ResponseWriter, r *http.Request) error {
+// ownerCompany is the opening of an owners-only company route: a board
+// actor with write access to the path's company and the owner role there
+// (403 "only owners can <verb> the company" otherwise).
+func (s *Server) ownerCompany(r *http.Request, verb string) (authz.Actor, string, error) {
 	a, companyID, acc, err := s.boardCompany(r, true)
 	if err != nil {
-		return err
+		return a, companyID, err
 	}
 	if err := authz.RequireRole(acc, domain.RoleOwner); err != nil {
-		return httpx.Errorf(http.StatusForbidden, "only owners can rename the company")
+		return a, companyID, httpx.Errorf(http.StatusForbidden, "only owners can %s the company", verb)
+	}
+	return a, companyID, nil
+}
+
+// renameCompany changes a company's name (owners only).
+func (s *Server) renameCompany(w http.ResponseWriter, r *http.Request) error {
+	a, companyID, err := s.ownerCompany(r, "rename")
+	if err != nil {
+		return err
 	}
 	var body struct {
 		Name string `json:"name"`
@@ -62,12 +73,9 @@ func (s *Server) renameCompany(w http.ResponseWriter, r *http.Request) error {
 // removed at the provider, queued sends settled), and the delete waits
 // until no run executes; only then does one transaction delete the rows.
 func (s *Server) deleteCompany(w http.ResponseWriter, r *http.Request) error {
-	a, companyID, acc, err := s.boardCompany(r, true)
+	a, companyID, err := s.ownerCompany(r, "delete")
 	if err != nil {
 		return err
-	}
-	if err := authz.RequireRole(acc, domain.RoleOwner); err != nil {
-		return httpx.Errorf(http.StatusForbidden, "only owners can delete the company")
 	}
 	var body struct {
 		ConfirmName string `json:"confirmName"`
