@@ -194,24 +194,3 @@ func csvSafe(v string) string {
 	}
 	return v
 }
-
-// queryIssueRef reads an optional task reference query parameter of a
-// company route: the task's UUID or its short identifier (ACME-12) in the
-// company, returned as the UUID.
-func (s *Server) queryIssueRef(r *http.Request, companyID, name string) (string, error) {
-	v := r.URL.Query().Get(name)
-	if !store.IssueIdentifierPattern.MatchString(v) {
-		if v != "" && !store.ValidID(v) {
-			return "", httpx.Errorf(http.StatusBadRequest, "invalid %s: must be a UUID or a task identifier such as ACME-12", name)
-		}
-		return v, nil
-	}
-	found, err := s.Store.IssuesByIdentifier(r.Context(), s.Store.DB, companyID, v)
-	if err != nil {
-		return "", err
-	}
-	if len(found) == 0 {
-		return "", httpx.Errorf(http.StatusNotFound, "%s: no task %s in this company", name, strings.ToUpper(v))
-	}
-	return found[0].ID, nil
-}

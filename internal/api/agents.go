@@ -103,9 +103,12 @@ func (s *Server) validatePermissions(ctx context.Context, q db.Querier, companyI
 		}
 	}
 	if b.RootIssueID != "" {
-		if !store.ValidID(b.RootIssueID) {
-			return httpx.Errorf(http.StatusBadRequest, "trustBoundary.rootIssueId: invalid id")
+		// The task's UUID or its identifier; the UUID is what is stored.
+		id, err := s.bodyIssueRef(ctx, q, companyID, "trustBoundary.rootIssueId", b.RootIssueID)
+		if err != nil {
+			return err
 		}
+		b.RootIssueID = id
 		is, err := s.Store.GetIssue(ctx, q, b.RootIssueID)
 		if err != nil || is.CompanyID != companyID {
 			return httpx.Errorf(http.StatusBadRequest, "trustBoundary.rootIssueId: task not found in this company")
@@ -374,14 +377,15 @@ func (s *Server) wakeup(w http.ResponseWriter, r *http.Request) error {
 	if len(body.IdempotencyKey) > 255 {
 		return httpx.Errorf(http.StatusBadRequest, "idempotencyKey must be at most 255 characters")
 	}
-	if body.IssueID != "" && !store.ValidID(body.IssueID) {
-		return httpx.Errorf(http.StatusBadRequest, "invalid issueId: must be a UUID")
-	}
 	agent, _, err := s.loadAgent(r, s.Store.DB, true)
 	if err != nil {
 		return err
 	}
 	if body.IssueID != "" {
+		// The task's UUID or its identifier in the agent's company.
+		if body.IssueID, err = s.bodyIssueRef(r.Context(), s.Store.DB, agent.CompanyID, "issueId", body.IssueID); err != nil {
+			return err
+		}
 		is, err := s.Store.GetIssue(r.Context(), s.Store.DB, body.IssueID)
 		if err != nil || is.CompanyID != agent.CompanyID {
 			return httpx.Errorf(http.StatusBadRequest, "issueId: task not found in the agent's company")

@@ -78,8 +78,7 @@ func (s *Server) listCompanyBoardKeys(w http.ResponseWriter, r *http.Request) er
 	if authz.RequireRole(acc, domain.RoleOwner, domain.RoleAdmin) != nil {
 		f.UserID = a.UserID
 	}
-	keys, err := s.Store.ListBoardKeys(r.Context(), s.Store.DB, f)
-	return httpx.Respond(w, http.StatusOK, keys, err)
+	return s.writeBoardKeys(w, r, f)
 }
 
 // listBoardKeys lists the caller's own active keys of every scope (a
@@ -94,8 +93,21 @@ func (s *Server) listBoardKeys(w http.ResponseWriter, r *http.Request) error {
 	if authz.RequireInstanceAdmin(a) == nil {
 		f = store.BoardKeyFilter{}
 	}
-	keys, err := s.Store.ListBoardKeys(r.Context(), s.Store.DB, f)
-	return httpx.Respond(w, http.StatusOK, keys, err)
+	return s.writeBoardKeys(w, r, f)
+}
+
+// writeBoardKeys answers a page of the active board keys f selects.
+func (s *Server) writeBoardKeys(w http.ResponseWriter, r *http.Request, f store.BoardKeyFilter) error {
+	p, err := httpx.PageParams(r)
+	if err != nil {
+		return err
+	}
+	keys, err := s.Store.ListBoardKeys(r.Context(), s.Store.DB, f, p)
+	if err != nil {
+		return err
+	}
+	writeListPage(w, r, keys, p, boardKeyCursor)
+	return nil
 }
 
 // revokeBoardKey revokes a key at once. Its user, an instance

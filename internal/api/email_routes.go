@@ -93,12 +93,16 @@ func (e emailRoutes) listConnections(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	out, err := e.svc.ListCredentials(r.Context(), httpx.Actor(r), companyID)
+	p, err := httpx.PageParams(r)
+	if err != nil {
+		return err
+	}
+	out, next, err := e.svc.ListCredentials(r.Context(), httpx.Actor(r), companyID, p)
 	if err != nil {
 		return err
 	}
 	noStore(w)
-	httpx.WriteJSON(w, http.StatusOK, out)
+	httpx.WritePage(w, r, out, next)
 	return nil
 }
 

@@ -84,9 +84,11 @@ func (s *Server) applyIssueInput(ctx context.Context, q db.Querier, i *domain.Is
 	}
 	if in.ParentID != nil {
 		if v := *in.ParentID; v != "" {
-			if !store.ValidID(v) {
-				return httpx.Errorf(http.StatusBadRequest, "invalid parentId: must be a UUID")
+			v, err := s.bodyIssueRef(ctx, q, i.CompanyID, "parentId", v)
+			if err != nil {
+				return err
 			}
+			*in.ParentID = v
 			if v == i.ID {
 				return httpx.Errorf(http.StatusBadRequest, "parentId: a task cannot be its own parent")
 			}

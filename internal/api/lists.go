@@ -36,8 +36,42 @@ func companyPage[T any](s *Server, list func(ctx context.Context, q db.Querier, 
 	}
 }
 
-func agentCursor(a domain.Agent) store.Cursor     { return store.Cursor{At: a.CreatedAt, ID: a.ID} }
-func projectCursor(p domain.Project) store.Cursor { return store.Cursor{At: p.CreatedAt, ID: p.ID} }
+// The cursors of the array listings here: a row's creation time and id.
+
+func agentCursor(a domain.Agent) store.Cursor {
+	return store.Cursor{At: a.CreatedAt, ID: a.ID}
+}
+
+func projectCursor(p domain.Project) store.Cursor {
+	return store.Cursor{At: p.CreatedAt, ID: p.ID}
+}
+
+func environmentCursor(e domain.Environment) store.Cursor {
+	return store.Cursor{At: e.CreatedAt, ID: e.ID}
+}
+
+func policyCursor(p domain.ActionPolicy) store.Cursor {
+	return store.Cursor{At: p.CreatedAt, ID: p.ID}
+}
+
+func companyCursor(c domain.Company) store.Cursor {
+	return store.Cursor{At: c.CreatedAt, ID: c.ID}
+}
+
+func boardKeyCursor(k domain.BoardAPIKey) store.Cursor {
+	return store.Cursor{At: k.CreatedAt, ID: k.ID}
+}
+
+func secretCursor(s domain.Secret) store.Cursor {
+	return store.Cursor{At: s.CreatedAt, ID: s.ID}
+}
+
+// writeListPage answers an array listing from rows fetched with one row
+// more than the page p (see store.TrimPage).
+func writeListPage[T any](w http.ResponseWriter, r *http.Request, rows []T, p store.Page, key func(T) store.Cursor) {
+	items, next := httpx.TrimPage(rows, p, key)
+	httpx.WritePage(w, r, items, next)
+}
 
 func (s *Server) listComments(w http.ResponseWriter, r *http.Request) error {
 	issue, err := s.loadIssue(r, s.Store.DB, false)

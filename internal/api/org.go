@@ -122,23 +122,40 @@ func (s *Server) createCompany(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listCompanies(w http.ResponseWriter, r *http.Request) error {
 	a := httpx.Actor(r)
-	var out []domain.Company
-	var err error
+	p, err := httpx.PageParams(r)
+	if err != nil {
+		return err
+	}
+	one := ""
 	switch {
 	case a.Kind == authz.KindAgent:
-		var c domain.Company
-		c, err = s.Store.GetCompany(r.Context(), s.Store.DB, a.Agent.CompanyID)
-		out = []domain.Company{c}
+		one = a.Agent.CompanyID
 	case a.KeyCompanyID != "":
-		var c domain.Company
-		c, err = s.Store.GetCompany(r.Context(), s.Store.DB, a.KeyCompanyID)
-		out = []domain.Company{c}
-	case a.LocalBoard || a.IsInstanceAdmin:
-		out, err = s.Store.ListCompanies(r.Context(), s.Store.DB, "")
-	default:
-		out, err = s.Store.ListCompanies(r.Context(), s.Store.DB, a.UserID)
+		one = a.KeyCompanyID
 	}
-	return httpx.Respond(w, http.StatusOK, out, err)
+	if one != "" {
+		// A single company: one page, which no cursor continues.
+		out := []domain.Company{}
+		if p.After == nil {
+			c, err := s.Store.GetCompany(r.Context(), s.Store.DB, one)
+			if err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		httpx.WritePage(w, r, out, nil)
+		return nil
+	}
+	userID := a.UserID
+	if a.LocalBoard || a.IsInstanceAdmin {
+		userID = ""
+	}
+	rows, err := s.Store.ListCompaniesPage(r.Context(), s.Store.DB, userID, p)
+	if err != nil {
+		return err
+	}
+	writeListPage(w, r, rows, p, companyCursor)
+	return nil
 }
 
 func (s *Server) getCompany(w http.ResponseWriter, r *http.Request) error {

@@ -6,8 +6,6 @@ import (
 	"net/http"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
-	"github.com/paperclipai/paperclipai/internal/db"
-	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
@@ -42,7 +40,7 @@ func (s *Server) routes() {
 	s.Handle("POST /api/companies/{companyId}/projects", s.createProject)
 	s.Handle("GET /api/companies/{companyId}/projects", companyPage(s, s.Store.ListProjectsPage, projectCursor))
 	s.Handle("POST /api/companies/{companyId}/environments", s.createEnvironment)
-	s.Handle("GET /api/companies/{companyId}/environments", companyList(s, s.Store.ListEnvironments))
+	s.Handle("GET /api/companies/{companyId}/environments", companyPage(s, s.Store.ListEnvironments, environmentCursor))
 	s.Handle("PATCH /api/environments/{environmentId}", s.patchEnvironment)
 
 	s.Handle("POST /api/companies/{companyId}/issues", s.createIssue)
@@ -71,10 +69,7 @@ func (s *Server) routes() {
 	s.Handle("DELETE /api/secrets/{secretId}", s.deleteSecret)
 
 	s.Handle("POST /api/companies/{companyId}/action-policies", s.createPolicy)
-	s.Handle("GET /api/companies/{companyId}/action-policies", companyList(s,
-		func(ctx context.Context, q db.Querier, companyID string) ([]domain.ActionPolicy, error) {
-			return s.Store.ListPolicies(ctx, q, companyID, "")
-		}))
+	s.Handle("GET /api/companies/{companyId}/action-policies", companyPage(s, s.Store.ListPoliciesPage, policyCursor))
 	s.Handle("DELETE /api/companies/{companyId}/action-policies/{policyId}", s.deletePolicy)
 
 	s.meRoutes()
@@ -110,21 +105,4 @@ func (s *Server) boardCompany(r *http.Request, write bool) (authz.Actor, string,
 	}
 	companyID, acc, err := s.companyAccess(r, write)
 	return a, companyID, acc, err
-}
-
-// companyList serves a GET route listing one company's rows to anyone with
-// read access to the company.
-func companyList[T any](s *Server, list func(ctx context.Context, q db.Querier, companyID string) ([]T, error)) httpx.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		companyID, _, err := s.companyAccess(r, false)
-		if err != nil {
-			return err
-		}
-		out, err := list(r.Context(), s.Store.DB, companyID)
-		if err != nil {
-			return err
-		}
-		httpx.WriteJSON(w, http.StatusOK, out)
-		return nil
-	}
 }

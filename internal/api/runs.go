@@ -181,8 +181,16 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.Store.ListSecrets(r.Context(), s.Store.DB, companyID)
-	return httpx.Respond(w, http.StatusOK, out, err)
+	p, err := httpx.PageParams(r)
+	if err != nil {
+		return err
+	}
+	rows, err := s.Store.ListSecrets(r.Context(), s.Store.DB, companyID, p)
+	if err != nil {
+		return err
+	}
+	writeListPage(w, r, rows, p, secretCursor)
+	return nil
 }
 
 // loadSecretAsAdmin reads the path's secret and requires admin access to its company.

@@ -69,9 +69,10 @@ func (c *Client) PatchSettings(ctx context.Context, p SettingsPatch) (domain.Ins
 	return send[domain.InstanceSettings](ctx, c, http.MethodPatch, "/instance/settings", p)
 }
 
-// Companies reads GET /companies: the companies the caller sees.
+// Companies reads GET /companies: the companies the caller sees, every
+// page.
 func (c *Client) Companies(ctx context.Context) ([]domain.Company, error) {
-	return get[[]domain.Company](ctx, c, "/companies")
+	return all[domain.Company](ctx, c, "/companies")
 }
 
 // CreateCompany sends POST /companies.
@@ -126,9 +127,9 @@ func (c *Client) CreateBoardKey(ctx context.Context, companyID, userID, name str
 	}{userID, name})
 }
 
-// BoardKeys reads GET /companies/{companyId}/board-keys.
+// BoardKeys reads GET /companies/{companyId}/board-keys, every page.
 func (c *Client) BoardKeys(ctx context.Context, companyID string) ([]domain.BoardAPIKey, error) {
-	return get[[]domain.BoardAPIKey](ctx, c, "/companies/"+esc(companyID)+"/board-keys")
+	return all[domain.BoardAPIKey](ctx, c, "/companies/"+esc(companyID)+"/board-keys")
 }
 
 // RevokeBoardKey sends DELETE /board-keys/{keyId}.
@@ -197,9 +198,9 @@ func (c *Client) CreateProject(ctx context.Context, companyID string, in NewProj
 	return send[domain.Project](ctx, c, http.MethodPost, "/companies/"+esc(companyID)+"/projects", in)
 }
 
-// Environments reads GET /companies/{companyId}/environments.
+// Environments reads GET /companies/{companyId}/environments, every page.
 func (c *Client) Environments(ctx context.Context, companyID string) ([]domain.Environment, error) {
-	return get[[]domain.Environment](ctx, c, "/companies/"+esc(companyID)+"/environments")
+	return all[domain.Environment](ctx, c, "/companies/"+esc(companyID)+"/environments")
 }
 
 // NewEnvironment is POST /companies/{companyId}/environments' body.

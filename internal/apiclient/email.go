@@ -14,9 +14,9 @@ import (
 // inboxes, their sender rules, and the send side.
 
 // Connections reads GET /companies/{companyId}/email/connections: the saved
-// credentials the caller may use.
+// credentials the caller may use, every page.
 func (c *Client) Connections(ctx context.Context, companyID string) ([]email.CredentialOption, error) {
-	return get[[]email.CredentialOption](ctx, c, "/companies/"+esc(companyID)+"/email/connections")
+	return all[email.CredentialOption](ctx, c, "/companies/"+esc(companyID)+"/email/connections")
 }
 
 // CreateConnection sends POST /companies/{companyId}/email/connections:
@@ -190,9 +190,10 @@ func (c *Client) Thread(ctx context.Context, companyID, issueID string) (*outbou
 }
 
 // TaskDeliveries reads GET /companies/{companyId}/email/tasks/{issueId}/deliveries:
-// the inbound deliveries of the task's thread with their stage times.
+// the inbound deliveries of the task's thread with their stage times, every
+// page.
 func (c *Client) TaskDeliveries(ctx context.Context, companyID, issueID string) ([]outbound.InboundDelivery, error) {
-	return get[[]outbound.InboundDelivery](ctx, c, "/companies/"+esc(companyID)+"/email/tasks/"+esc(issueID)+"/deliveries")
+	return all[outbound.InboundDelivery](ctx, c, "/companies/"+esc(companyID)+"/email/tasks/"+esc(issueID)+"/deliveries")
 }
 
 // SendStatus reads GET /companies/{companyId}/email/deliveries/{publicationId}.

@@ -19,6 +19,13 @@ type List[T any] struct {
 
 func newList[T any](c *Client, path string) List[T] { return List[T]{c: c, path: path} }
 
+// all reads every page of the array listing at path: the methods that
+// answer a whole (configuration) list at once share it, so none stops at
+// the first page.
+func all[T any](ctx context.Context, c *Client, path string) ([]T, error) {
+	return newList[T](c, path).All(ctx, nil)
+}
+
 // ListAt is the listing at path (relative to the API root, with or
 // without a query) for a route without a typed method.
 func ListAt[T any](c *Client, path string) List[T] { return newList[T](c, path) }

@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"net/smtp"
 	"os"
@@ -166,6 +168,57 @@ func TestMCPThroughTheBridgeIsRestricted(t *testing.T) {
 		direct := mcpSession(t, e.URL(), token)
 		if out, isErr := callTool(t, direct, "call_api", get(other)); isErr || !strings.Contains(out, `"status":200`) {
 			t.Fatalf("another task over the ordinary endpoint: %s", out)
+		}
+	})
+}
+
+// A sandboxed run's bridge takes its own task's short identifier (any
+// case) as well as its UUID, directly and through /mcp's call_api, and
+// forwards the UUID; another task's identifier stays refused, on both
+// databases.
+func TestSandboxBridgeTakesTheTaskIdentifier(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e, token, runID, task, release := blockingAgentEnv(t, url)
+		defer release()
+		ident, _ := e.Board.JSON("GET", "/api/issues/"+task, nil, 200)["identifier"].(string)
+		other := e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/issues", map[string]any{"title": "Other", "assigneeAgentId": e.AgentID}, 201)
+		otherIdent, _ := other["identifier"].(string)
+		if ident == "" || otherIdent == "" {
+			t.Fatalf("identifiers %q %q", ident, otherIdent)
+		}
+		bridge := httptest.NewServer(sandbox.Handler(e.Mux, sandbox.Grant{Token: token, RunID: runID, CompanyID: e.CompanyID, TaskID: task,
+			TaskIdentifier: ident}, nil))
+		defer bridge.Close()
+		get := func(path string) (int, map[string]any) {
+			resp, err := http.Get(bridge.URL + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+			return resp.StatusCode, out
+		}
+		for _, ref := range []string{ident, strings.ToLower(ident), task} {
+			if st, got := get("/api/issues/" + ref); st != 200 || got["id"] != task {
+				t.Fatalf("GET /api/issues/%s through the bridge: %d %v", ref, st, got)
+			}
+		}
+		if st, _ := get("/api/companies/" + e.CompanyID + "/email/tasks/" + ident); st != 200 {
+			t.Fatalf("the task's thread by identifier through the bridge: %d", st)
+		}
+		if st, _ := get("/api/issues/" + otherIdent); st != 403 {
+			t.Fatalf("another task's identifier through the bridge: %d, want 403", st)
+		}
+		boxed := mcpSession(t, bridge.URL, "not-the-token")
+		op := func(id string) map[string]any {
+			return map[string]any{"operationId": "issues.get", "pathParams": map[string]string{"issueId": id}}
+		}
+		if out, isErr := callTool(t, boxed, "call_api", op(ident)); isErr || !strings.Contains(out, `"status":200`) || !strings.Contains(out, task) {
+			t.Fatalf("own task by identifier through the bridge's /mcp: %s", out)
+		}
+		if out, isErr := callTool(t, boxed, "call_api", op(otherIdent)); !isErr || !strings.Contains(out, "not available inside the sandbox") {
+			t.Fatalf("another task's identifier through the bridge's /mcp: %s", out)
 		}
 	})
 }

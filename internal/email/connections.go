@@ -317,13 +317,19 @@ const (
 	legacyScopeWorkers  = 4
 )
 
-// ListCredentials returns the saved credentials the actor can use: scope
-// and label only, never key material, organization and pod keys first.
-func (s *Service) ListCredentials(ctx context.Context, a authz.Actor, companyID string) ([]CredentialOption, error) {
-	conns, err := s.Store.ListEmailConnections(ctx, s.Store.DB, companyID)
+// ListCredentials returns a page of the saved credentials the actor can
+// use, newest first (organization and pod keys first within the page):
+// scope and label only, never key material. The next page's cursor is
+// that of the page's last stored credential, usable by the actor or not,
+// so a page can be short but paging never skips one.
+func (s *Service) ListCredentials(ctx context.Context, a authz.Actor, companyID string, p store.Page) ([]CredentialOption, *store.Cursor, error) {
+	rows, err := s.Store.ListEmailConnections(ctx, s.Store.DB, companyID, p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	conns, next := store.TrimPage(rows, p, func(c domain.EmailConnection) store.Cursor {
+		return store.Cursor{At: c.CreatedAt, ID: c.ID}
+	})
 	type cand struct {
 		c   domain.EmailConnection
 		key string
@@ -335,7 +341,7 @@ func (s *Service) ListCredentials(ctx context.Context, a authz.Actor, companyID 
 			if domain.IsRefusal(err) {
 				continue
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		cands = append(cands, cand{c, key})
 	}
@@ -400,7 +406,7 @@ func (s *Service) ListCredentials(ctx context.Context, a authz.Actor, companyID 
 		}
 		return out[i].CreatedAt.After(out[j].CreatedAt)
 	})
-	return out, nil
+	return out, next, nil
 }
 
 // InspectResult describes what a key can reach.

@@ -51,6 +51,16 @@ type RunSpec struct {
 	// Isolated is set when the task asks for an isolated workspace: the
 	// run works only inside its own task directory.
 	Isolated bool
+	// TaskIdentifier is the run task's short identifier (ACME-12), which
+	// the sandbox bridge accepts as well as its UUID; empty without a task.
+	TaskIdentifier string
+}
+
+// bridgeGrant is the authority a sandboxed run's API bridge lends it: the
+// run's token, company and task (by UUID or identifier).
+func (s RunSpec) bridgeGrant() sandbox.Grant {
+	return sandbox.Grant{Token: s.Token, RunID: s.Run.ID, CompanyID: s.Run.CompanyID, TaskID: s.Run.IssueID,
+		TaskIdentifier: s.TaskIdentifier}
 }
 
 // Environment driver and status values (agents.environment_id targets).

@@ -161,7 +161,7 @@ func (a CLIAdapter) sandboxCommand(ctx context.Context, spec RunSpec, p *cliPlan
 	if err != nil {
 		return err
 	}
-	socket, stop, err := a.Bridge(ctx, sandbox.Grant{Token: spec.Token, RunID: spec.Run.ID, CompanyID: spec.Run.CompanyID, TaskID: spec.Run.IssueID},
+	socket, stop, err := a.Bridge(ctx, spec.bridgeGrant(),
 		filepath.Join(spec.RunDir, "bridge"), spec.SandboxUser)
 	if err != nil {
 		return fmt.Errorf("start sandbox API bridge: %w", err)

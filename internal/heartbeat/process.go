@@ -202,7 +202,7 @@ func (p ProcessAdapter) sandboxCommand(ctx context.Context, spec RunSpec, cfg do
 		if spec.RunDir == "" {
 			return nil, nil, errors.New("sandbox API bridge: the run has no private directory")
 		}
-		socket, st, err := p.Bridge(ctx, sandbox.Grant{Token: spec.Token, RunID: spec.Run.ID, CompanyID: spec.Run.CompanyID, TaskID: spec.Run.IssueID},
+		socket, st, err := p.Bridge(ctx, spec.bridgeGrant(),
 			filepath.Join(spec.RunDir, "bridge"), spec.SandboxUser)
 		if err != nil {
 			return nil, nil, fmt.Errorf("start sandbox API bridge: %w", err)

@@ -292,6 +292,13 @@ func (s *Service) prepareAndRun(ctx context.Context, spec *RunSpec) Result {
 	if err := s.prepareDirs(ctx, spec); err != nil {
 		return Result{Status: domain.RunFailed, Error: err.Error()}
 	}
+	if spec.Run.IssueID != "" {
+		// Only for the sandbox bridge's task routes: without it (the task
+		// just deleted, say) the bridge still takes the task's UUID.
+		if is, err := s.st.GetIssue(ctx, s.st.DB, spec.Run.IssueID); err == nil && is.CompanyID == spec.Run.CompanyID {
+			spec.TaskIdentifier = is.Identifier
+		}
+	}
 	// Checked again where the run executes: the environment the start
 	// decision saw may have changed since.
 	if need := sandboxNeed(spec.Agent, s.opts.Adapters[spec.Agent.AdapterType], spec.Isolated); need != "" && !spec.Sandboxed() {

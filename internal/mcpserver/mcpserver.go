@@ -190,7 +190,7 @@ type SendArgs struct {
 // SendInput mirrors the send API body.
 type SendInput struct {
 	EndpointID       string   `json:"endpointId" jsonschema:"the inbox record id from agentmail_inboxes (not the address)"`
-	ParentIssueID    string   `json:"parentIssueId,omitempty" jsonschema:"new email: the current task id"`
+	ParentIssueID    string   `json:"parentIssueId,omitempty" jsonschema:"new email: the current task id (or its identifier, ACME-12)"`
 	ConversationID   string   `json:"conversationId,omitempty" jsonschema:"reply: the bound conversation id from the thread"`
 	ReplyToMessageID string   `json:"replyToMessageId,omitempty" jsonschema:"reply: the exact provider message id to answer"`
 	ReplyAll         *bool    `json:"replyAll,omitempty" jsonschema:"reply to every visible recipient (default false; never Bcc)"`
@@ -252,6 +252,12 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 				return toolError(err)
 			}
 			r := outbound.SendRequest(in.Request)
+			if r.ParentIssueID != "" {
+				// The current task by its UUID or its identifier (ACME-12).
+				if r.ParentIssueID, err = s.Outbound.TaskRef(ctx, c.agent.CompanyID, r.ParentIssueID); err != nil {
+					return toolError(err)
+				}
+			}
 			// The send must belong to the run's current task.
 			if r.ParentIssueID != "" && r.ParentIssueID != c.run.IssueID {
 				return toolError(httpx.Errorf(http.StatusForbidden, "Email send must belong to the current task"))

@@ -50,6 +50,14 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	if err := s.Email.RequireEnabled(ctx); err != nil {
 		return zero, err
 	}
+	if req.ParentIssueID != "" {
+		// The source task by its UUID or its identifier in this company.
+		id, err := s.TaskRef(ctx, companyID, req.ParentIssueID)
+		if err != nil {
+			return zero, err
+		}
+		req.ParentIssueID = id
+	}
 	if err := req.Validate(); err != nil {
 		return zero, err
 	}

@@ -79,7 +79,7 @@ func (r *SendRequest) Validate() error {
 		return badRequest("idempotencyKey must be a UUID")
 	}
 	if r.ParentIssueID != "" && !store.ValidID(r.ParentIssueID) {
-		return badRequest("parentIssueId must be a UUID")
+		return badRequest("parentIssueId must be a UUID or a task identifier such as ACME-12")
 	}
 	if r.ConversationID != "" && !store.ValidID(r.ConversationID) {
 		return badRequest("conversationId must be a UUID")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/httpx"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // InboundDelivery is one admitted provider event of a task's email
@@ -30,23 +31,25 @@ type InboundDelivery struct {
 	WakeRequestedAt   *time.Time `json:"wakeRequestedAt"`
 }
 
-// Deliveries lists the inbound deliveries bound to a task's email
-// conversation, in admission order, under the same access rule as the
-// thread: task readers, and agents only for their own inbox. A task with
-// no email conversation has none.
-func (s *Service) Deliveries(ctx context.Context, a authz.Actor, companyID, issueID string) ([]InboundDelivery, error) {
+// Deliveries lists a page of the inbound deliveries bound to a task's
+// email conversation, in admission order (oldest first), under the same
+// access rule as the thread: task readers, and agents only for their own
+// inbox. A task with no email conversation has none. The cursor is that
+// of the next page, nil on the last.
+func (s *Service) Deliveries(ctx context.Context, a authz.Actor, companyID, issueID string, p store.Page) ([]InboundDelivery, *store.Cursor, error) {
 	th, err := s.Thread(ctx, a, companyID, issueID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := []InboundDelivery{}
 	if th == nil {
-		return out, nil
+		return out, nil, nil
 	}
-	ds, err := s.Store.ListDeliveriesByConversation(ctx, s.Store.DB, th.ConversationID)
+	rows, err := s.Store.ListDeliveriesByConversation(ctx, s.Store.DB, th.ConversationID, p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	ds, next := store.TrimPage(rows, p, func(d store.EmailDelivery) store.Cursor { return store.Cursor{At: d.ReceivedAt, ID: d.ID} })
 	for _, d := range ds {
 		// The deduplication key is "<event type>:<provider message id>"
 		// (the event_kind column only says "message").
@@ -64,10 +67,20 @@ func (s *Service) Deliveries(ctx context.Context, a authz.Actor, companyID, issu
 		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out, next, nil
 }
 
-// deliveriesRoute serves GET …/email/tasks/{issueId}/deliveries.
-func (s *Service) deliveriesRoute(_ http.ResponseWriter, r *http.Request, companyID, issueID string) (any, error) {
-	return s.Deliveries(r.Context(), httpx.Actor(r), companyID, issueID)
+// deliveriesRoute serves GET …/email/tasks/{issueId}/deliveries: an array
+// page, the next page in the Link and X-Next-Cursor headers.
+func (s *Service) deliveriesRoute(w http.ResponseWriter, r *http.Request, companyID, issueID string) (any, error) {
+	p, err := httpx.PageParams(r)
+	if err != nil {
+		return nil, err
+	}
+	out, next, err := s.Deliveries(r.Context(), httpx.Actor(r), companyID, issueID, p)
+	if err != nil {
+		return nil, err
+	}
+	httpx.SetNextPage(w, r, next)
+	return out, nil
 }

@@ -1,6 +1,8 @@
 package outbound
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/paperclipai/paperclipai/internal/httpx"
@@ -22,14 +24,28 @@ func (s *Service) taskRef(next httpx.HandlerFunc) httpx.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		found, err := s.Store.IssuesByIdentifier(r.Context(), s.Store.DB, companyID, v)
+		id, err := s.TaskRef(r.Context(), companyID, v)
 		if err != nil {
 			return err
 		}
-		if len(found) == 0 {
-			return &httpx.Error{Status: http.StatusNotFound, Message: "Email task not found"}
-		}
-		r.SetPathValue("issueId", found[0].ID)
+		r.SetPathValue("issueId", id)
 		return next(w, r)
 	}
+}
+
+// TaskRef resolves a task reference of an email request in the company
+// (store.ResolveIssueRef): the task's UUID, returned unchanged, or its
+// short identifier (ACME-12) there, returned as the UUID. An identifier
+// with no task in this company is 404 (never another company's task); a
+// value of neither shape is returned unchanged for the request's own
+// validation to refuse.
+func (s *Service) TaskRef(ctx context.Context, companyID, ref string) (string, error) {
+	id, err := s.Store.ResolveIssueRef(ctx, s.Store.DB, companyID, ref)
+	if errors.Is(err, store.ErrBadIssueRef) {
+		return ref, nil
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return "", &httpx.Error{Status: http.StatusNotFound, Message: "Email task not found"}
+	}
+	return id, err
 }

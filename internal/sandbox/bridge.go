@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -24,6 +25,9 @@ type Grant struct {
 	// empty for runs without a task; task routes are then refused).
 	CompanyID string
 	TaskID    string
+	// TaskIdentifier is the task's short identifier (ACME-12): task routes
+	// take it as well as TaskID, and are forwarded with TaskID in its place.
+	TaskIdentifier string
 }
 
 // PublicationTask returns the company and task of an email publication
@@ -38,7 +42,36 @@ type route struct {
 }
 
 func sameTask(r *http.Request, g Grant, _ PublicationTask) bool {
-	return g.TaskID != "" && r.PathValue("issueId") == g.TaskID
+	v := r.PathValue("issueId")
+	return g.TaskID != "" && (v == g.TaskID || isOwnIdentifier(v, g))
+}
+
+// isOwnIdentifier reports whether v is the grant task's short identifier
+// (any case, as the API takes it).
+func isOwnIdentifier(v string, g Grant) bool {
+	return g.TaskIdentifier != "" && strings.EqualFold(v, g.TaskIdentifier)
+}
+
+// withTaskID returns r with its task identifier path segment replaced by
+// the grant's task UUID: the API then reads exactly the granted task,
+// whatever else an identifier could name.
+func withTaskID(r *http.Request, g Grant) *http.Request {
+	v := r.PathValue("issueId")
+	if !isOwnIdentifier(v, g) {
+		return r
+	}
+	out := r.Clone(r.Context())
+	segs := strings.Split(r.URL.Path, "/")
+	for i, sg := range segs {
+		if sg == v {
+			segs[i] = g.TaskID
+		}
+	}
+	u := *r.URL
+	u.Path, u.RawPath = strings.Join(segs, "/"), ""
+	out.URL = &u
+	out.SetPathValue("issueId", g.TaskID)
+	return out
 }
 
 func sameCompany(r *http.Request, g Grant, _ PublicationTask) bool {
@@ -93,7 +126,7 @@ func Handler(api http.Handler, g Grant, pubs PublicationTask) http.Handler {
 				deny(w)
 				return
 			}
-			forward(api, g, w, r)
+			forward(api, g, w, withTaskID(r, g))
 		})
 	}
 	// The MCP endpoint, for CLI agents (through `paperclipai mcp stdio`):

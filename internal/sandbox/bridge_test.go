@@ -278,3 +278,47 @@ func unixClient(socket string) *http.Client {
 		return d.DialContext(ctx, "unix", socket)
 	}}}
 }
+
+// TestBridgeTakesOwnIdentifier checks that the bridge takes the run's own
+// task by its short identifier (any case) and forwards the task's UUID in
+// its place, while another identifier, or an identifier without one in
+// the grant, is refused.
+func TestBridgeTakesOwnIdentifier(t *testing.T) {
+	const company, task = "c0000000-0000-0000-0000-000000000001", "t0000000-0000-0000-0000-000000000001"
+	api := &recorder{}
+	h := sandbox.Handler(api, sandbox.Grant{Token: "pcr_run", RunID: "run-1", CompanyID: company, TaskID: task, TaskIdentifier: "ACME-7"}, nil)
+	for _, c := range []struct {
+		method, path, forwarded string
+	}{
+		{"GET", "/api/issues/ACME-7", "/api/issues/" + task},
+		{"PATCH", "/api/issues/acme-7", "/api/issues/" + task},
+		{"GET", "/api/issues/ACME-7/comments", "/api/issues/" + task + "/comments"},
+		{"GET", "/api/companies/" + company + "/email/tasks/Acme-7", "/api/companies/" + company + "/email/tasks/" + task},
+		{"GET", "/api/issues/ACME-8", ""},
+		{"GET", "/api/issues/ACME2-7", ""},
+		{"GET", "/api/companies/c0000000-0000-0000-0000-000000000002/email/tasks/ACME-7", ""},
+	} {
+		before := len(api.got)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(c.method, c.path, nil))
+		if c.forwarded == "" {
+			if w.Code != http.StatusForbidden || len(api.got) != before {
+				t.Errorf("%s %s: %d, want 403 and nothing forwarded", c.method, c.path, w.Code)
+			}
+			continue
+		}
+		if w.Code != http.StatusTeapot || len(api.got) != before+1 {
+			t.Errorf("%s %s: %d, want it forwarded", c.method, c.path, w.Code)
+			continue
+		}
+		if got := api.got[len(api.got)-1].URL.Path; got != c.forwarded {
+			t.Errorf("%s %s forwarded as %s, want %s", c.method, c.path, got, c.forwarded)
+		}
+	}
+	bare := sandbox.Handler(api, sandbox.Grant{Token: "pcr_run", RunID: "run-1", CompanyID: company, TaskID: task}, nil)
+	w := httptest.NewRecorder()
+	bare.ServeHTTP(w, httptest.NewRequest("GET", "/api/issues/ACME-7", nil))
+	if w.Code != http.StatusForbidden {
+		t.Errorf("an identifier without one in the grant: %d, want 403", w.Code)
+	}
+}

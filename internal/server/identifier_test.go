@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -66,6 +67,69 @@ func TestShortTaskIdentifiers(t *testing.T) {
 		out, err := cmd.Output()
 		if err != nil || strings.TrimSpace(string(out)) != testkit.ID(tb) {
 			t.Errorf("paperclipai api GET /issues/ACME2-1: %v %q", err, out)
+		}
+	})
+}
+
+// TestTaskIdentifiersInRequestBodies takes a task's identifier in request
+// bodies too (a task's parentId, a wakeup's issueId, an agent's trust
+// boundary, a send's parentIssueId), resolved in the request's company
+// only: another company's identifier is refused, never resolved there, on
+// both databases.
+func TestTaskIdentifiersInRequestBodies(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, databaseURL string) {
+		e := setup(t, databaseURL)
+		a := e.company("Acme Corp")
+		b := e.company("ACME")
+		t1 := testkit.ID(e.board.JSON("POST", "/api/companies/"+a+"/issues", map[string]any{"title": "first"}, 201))
+		tb := testkit.ID(e.board.JSON("POST", "/api/companies/"+b+"/issues", map[string]any{"title": "other"}, 201)) // ACME2-1
+		child := e.board.JSON("POST", "/api/companies/"+a+"/issues", map[string]any{"title": "child", "parentId": "ACME-1"}, 201)
+		if child["parentId"] != t1 {
+			t.Fatalf("create with parentId ACME-1: parentId %v, want %s", child["parentId"], t1)
+		}
+		second := testkit.ID(e.board.JSON("POST", "/api/companies/"+a+"/issues", map[string]any{"title": "second"}, 201))
+		if got := e.board.JSON("PATCH", "/api/issues/"+second, map[string]any{"parentId": "acme-1"}, 200); got["parentId"] != t1 {
+			t.Fatalf("update with parentId acme-1: parentId %v", got["parentId"])
+		}
+		agent := testkit.ID(e.board.JSON("POST", "/api/companies/"+a+"/agents", map[string]any{"name": "Worker",
+			"adapterType": "process", "adapterConfig": map[string]any{"command": "/bin/true"}}, 201))
+		run := e.board.JSON("POST", "/api/agents/"+agent+"/wakeup", map[string]any{"reason": "by identifier", "issueId": "ACME-1"}, 202)
+		if run["issueId"] != t1 {
+			t.Fatalf("wakeup with issueId ACME-1: run %v", run)
+		}
+		perms := func(root string) map[string]any {
+			return map[string]any{"permissions": map[string]any{"authorizationPolicy": map[string]any{
+				"trustBoundary": map[string]any{"rootIssueId": root}}}}
+		}
+		got := e.board.JSON("PATCH", "/api/agents/"+agent, perms("ACME-1"), 200)
+		if !strings.Contains(fmt.Sprint(got["permissions"]), t1) {
+			t.Fatalf("trust boundary by identifier: %v", got["permissions"])
+		}
+		// Another company's identifier (ACME2-1 is company b's) never
+		// resolves here, nor does an unknown one.
+		e.board.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": true}}, 200)
+		for _, c := range []struct {
+			method, path string
+			body         map[string]any
+			status       int
+			want         string
+		}{
+			{"POST", "/api/companies/" + a + "/issues", map[string]any{"title": "x", "parentId": "ACME2-1"}, 400, "parentId: task not found in this company"},
+			{"POST", "/api/companies/" + a + "/issues", map[string]any{"title": "x", "parentId": "ACME-99"}, 400, "parentId: task not found"},
+			{"POST", "/api/companies/" + a + "/issues", map[string]any{"title": "x", "parentId": "ACME_1"}, 400, "invalid parentId: must be a UUID or a task identifier"},
+			{"PATCH", "/api/issues/" + second, map[string]any{"parentId": tb}, 400, "parentId: task not found in this company"},
+			{"POST", "/api/agents/" + agent + "/wakeup", map[string]any{"reason": "x", "issueId": "ACME2-1"}, 400, "issueId: task not found"},
+			{"PATCH", "/api/agents/" + agent, perms("ACME2-1"), 400, "trustBoundary.rootIssueId: task not found"},
+			{"POST", "/api/companies/" + a + "/email/send", map[string]any{"endpointId": testkit.NewUUID(), "parentIssueId": "ACME2-1",
+				"to": []string{"x@example.com"}, "subject": "s", "text": "t", "idempotencyKey": testkit.NewUUID()}, 404, "Email task not found"},
+		} {
+			st, body := e.board.Do(c.method, c.path, c.body)
+			if st != c.status || !strings.Contains(string(body), c.want) {
+				t.Errorf("%s %s %v: %d %s, want %d %q", c.method, c.path, c.body, st, body, c.status, c.want)
+			}
+		}
+		if got := e.board.JSON("GET", "/api/issues/"+tb, nil, 200); got["parentId"] != nil {
+			t.Errorf("company b's task was touched: %v", got)
 		}
 	})
 }

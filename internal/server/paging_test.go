@@ -94,6 +94,9 @@ func TestEveryListPagesExactlyOnce(t *testing.T) {
 				{"/api/companies/" + f.company + "/email/publications?cursor=%25", "invalid cursor"},
 				{"/api/companies/" + f.company + "/agents?limit=201", "limit must be an integer between 1 and 200"},
 				{"/api/companies/" + f.company + "/activity?limit=0", "limit must be an integer between 1 and 200"},
+				{"/api/companies?cursor=not-a-cursor", "invalid cursor"},
+				{"/api/companies/" + f.company + "/email/tasks/" + f.mailIssue + "/deliveries?cursor=%25", "invalid cursor"},
+				{"/api/companies/" + f.company + "/secrets?limit=201", "limit must be an integer between 1 and 200"},
 			} {
 				st, body := e.board.Do("GET", c.path, nil)
 				if st != 400 || !strings.Contains(string(body), c.want) {
@@ -245,8 +248,12 @@ type pagingFixture struct {
 	st                                   *store.Store
 	company, agent, issue, endpoint, sha string
 	conversation                         string
-	n                                    int
-	mu                                   sync.Mutex
+	// mailIssue and mailConversation hold one task's inbound deliveries;
+	// keyUser owns the board keys; secret is the control key every
+	// listed email credential is bound to.
+	mailIssue, mailConversation, keyUser, secret string
+	n                                            int
+	mu                                           sync.Mutex
 }
 
 func newPagingFixture(t *testing.T, e *env) *pagingFixture {
@@ -256,6 +263,8 @@ func newPagingFixture(t *testing.T, e *env) *pagingFixture {
 	f.agent = testkit.ID(e.board.JSON("POST", "/api/companies/"+f.company+"/agents", map[string]any{"name": "Pager",
 		"adapterType": "process", "adapterConfig": map[string]any{"command": "/bin/true"}}, 201))
 	f.issue = testkit.ID(e.board.JSON("POST", "/api/companies/"+f.company+"/issues", map[string]any{"title": "Parent"}, 201))
+	f.mailIssue = testkit.ID(e.board.JSON("POST", "/api/companies/"+f.company+"/issues", map[string]any{"title": "Mail"}, 201))
+	f.secret = testkit.ID(e.board.JSON("POST", "/api/companies/"+f.company+"/secrets", map[string]any{"name": "paging-key", "value": "am_paging"}, 201))
 	content := []byte("paging")
 	sum := sha256.Sum256(content)
 	f.sha = hex.EncodeToString(sum[:])
@@ -279,7 +288,15 @@ func newPagingFixture(t *testing.T, e *env) *pagingFixture {
 			return err
 		}
 		f.conversation = c.ID
-		return nil
+		mc := domain.EmailConversation{CompanyID: f.company, EndpointID: f.endpoint, IssueID: f.mailIssue, ExternalConversationID: "mail",
+			ExternalThreadID: "thread-mail", Subject: "Mail"}
+		if _, err := f.st.InsertConversation(ctx, tx, &mc); err != nil {
+			return err
+		}
+		f.mailConversation = mc.ID
+		u, err := f.st.EnsureUser(ctx, tx, "keys@example.com", "Keys", false)
+		f.keyUser = u.ID
+		return err
 	})
 	if err != nil {
 		t.Fatalf("fixture: %v", err)
@@ -425,6 +442,62 @@ func (f *pagingFixture) listings(t *testing.T) []pagedListing {
 		}),
 		one("notification-webhooks", "/api/companies/"+c+"/notification-webhooks", true, func(q db.Querier) (string, error) {
 			return f.webhook(ctx, q)
+		}),
+		// The configuration listings (and one task's mail).
+		one("companies", "/api/companies", false, func(q db.Querier) (string, error) {
+			id := store.NewID()
+			_, err := q.ExecContext(ctx, `INSERT INTO companies (id, name, created_at, updated_at) VALUES ($1, $2, $3, $3)`,
+				id, fmt.Sprintf("Company %d", f.next()), st.Now())
+			return id, err
+		}),
+		one("company-board-keys", "/api/companies/"+c+"/board-keys", false, func(q db.Querier) (string, error) {
+			k, _, err := st.CreateBoardKey(ctx, q, f.keyUser, c, fmt.Sprintf("key %d", f.next()))
+			return k.ID, err
+		}),
+		one("board-keys", "/api/board-keys", false, func(q db.Querier) (string, error) {
+			k, _, err := st.CreateBoardKey(ctx, q, f.keyUser, "", fmt.Sprintf("key %d", f.next()))
+			return k.ID, err
+		}),
+		one("environments", "/api/companies/"+c+"/environments", false, func(q db.Querier) (string, error) {
+			v := domain.Environment{CompanyID: c, Name: fmt.Sprintf("Env %d", f.next()), Driver: "local"}
+			err := st.CreateEnvironment(ctx, q, &v)
+			return v.ID, err
+		}),
+		one("secrets", "/api/companies/"+c+"/secrets", false, func(q db.Querier) (string, error) {
+			v := domain.Secret{CompanyID: c, Name: fmt.Sprintf("secret-%d", f.next())}
+			id := store.NewID()
+			return id, st.InsertSecretWithID(ctx, q, id, &v, "sealed")
+		}),
+		one("action-policies", "/api/companies/"+c+"/action-policies", false, func(q db.Querier) (string, error) {
+			p := domain.ActionPolicy{CompanyID: c, Action: fmt.Sprintf("paging.noop%d", f.next()), Effect: "allow"}
+			err := st.CreatePolicy(ctx, q, &p)
+			return p.ID, err
+		}),
+		// Listed only when usable: each is bound to the control key and
+		// granted to the organization; its scope is known (no provider call).
+		one("email-connections", "/api/companies/"+c+"/email/connections", false, func(q db.Querier) (string, error) {
+			conn := domain.EmailConnection{CompanyID: c, IdempotencyKey: store.NewID(), Name: fmt.Sprintf("Key %d", f.next()), Scope: "organization"}
+			if _, err := st.CreateEmailConnection(ctx, q, &conn); err != nil {
+				return "", err
+			}
+			b := domain.SecretBinding{CompanyID: c, SecretID: f.secret, TargetType: "email_connection", TargetID: conn.ID,
+				ConfigPath: "credentials.controlKey", Required: true}
+			if err := st.PutBinding(ctx, q, &b); err != nil {
+				return "", err
+			}
+			g := domain.EmailGrant{ConnectionID: conn.ID, Kind: "organization"}
+			return conn.ID, st.AddEmailGrant(ctx, q, c, &g)
+		}),
+		one("task-deliveries", "/api/companies/"+c+"/email/tasks/"+f.mailIssue+"/deliveries", false, func(q db.Querier) (string, error) {
+			n := f.next()
+			d := store.EmailDelivery{CompanyID: c, EndpointID: f.endpoint, ProviderEventID: fmt.Sprintf("tev%d", n),
+				DeduplicationKey: fmt.Sprintf("message.received:tm%d", n), EventKind: "message", Source: "websocket",
+				NormalizedEvent: json.RawMessage(`{}`), State: domain.DeliveryFiltered}
+			if _, err := st.InsertDelivery(ctx, q, &d); err != nil {
+				return "", err
+			}
+			_, err := q.ExecContext(ctx, `UPDATE email_deliveries SET conversation_id = $1 WHERE id = $2`, f.mailConversation, d.ID)
+			return d.ID, err
 		}),
 		// Delivery ids are msg_… (the webhook-id header), not UUIDs: the
 		// listing's cursor carries them.

@@ -204,9 +204,11 @@ func (s *Store) GetEnvironment(ctx context.Context, q db.Querier, id string) (do
 	return queryOne(ctx, q, "get environment", scanEnvironment, `SELECT `+envCols+` FROM environments WHERE id = $1`, id)
 }
 
-// ListEnvironments returns a company's environments, newest first.
-func (s *Store) ListEnvironments(ctx context.Context, q db.Querier, companyID string) ([]domain.Environment, error) {
-	return queryAll(ctx, q, "list environments", scanEnvironment, `SELECT `+envCols+` FROM environments WHERE company_id = $1 ORDER BY created_at DESC, id`, companyID)
+// ListEnvironments returns a page of a company's environments, newest
+// first.
+func (s *Store) ListEnvironments(ctx context.Context, q db.Querier, companyID string, p Page) ([]domain.Environment, error) {
+	return listPage(ctx, q, "list environments", scanEnvironment, `SELECT `+envCols+` FROM environments`, `company_id = $1`,
+		[]any{companyID}, "created_at", "id", p)
 }
 
 // UpdateEnvironment writes e's status and network switch.

@@ -81,19 +81,21 @@ type BoardKeyFilter struct {
 	UserID    string
 }
 
-// ListBoardKeys returns active (unrevoked) board keys, newest first.
-func (s *Store) ListBoardKeys(ctx context.Context, q db.Querier, f BoardKeyFilter) ([]domain.BoardAPIKey, error) {
-	query := `SELECT ` + boardKeyCols + ` FROM board_api_keys WHERE revoked_at IS NULL`
+// ListBoardKeys returns a page of active (unrevoked) board keys, newest
+// first.
+func (s *Store) ListBoardKeys(ctx context.Context, q db.Querier, f BoardKeyFilter, p Page) ([]domain.BoardAPIKey, error) {
+	where := `revoked_at IS NULL`
 	args := []any{}
 	if f.CompanyID != "" {
 		args = append(args, f.CompanyID)
-		query += fmt.Sprintf(" AND company_id = $%d", len(args))
+		where += fmt.Sprintf(" AND company_id = $%d", len(args))
 	}
 	if f.UserID != "" {
 		args = append(args, f.UserID)
-		query += fmt.Sprintf(" AND user_id = $%d", len(args))
+		where += fmt.Sprintf(" AND user_id = $%d", len(args))
 	}
-	return queryAll(ctx, q, "list board keys", scanBoardKey, query+` ORDER BY created_at DESC, id`, args...)
+	return listPage(ctx, q, "list board keys", scanBoardKey, `SELECT `+boardKeyCols+` FROM board_api_keys`, where, args,
+		"created_at", "id", p)
 }
 
 // RevokeBoardKey revokes a key; revoking a revoked key changes nothing.

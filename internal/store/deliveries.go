@@ -255,10 +255,11 @@ func (s *Store) ExistingDeduplicationKeys(ctx context.Context, q db.Querier, end
 	return s.existingAmong(ctx, q, "check admitted email events", "email_deliveries", "deduplication_key", endpointID, keys)
 }
 
-// ListDeliveriesByConversation returns the deliveries bound to a
-// conversation in admission order (received_at, then id), for the stage
-// timestamps of a task's mail.
-func (s *Store) ListDeliveriesByConversation(ctx context.Context, q db.Querier, conversationID string) ([]EmailDelivery, error) {
-	return queryAll(ctx, q, "list conversation deliveries", scanDelivery, `SELECT `+deliveryCols+` FROM email_deliveries
-		WHERE conversation_id = $1 ORDER BY received_at, id`, conversationID)
+// ListDeliveriesByConversation returns a page of the deliveries bound to
+// a conversation in admission order (received_at, then id: oldest first),
+// for the stage timestamps of a task's mail.
+func (s *Store) ListDeliveriesByConversation(ctx context.Context, q db.Querier, conversationID string, p Page) ([]EmailDelivery, error) {
+	p.Oldest = true
+	return listPage(ctx, q, "list conversation deliveries", scanDelivery, `SELECT `+deliveryCols+` FROM email_deliveries`,
+		`conversation_id = $1`, []any{conversationID}, "received_at", "id", p)
 }

@@ -73,10 +73,11 @@ func (s *Store) LockEmailConnection(ctx context.Context, tx *sql.Tx, id string) 
 	return execOne(ctx, tx, "lock email connection", "get email connection", `UPDATE email_connections SET updated_at = updated_at WHERE id = $1`, id)
 }
 
-// ListEmailConnections returns a company's active saved credentials.
-func (s *Store) ListEmailConnections(ctx context.Context, q db.Querier, companyID string) ([]domain.EmailConnection, error) {
-	return queryAll(ctx, q, "list email connections", scanEmailConnection,
-		`SELECT `+emailConnCols+` FROM email_connections WHERE company_id = $1 AND status = 'active' ORDER BY created_at DESC, id`, companyID)
+// ListEmailConnections returns a page of a company's active saved
+// credentials, newest first.
+func (s *Store) ListEmailConnections(ctx context.Context, q db.Querier, companyID string, p Page) ([]domain.EmailConnection, error) {
+	return listPage(ctx, q, "list email connections", scanEmailConnection, `SELECT `+emailConnCols+` FROM email_connections`,
+		`company_id = $1 AND status = 'active'`, []any{companyID}, "created_at", "id", p)
 }
 
 // SetEmailConnectionInitialInstalls records (or, with nil, clears) the

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -158,6 +159,34 @@ func (s *Store) IssuesByIdentifier(ctx context.Context, q db.Querier, companyID,
 			ident, companyID)
 	}
 	return queryAll(ctx, q, "find issue", scanIssue, `SELECT `+issueCols+` FROM issues WHERE identifier = $1`, ident)
+}
+
+// ErrBadIssueRef is ResolveIssueRef's answer to a value that is neither a
+// UUID nor a short task identifier.
+var ErrBadIssueRef = errors.New("must be a UUID or a task identifier such as ACME-12")
+
+// ResolveIssueRef turns a task reference of a request in one company into
+// the task's UUID: a UUID is returned unchanged (its caller loads the task
+// and checks its company, as for any id), a short identifier (ACME-12, any
+// case) is looked up in companyID only, so that it never names another
+// company's task (NotFound "lookup task" when the company has none).
+// Anything else is ErrBadIssueRef. Every edge that takes a task id (path,
+// query, body) resolves through here.
+func (s *Store) ResolveIssueRef(ctx context.Context, q db.Querier, companyID, ref string) (string, error) {
+	if ValidID(ref) {
+		return ref, nil
+	}
+	if !IssueIdentifierPattern.MatchString(ref) {
+		return "", ErrBadIssueRef
+	}
+	found, err := s.IssuesByIdentifier(ctx, q, companyID, ref)
+	if err != nil {
+		return "", err
+	}
+	if companyID == "" || len(found) != 1 {
+		return "", NotFound("lookup task")
+	}
+	return found[0].ID, nil
 }
 
 // GetIssue returns a task by id.

@@ -170,6 +170,17 @@ func (s *Store) ListCompanies(ctx context.Context, q db.Querier, userID string) 
 	return queryAll(ctx, q, "list companies", scanCompany, query, args...)
 }
 
+// ListCompaniesPage returns a page of ListCompanies: all companies when
+// userID is empty, otherwise those the user is a member of, newest first.
+func (s *Store) ListCompaniesPage(ctx context.Context, q db.Querier, userID string, p Page) ([]domain.Company, error) {
+	if userID == "" {
+		return listPage(ctx, q, "list companies", scanCompany, `SELECT `+companyCols+` FROM companies`, `1 = 1`, nil,
+			"created_at", "id", p)
+	}
+	return listPage(ctx, q, "list companies", scanCompany, `SELECT c.id, c.name, c.created_at, c.updated_at FROM companies c
+		JOIN company_memberships m ON m.company_id = c.id`, `m.user_id = $1`, []any{userID}, "c.created_at", "c.id", p)
+}
+
 // PutMembership creates or updates a user's membership in a company.
 func (s *Store) PutMembership(ctx context.Context, q db.Querier, companyID, userID, role string, perms []string) (domain.Membership, error) {
 	if perms == nil {

@@ -57,6 +57,13 @@ func (s *Store) ListPolicies(ctx context.Context, q db.Querier, companyID, actio
 		`SELECT `+policyCols+` FROM action_policies WHERE company_id = $1 AND action = $2 ORDER BY created_at, id`, companyID, action)
 }
 
+// ListPoliciesPage returns a page of a company's action policies, newest
+// first.
+func (s *Store) ListPoliciesPage(ctx context.Context, q db.Querier, companyID string, p Page) ([]domain.ActionPolicy, error) {
+	return listPage(ctx, q, "list policies", scanPolicy, `SELECT `+policyCols+` FROM action_policies`, `company_id = $1`,
+		[]any{companyID}, "created_at", "id", p)
+}
+
 // DeletePolicy removes a company's policy.
 func (s *Store) DeletePolicy(ctx context.Context, q db.Querier, companyID, id string) error {
 	return execOne(ctx, q, "delete policy", "delete policy", `DELETE FROM action_policies WHERE company_id = $1 AND id = $2`, companyID, id)

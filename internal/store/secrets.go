@@ -60,10 +60,11 @@ func (s *Store) GetSecret(ctx context.Context, q db.Querier, id string) (domain.
 	return queryOne(ctx, q, "get secret", scanSecret, `SELECT `+secretCols+` FROM company_secrets WHERE id = $1 AND status = 'active'`, id)
 }
 
-// ListSecrets returns a company's active secrets' metadata.
-func (s *Store) ListSecrets(ctx context.Context, q db.Querier, companyID string) ([]domain.Secret, error) {
-	return queryAll(ctx, q, "list secrets", scanSecret,
-		`SELECT `+secretCols+` FROM company_secrets WHERE company_id = $1 AND status = 'active' ORDER BY created_at DESC, id`, companyID)
+// ListSecrets returns a page of a company's active secrets' metadata,
+// newest first.
+func (s *Store) ListSecrets(ctx context.Context, q db.Querier, companyID string, p Page) ([]domain.Secret, error) {
+	return listPage(ctx, q, "list secrets", scanSecret, `SELECT `+secretCols+` FROM company_secrets`,
+		`company_id = $1 AND status = 'active'`, []any{companyID}, "created_at", "id", p)
 }
 
 // SealedSecretVersion returns the sealed bytes of a version (0 = latest).
