@@ -29,7 +29,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
@@ -46,7 +45,10 @@ const (
 )
 
 // errUnassigned is returned when a tool's inbox assignment is gone.
-var errUnassigned = httpx.Errorf(http.StatusForbidden, "This connector is no longer assigned or authorized")
+var errUnassigned = domain.Refuse(domain.KindForbidden, "This connector is no longer assigned or authorized")
+
+// errForeignTask refuses a send that is not about the run's current task.
+var errForeignTask = domain.Refuse(domain.KindForbidden, "Email send must belong to the current task")
 
 // Server serves /mcp.
 type Server struct {
@@ -174,9 +176,15 @@ func result(v any) (*mcp.CallToolResult, any, error) {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
 }
 
-// toolError reports a refusal as a tool error result the agent can read.
+// toolError reports a failure as a tool error result the agent can read:
+// a service's refusal (a *domain.Refusal) by its message, anything else by
+// its text. The tools map refusals themselves; status codes belong to the
+// HTTP API only.
 func toolError(err error) (*mcp.CallToolResult, any, error) {
-	msg := httpx.PublicMessage(err, err.Error())
+	msg := err.Error()
+	if r, ok := domain.AsRefusal(err); ok {
+		msg = r.Message
+	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil, nil
 }
 
@@ -254,15 +262,15 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 			r := outbound.SendRequest(in.Request)
 			// The send must belong to the run's current task.
 			if r.ParentIssueID != "" && r.ParentIssueID != c.run.IssueID {
-				return toolError(httpx.Errorf(http.StatusForbidden, "Email send must belong to the current task"))
+				return toolError(errForeignTask)
 			}
 			if r.ConversationID != "" {
 				th, err := s.Outbound.Thread(ctx, c.actor(), c.agent.CompanyID, c.run.IssueID)
-				if he := (*httpx.Error)(nil); (errors.As(err, &he) && he.Status == http.StatusConflict) || domain.IsRefusal(err, domain.KindConflict) {
+				if domain.IsRefusal(err, domain.KindConflict) {
 					return toolError(err) // the inbox is paused or its credential unavailable: say so
 				}
 				if err != nil || th == nil || th.ConversationID != r.ConversationID {
-					return toolError(httpx.Errorf(http.StatusForbidden, "Email send must belong to the current task"))
+					return toolError(errForeignTask)
 				}
 			}
 			out, err := s.Outbound.Accept(ctx, c.actor(), c.agent.CompanyID, r)

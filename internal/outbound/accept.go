@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -59,7 +57,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		return zero, err
 	}
 	if err != nil || ep.CompanyID != companyID {
-		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email inbox not found"}
+		return zero, notFound("Email inbox not found")
 	}
 	if _, _, err := s.Email.ActiveEndpoint(ctx, s.Store.DB, ep.ID); err != nil {
 		return zero, err
@@ -72,14 +70,14 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 			return zero, err
 		}
 		if err != nil || conv.EndpointID != ep.ID {
-			return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email conversation not found"}
+			return zero, notFound("Email conversation not found")
 		}
 		source, err = s.Store.GetIssue(ctx, s.Store.DB, conv.IssueID)
 	} else {
 		source, err = s.Store.GetIssue(ctx, s.Store.DB, req.ParentIssueID)
 	}
 	if isNotFound(err) {
-		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Task not found"}
+		return zero, notFound("Task not found")
 	}
 	if err != nil {
 		return zero, err
@@ -221,7 +219,7 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 
 func (s *Service) replay(existing store.EmailPublication, companyID, dig string) (SendSummary, error) {
 	if existing.CompanyID != companyID || existing.Digest != dig {
-		return SendSummary{}, &httpx.Error{Status: http.StatusConflict, Message: "Email idempotency key was reused with different content"}
+		return SendSummary{}, conflict("Email idempotency key was reused with different content")
 	}
 	return summarizeSend(existing), nil
 }
@@ -277,10 +275,10 @@ func refusal(d policy.Decision) error {
 		return nil
 	}
 	if d.RateLimited {
-		return &httpx.Error{Status: http.StatusTooManyRequests, Code: "email_rate_limited", RetryAfter: d.RetryAfter,
+		return &domain.Refusal{Kind: domain.KindRateLimited, Code: "email_rate_limited", RetryAfter: d.RetryAfter,
 			Message: "Email send limit reached: " + d.Reason + ". Try again later."}
 	}
-	return &httpx.Error{Status: http.StatusForbidden, Code: "action_policy_denied", Message: "Action policy denied this email: " + d.Reason}
+	return &domain.Refusal{Kind: domain.KindForbidden, Code: "action_policy_denied", Message: "Action policy denied this email: " + d.Reason}
 }
 
 // selectAttachments checks every attachment belongs to the company and the
@@ -314,7 +312,7 @@ func sendAction(req SendRequest) string {
 // recipients resolves who a send goes to: for a new email its To, Cc and
 // Bcc; for a reply, from the retained envelope of the message it answers
 // (ReplyRecipients), which must be in the conversation. all is every
-// recipient, for the loop guards. A refusal is an *httpx.Error.
+// recipient, for the loop guards. A refusal is a *domain.Refusal.
 func (s *Service) recipients(ctx context.Context, q db.Querier, ep domain.EmailEndpoint, req SendRequest, conversationID string) (to, cc, all []string, err error) {
 	if !req.IsReply() {
 		return req.To, req.Cc, append(append(append([]string{}, req.To...), req.Cc...), req.Bcc...), nil

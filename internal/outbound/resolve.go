@@ -3,13 +3,11 @@ package outbound
 import (
 	"context"
 	"database/sql"
-	"net/http"
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -38,13 +36,13 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 	}
 	pub, err := s.Store.GetPublication(ctx, s.Store.DB, pubID)
 	if err != nil || pub.CompanyID != companyID {
-		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
+		return zero, notFound("Email delivery not found")
 	}
 	if _, err := s.Email.LoadForManager(ctx, a, pub.EndpointID); err != nil {
 		return zero, err
 	}
 	if pub.Outcome != domain.OutcomeUncertain {
-		return zero, &httpx.Error{Status: http.StatusConflict, Message: "This send is not uncertain"}
+		return zero, conflict("This send is not uncertain")
 	}
 	conv, err := s.Store.GetConversation(ctx, s.Store.DB, pub.ConversationID)
 	if err != nil {
@@ -55,7 +53,7 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 		return zero, err
 	}
 	if l == nil {
-		return zero, &httpx.Error{Status: http.StatusConflict, Message: "An email operation is running; retry shortly"}
+		return zero, conflict("An email operation is running; retry shortly")
 	}
 	defer func() { _ = l.Release(ctx) }()
 	var sent *agentmail.Message
@@ -98,7 +96,7 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 			return err
 		}
 		if cur.Outcome != domain.OutcomeUncertain {
-			return &httpx.Error{Status: http.StatusConflict, Message: "Delivery was already resolved"}
+			return conflict("Delivery was already resolved")
 		}
 		if in.Outcome == domain.OutcomeFailed {
 			if err := s.Store.SetPublicationState(ctx, tx, pub.ID, domain.SendFailed,
@@ -111,7 +109,7 @@ func (s *Service) Resolve(ctx context.Context, a authz.Actor, companyID, pubID s
 		} else if unverified {
 			other, err := s.Store.PublicationByProviderMessage(ctx, tx, pub.EndpointID, in.ProviderMessageID)
 			if err == nil && other.ID != pub.ID {
-				return &httpx.Error{Status: http.StatusConflict, Message: "That provider message belongs to another send"}
+				return conflict("That provider message belongs to another send")
 			}
 			if err != nil && !isNotFound(err) {
 				return err

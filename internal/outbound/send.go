@@ -16,7 +16,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -56,15 +55,10 @@ func lookup(err error, msg string) *sendFailure {
 	return recheck(err)
 }
 
-// verdict classifies the error of an authority check: a refusal (an
-// *httpx.Error or the email service's *domain.Refusal, shown as is) is
-// final, anything else is a recheck. "Could not check" is never taken for
-// "no".
+// verdict classifies the error of an authority check: a refusal (a
+// *domain.Refusal, its message shown as is) is final, anything else is a
+// recheck. "Could not check" is never taken for "no".
 func verdict(err error) *sendFailure {
-	var he *httpx.Error
-	if errors.As(err, &he) {
-		return final(he.Message)
-	}
 	if r, ok := domain.AsRefusal(err); ok {
 		return final(r.Message)
 	}

@@ -2,12 +2,10 @@ package outbound
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
 // InboundDelivery is one admitted provider event of a task's email
@@ -65,9 +63,4 @@ func (s *Service) Deliveries(ctx context.Context, a authz.Actor, companyID, issu
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-// deliveriesRoute serves GET …/email/tasks/{issueId}/deliveries.
-func (s *Service) deliveriesRoute(_ http.ResponseWriter, r *http.Request, companyID, issueID string) (any, error) {
-	return s.Deliveries(r.Context(), httpx.Actor(r), companyID, issueID)
 }
