@@ -24,7 +24,9 @@ type outboundRoutes struct {
 }
 
 // MountOutbound mounts the send, thread, delivery, review, resolve and
-// send-policy routes of svc, each behind EmailGate.
+// send-policy routes of svc, each behind EmailGate; the routes of one send
+// answer under …/email/deliveries/{publicationId} and under
+// …/email/sends/{sendId} alike.
 func (s *Server) MountOutbound(svc *outbound.Service) {
 	o := outboundRoutes{s: s, svc: svc}
 	gate := EmailGate(svc.Email)
@@ -39,6 +41,12 @@ func (s *Server) MountOutbound(svc *outbound.Service) {
 	h("GET /api/companies/{companyId}/email/review-count", o.reviewCount)
 	h("POST /api/companies/{companyId}/email/deliveries/{publicationId}/review", o.review("publicationId", "Publication ID must be a UUID"))
 	h("POST /api/companies/{companyId}/email/deliveries/{publicationId}/resolve", o.idRoute("publicationId", "Publication ID must be a UUID", o.resolve))
+	// The same routes under the name new clients use (docs/api.md,
+	// "Email"): a send, by its sendId (the publicationId).
+	h("GET /api/companies/{companyId}/email/sends", o.list)
+	h("GET /api/companies/{companyId}/email/sends/{sendId}", o.idRoute("sendId", "Send ID must be a UUID", o.sendStatus))
+	h("POST /api/companies/{companyId}/email/sends/{sendId}/review", o.review("sendId", "Send ID must be a UUID"))
+	h("POST /api/companies/{companyId}/email/sends/{sendId}/resolve", o.idRoute("sendId", "Send ID must be a UUID", o.resolve))
 }
 
 // companyAccess validates the path company and checks the actor's access

@@ -211,9 +211,29 @@ type SendInput struct {
 	IdempotencyKey   string   `json:"idempotencyKey" jsonschema:"a new UUID per send; keep it and the payload identical on retry"`
 }
 
-// DeliveryArgs is the agentmail_delivery input.
+// DeliveryArgs is the agentmail_delivery input: the send's id as sendId
+// or, under its older name, publicationId (one of the two).
 type DeliveryArgs struct {
-	PublicationID string `json:"publicationId" jsonschema:"the id returned by agentmail_send"`
+	SendID        string `json:"sendId,omitempty" jsonschema:"the id returned by agentmail_send"`
+	PublicationID string `json:"publicationId,omitempty" jsonschema:"the same id under its older name; give sendId or publicationId"`
+}
+
+// id is the send the arguments name, or an error when they name none, a
+// malformed one or two different ones.
+func (in DeliveryArgs) id() (string, error) {
+	switch {
+	case in.SendID != "" && in.PublicationID != "" && in.SendID != in.PublicationID:
+		return "", errors.New("sendId and publicationId name different sends; give one")
+	case in.SendID != "":
+		if !store.ValidID(in.SendID) {
+			return "", errors.New("sendId must be a UUID")
+		}
+		return in.SendID, nil
+	}
+	if !store.ValidID(in.PublicationID) {
+		return "", errors.New("publicationId must be a UUID")
+	}
+	return in.PublicationID, nil
 }
 
 const sendDescription = "Send an email or reply through an assigned inbox for the current task. Comments and final responses never send email; only this explicit action does. " +
@@ -286,15 +306,16 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 			if err != nil {
 				return toolError(err)
 			}
-			if !store.ValidID(in.PublicationID) {
-				return toolError(errors.New("publicationId must be a UUID"))
+			id, err := in.id()
+			if err != nil {
+				return toolError(err)
 			}
-			if rs, ok := sandbox.RestrictionFrom(ctx); ok && !rs.OwnPublication(ctx, in.PublicationID) {
+			if rs, ok := sandbox.RestrictionFrom(ctx); ok && !rs.OwnPublication(ctx, id) {
 				// Through a sandbox bridge, as on the bridge itself: only
 				// the sends of the run's own task.
 				return toolError(errors.New("not available inside the sandbox"))
 			}
-			out, err := s.Outbound.SendStatus(ctx, c.actor(), c.agent.CompanyID, in.PublicationID)
+			out, err := s.Outbound.SendStatus(ctx, c.actor(), c.agent.CompanyID, id)
 			if err != nil {
 				return toolError(err)
 			}
@@ -374,6 +395,11 @@ func (s *Server) callAPI(ctx context.Context, c caller, op Operation, in CallArg
 	params := map[string]string{"companyId": c.agent.CompanyID}
 	for k, v := range in.PathParams {
 		params[k] = v
+	}
+	if _, ok := params["publicationId"]; !ok && params["sendId"] != "" {
+		// A send's id under its new name fills the operation's
+		// {publicationId}.
+		params["publicationId"] = params["sendId"]
 	}
 	for k, v := range params {
 		path = strings.ReplaceAll(path, "{"+k+"}", url.PathEscape(v))

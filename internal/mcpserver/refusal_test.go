@@ -29,3 +29,26 @@ func TestToolErrorShowsTheRefusalMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliveryArgsTakeEitherName: agentmail_delivery takes the send's id as
+// sendId or publicationId, and refuses two different ids or a malformed one.
+func TestDeliveryArgsTakeEitherName(t *testing.T) {
+	const id, other = "0b6f1c1e-0000-4000-8000-000000000001", "0b6f1c1e-0000-4000-8000-000000000002"
+	for _, c := range []struct {
+		in      DeliveryArgs
+		want    string
+		wantErr string
+	}{
+		{DeliveryArgs{SendID: id}, id, ""},
+		{DeliveryArgs{PublicationID: id}, id, ""},
+		{DeliveryArgs{SendID: id, PublicationID: id}, id, ""},
+		{DeliveryArgs{SendID: id, PublicationID: other}, "", "sendId and publicationId name different sends; give one"},
+		{DeliveryArgs{SendID: "x"}, "", "sendId must be a UUID"},
+		{DeliveryArgs{}, "", "publicationId must be a UUID"},
+	} {
+		got, err := c.in.id()
+		if got != c.want || (err == nil) != (c.wantErr == "") || (err != nil && err.Error() != c.wantErr) {
+			t.Errorf("%+v: %q, %v; want %q, %q", c.in, got, err, c.want, c.wantErr)
+		}
+	}
+}

@@ -233,7 +233,7 @@ func (s *Service) intentTx(ctx context.Context, actor authz.Actor, a email.Sende
 			if err := s.Store.InsertSendReview(ctx, tx, &rv); err != nil {
 				return err
 			}
-			if err := s.emit(ctx, tx, companyID, "email.review_requested", map[string]any{"publicationId": pub.ID, "endpointId": ep.ID,
+			if err := s.emit(ctx, tx, companyID, "email.review_requested", map[string]any{"publicationId": pub.ID, "sendId": pub.ID, "endpointId": ep.ID,
 				"issueId": pub.IssueID, "recipients": p.recipients, "reasons": p.holdFor, "expiresAt": rv.ExpiresAt}); err != nil {
 				return err
 			}

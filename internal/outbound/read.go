@@ -37,6 +37,9 @@ type ThreadSummary struct {
 	Subject        string                      `json:"subject"`
 	Messages       []ThreadMessage             `json:"messages"`
 	Publications   []SendSummary               `json:"publications"`
+	// Sends is Publications under the name new clients use ("send"):
+	// the same list, both present.
+	Sends []SendSummary `json:"sends"`
 }
 
 func nonNil(s []string) []string {
@@ -118,6 +121,7 @@ func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID 
 	if err := s.attachReviews(ctx, sums); err != nil {
 		return nil, err
 	}
+	out.Sends = out.Publications
 	return out, nil
 }
 

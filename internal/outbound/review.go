@@ -399,7 +399,7 @@ func (s *Service) finishReview(ctx context.Context, a authz.Actor, pub store.Ema
 			return err
 		}
 		if status == "expired" {
-			if err := s.emit(ctx, tx, pub.CompanyID, "email.review_expired", map[string]any{"publicationId": pub.ID,
+			if err := s.emit(ctx, tx, pub.CompanyID, "email.review_expired", map[string]any{"publicationId": pub.ID, "sendId": pub.ID,
 				"endpointId": pub.EndpointID, "issueId": pub.IssueID}); err != nil {
 				return err
 			}
@@ -447,7 +447,7 @@ func (s *Service) wakeAfterReview(ctx context.Context, tx *sql.Tx, pub store.Ema
 	if s.Wake == nil || task.AssigneeAgentID == "" {
 		return false, nil
 	}
-	payload, _ := json.Marshal(map[string]any{"issueId": task.ID, "commentId": c.ID, "publicationId": pub.ID, "review": status})
+	payload, _ := json.Marshal(map[string]any{"issueId": task.ID, "commentId": c.ID, "publicationId": pub.ID, "sendId": pub.ID, "review": status})
 	snapshot, _ := json.Marshal(map[string]any{"issueId": task.ID, "wakeCommentId": c.ID, "emailPublicationId": pub.ID,
 		"emailReview": status, "emailReviewReason": reason})
 	_, _, err = s.Wake.WakeupTx(ctx, tx, task.AssigneeAgentID, heartbeat.WakeRequest{

@@ -345,7 +345,7 @@ func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, 
 		if _, err := w.setOutcome(ctx, tx, pub.ID, domain.OutcomeFailed, domain.OutcomeQueued, domain.OutcomeUncertain); err != nil {
 			return err
 		}
-		if err := w.emit(ctx, tx, pub.CompanyID, "email.send_failed", map[string]any{"publicationId": pub.ID, "endpointId": pub.EndpointID,
+		if err := w.emit(ctx, tx, pub.CompanyID, "email.send_failed", map[string]any{"publicationId": pub.ID, "sendId": pub.ID, "endpointId": pub.EndpointID,
 			"issueId": pub.IssueID, "error": f.msg}); err != nil {
 			return err
 		}
