@@ -73,7 +73,7 @@ func newEmailCmd() *cobra.Command {
 		RunE: get(func(cid string, _ []string) string { return "/companies/" + cid + "/email/inboxes" })}
 	thread := &cobra.Command{Use: "thread <taskId>", Short: "The email thread bound to a task (JSON, or null)", Args: cobra.ExactArgs(1),
 		RunE: get(func(cid string, a []string) string { return "/companies/" + cid + "/email/tasks/" + a[0] })}
-	delivery := &cobra.Command{Use: "delivery <publicationId>", Short: "A send's outcome: queued, sent, delivered, failed, uncertain, awaiting_review (a person will review it: do not send it again), rejected or expired", Args: cobra.ExactArgs(1),
+	delivery := &cobra.Command{Use: "delivery <sendId>", Short: "A send's outcome (sendId: the id the send returned, also called publicationId): queued, sent, delivered, failed, uncertain, awaiting_review (a person will review it: do not send it again), rejected or expired", Args: cobra.ExactArgs(1),
 		RunE: get(func(cid string, a []string) string { return "/companies/" + cid + "/email/deliveries/" + a[0] })}
 	sendCmd := &cobra.Command{Use: "send --file F", Short: "Start a new email conversation (F = JSON request, - = stdin)", Args: cobra.NoArgs, RunE: send(false)}
 	replyCmd := &cobra.Command{Use: "reply --file F", Short: "Reply in a bound conversation (F = JSON request, - = stdin)", Args: cobra.NoArgs, RunE: send(true)}

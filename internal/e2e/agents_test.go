@@ -239,6 +239,16 @@ func TestMCPToolsFollowTheInboxAssignment(t *testing.T) {
 		if text, isErr := callTool(t, s, "agentmail_delivery", map[string]any{"publicationId": pub["id"]}); isErr || !strings.Contains(text, pub["id"].(string)) {
 			t.Fatalf("delivery: %s", text)
 		}
+		// The same read by the send's new name; two different ids are refused.
+		if text, isErr := callTool(t, s, "agentmail_delivery", map[string]any{"sendId": pub["id"]}); isErr || !strings.Contains(text, pub["id"].(string)) {
+			t.Fatalf("delivery by sendId: %s", text)
+		}
+		if text, isErr := callTool(t, s, "agentmail_delivery", map[string]any{"sendId": pub["id"], "publicationId": testkit.NewUUID()}); !isErr || !strings.Contains(text, "different sends") {
+			t.Fatalf("delivery by two ids: %s", text)
+		}
+		if text, isErr := callTool(t, s, "call_api", map[string]any{"operationId": "email.delivery", "pathParams": map[string]string{"sendId": pub["id"].(string)}}); isErr || !strings.Contains(text, pub["id"].(string)) {
+			t.Fatalf("call_api email.delivery by sendId: %s", text)
+		}
 		waitOutbox(t, e, "lead@example.com", 1)
 		// The catalog: board-only operations refuse; normal ones act as the run.
 		if text, isErr := callTool(t, s, "search_api", map[string]any{"query": "email send"}); isErr || !strings.Contains(text, `"successStatus":202`) {

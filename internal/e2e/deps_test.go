@@ -143,7 +143,10 @@ func TestLayering(t *testing.T) {
 	forbid := []struct{ pkg, dep, why string }{
 		{"internal/email", "internal/api", "services render no HTTP (the API edge renders them: internal/api/email_routes.go)"},
 		{"internal/email", "internal/httpx", "the email service refuses with *domain.Refusal; only the API edge maps it to a status"},
+		{"internal/outbound", "internal/httpx", "the send side refuses with *domain.Refusal; only the API edge maps it to a status (internal/api/outbound_routes.go)"},
+		{"internal/mcpserver", "internal/httpx", "the tools show a *domain.Refusal's message themselves; status codes belong to the API edge"},
 		{"internal/inbound", "internal/api", "pipelines render no HTTP"},
+		{"internal/inbound", "internal/httpx", "the receiving pipeline refuses with *domain.Refusal; only the API edge maps it to a status"},
 		{"internal/outbound", "internal/api", "pipelines render no HTTP"},
 		{"internal/mcpserver", "internal/api", "tools call the services, and the API only through its handler"},
 		{"internal/heartbeat", "internal/api", "the scheduler knows no HTTP"},
@@ -170,14 +173,19 @@ func TestLayering(t *testing.T) {
 		}
 	}
 
-	// The receiving pipeline speaks no HTTP: its refusals are
+	// The receiving pipeline speaks no HTTP either: its refusals are
 	// domain.Refusal values and its routes live at the API edge
-	// (internal/api/inbound.go). Checked on direct imports: internal/email
-	// still reaches internal/httpx until it moves to domain.Refusal too.
+	// (internal/api/inbound.go). The forbidden edges above hold for the
+	// whole dependency tree; this check names the package that imports
+	// internal/httpx itself, for the email core, both pipelines and the
+	// MCP tools (their routes: internal/api/email_routes.go,
+	// internal/api/inbound.go, internal/api/outbound_routes.go).
 	imports := goImports(t)
 	for pkg, d := range imports {
-		if (pkg == "internal/inbound" || strings.HasPrefix(pkg, "internal/inbound/")) && slices.Contains(d, "internal/httpx") {
-			t.Errorf("%s imports internal/httpx: the receiving pipeline returns domain.Refusal and mounts no routes", pkg)
+		for _, owner := range []string{"internal/email", "internal/inbound", "internal/outbound", "internal/mcpserver"} {
+			if (pkg == owner || strings.HasPrefix(pkg, owner+"/")) && slices.Contains(d, "internal/httpx") {
+				t.Errorf("%s imports internal/httpx: it returns domain.Refusal and mounts no routes", pkg)
+			}
 		}
 	}
 

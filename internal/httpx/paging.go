@@ -1,19 +1,16 @@
 package httpx
 
 import (
-	"encoding/base64"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // The page sizes of every listing (docs/api.md, "Paging").
 const (
-	DefaultPageLimit = 50
-	MaxPageLimit     = 200
+	DefaultPageLimit = store.DefaultPageLimit
+	MaxPageLimit     = store.MaxPageLimit
 )
 
 // ErrBadCursor is the answer to a cursor no listing handed out.
@@ -55,37 +52,18 @@ func PageParamsWith(r *http.Request, validID func(string) bool) (store.Page, err
 	return p, nil
 }
 
-// EncodeCursor renders a cursor as an opaque URL-safe token.
-func EncodeCursor(c store.Cursor) string {
-	s := c.At.UTC().Format(time.RFC3339Nano) + "|" + c.ID
-	if c.Key != "" {
-		s += "|" + c.Key
-	}
-	return base64.RawURLEncoding.EncodeToString([]byte(s))
-}
+// EncodeCursor renders a cursor as an opaque URL-safe token
+// (store.EncodeCursor).
+func EncodeCursor(c store.Cursor) string { return store.EncodeCursor(c) }
 
 // DecodeCursor parses a token from EncodeCursor of a listing with UUID row
 // ids; anything else is ErrBadCursor.
 func DecodeCursor(v string) (store.Cursor, error) { return decodeCursor(v, store.ValidID) }
 
 func decodeCursor(v string, validID func(string) bool) (store.Cursor, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(v)
+	c, err := store.DecodeCursor(v, validID)
 	if err != nil {
 		return store.Cursor{}, ErrBadCursor
-	}
-	parts := strings.Split(string(raw), "|")
-	if len(parts) < 2 || len(parts) > 3 {
-		return store.Cursor{}, ErrBadCursor
-	}
-	t, terr := time.Parse(time.RFC3339Nano, parts[0])
-	if terr != nil || !validID(parts[1]) {
-		return store.Cursor{}, ErrBadCursor
-	}
-	c := store.Cursor{At: t, ID: parts[1]}
-	if len(parts) == 3 {
-		if c.Key = parts[2]; c.Key == "" {
-			return store.Cursor{}, ErrBadCursor
-		}
 	}
 	return c, nil
 }

@@ -34,20 +34,3 @@ func StatusOf(kind domain.RefusalKind) int {
 func FromRefusal(r *domain.Refusal) *Error {
 	return &Error{Status: StatusOf(r.Kind), Message: r.Message, Code: r.Code, Details: r.Details, RetryAfter: r.RetryAfter}
 }
-
-// Refusal states e as a domain refusal, its kind from its status. It lets a
-// package that must not import httpx (internal/inbound) recognise the
-// refusal of a service that still returns *Error.
-func (e *Error) Refusal() *domain.Refusal {
-	return &domain.Refusal{Kind: kindOf(e.Status), Code: e.Code, Message: e.Message, Details: e.Details, RetryAfter: e.RetryAfter}
-}
-
-// kindOf is the refusal kind of a status: StatusOf's inverse.
-func kindOf(status int) domain.RefusalKind {
-	for k := domain.KindInvalid; k <= domain.KindUnavailable; k++ {
-		if StatusOf(k) == status {
-			return k
-		}
-	}
-	return domain.KindInvalid
-}

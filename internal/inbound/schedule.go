@@ -236,7 +236,7 @@ func (w *Worker) check(ctx context.Context, st *inboxState) (domain.EmailEndpoin
 		return ep, key, refused
 	}
 	key, err := w.o.Email.CheckActive(ctx, w.q, ep)
-	if _, refused := queue.AsRefusal(err); err != nil && !refused {
+	if err != nil && !domain.IsRefusal(err) {
 		return ep, "", err
 	}
 	w.mu.Lock()
@@ -251,7 +251,7 @@ func (w *Worker) visit(ctx context.Context, st *inboxState, named int) {
 	now := time.Now()
 	ep, key, err := w.check(ctx, st)
 	if err != nil {
-		if _, refused := queue.AsRefusal(err); refused {
+		if domain.IsRefusal(err) {
 			// Not active, credential gone or access revoked: stop
 			// receiving; deliveries wait until the inbox's version changes
 			// (the email service signals the worker then).

@@ -29,7 +29,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/sandbox"
 	"github.com/paperclipai/paperclipai/internal/store"
@@ -46,7 +45,10 @@ const (
 )
 
 // errUnassigned is returned when a tool's inbox assignment is gone.
-var errUnassigned = httpx.Errorf(http.StatusForbidden, "This connector is no longer assigned or authorized")
+var errUnassigned = domain.Refuse(domain.KindForbidden, "This connector is no longer assigned or authorized")
+
+// errForeignTask refuses a send that is not about the run's current task.
+var errForeignTask = domain.Refuse(domain.KindForbidden, "Email send must belong to the current task")
 
 // Server serves /mcp.
 type Server struct {
@@ -174,9 +176,15 @@ func result(v any) (*mcp.CallToolResult, any, error) {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
 }
 
-// toolError reports a refusal as a tool error result the agent can read.
+// toolError reports a failure as a tool error result the agent can read:
+// a service's refusal (a *domain.Refusal) by its message, anything else by
+// its text. The tools map refusals themselves; status codes belong to the
+// HTTP API only.
 func toolError(err error) (*mcp.CallToolResult, any, error) {
-	msg := httpx.PublicMessage(err, err.Error())
+	msg := err.Error()
+	if r, ok := domain.AsRefusal(err); ok {
+		msg = r.Message
+	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil, nil
 }
 
@@ -203,9 +211,29 @@ type SendInput struct {
 	IdempotencyKey   string   `json:"idempotencyKey" jsonschema:"a new UUID per send; keep it and the payload identical on retry"`
 }
 
-// DeliveryArgs is the agentmail_delivery input.
+// DeliveryArgs is the agentmail_delivery input: the send's id as sendId
+// or, under its older name, publicationId (one of the two).
 type DeliveryArgs struct {
-	PublicationID string `json:"publicationId" jsonschema:"the id returned by agentmail_send"`
+	SendID        string `json:"sendId,omitempty" jsonschema:"the id returned by agentmail_send"`
+	PublicationID string `json:"publicationId,omitempty" jsonschema:"the same id under its older name; give sendId or publicationId"`
+}
+
+// id is the send the arguments name, or an error when they name none, a
+// malformed one or two different ones.
+func (in DeliveryArgs) id() (string, error) {
+	switch {
+	case in.SendID != "" && in.PublicationID != "" && in.SendID != in.PublicationID:
+		return "", errors.New("sendId and publicationId name different sends; give one")
+	case in.SendID != "":
+		if !store.ValidID(in.SendID) {
+			return "", errors.New("sendId must be a UUID")
+		}
+		return in.SendID, nil
+	}
+	if !store.ValidID(in.PublicationID) {
+		return "", errors.New("publicationId must be a UUID")
+	}
+	return in.PublicationID, nil
 }
 
 const sendDescription = "Send an email or reply through an assigned inbox for the current task. Comments and final responses never send email; only this explicit action does. " +
@@ -260,15 +288,15 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 			}
 			// The send must belong to the run's current task.
 			if r.ParentIssueID != "" && r.ParentIssueID != c.run.IssueID {
-				return toolError(httpx.Errorf(http.StatusForbidden, "Email send must belong to the current task"))
+				return toolError(errForeignTask)
 			}
 			if r.ConversationID != "" {
 				th, err := s.Outbound.Thread(ctx, c.actor(), c.agent.CompanyID, c.run.IssueID)
-				if he := (*httpx.Error)(nil); (errors.As(err, &he) && he.Status == http.StatusConflict) || domain.IsRefusal(err, domain.KindConflict) {
+				if domain.IsRefusal(err, domain.KindConflict) {
 					return toolError(err) // the inbox is paused or its credential unavailable: say so
 				}
 				if err != nil || th == nil || th.ConversationID != r.ConversationID {
-					return toolError(httpx.Errorf(http.StatusForbidden, "Email send must belong to the current task"))
+					return toolError(errForeignTask)
 				}
 			}
 			out, err := s.Outbound.Accept(ctx, c.actor(), c.agent.CompanyID, r)
@@ -284,15 +312,16 @@ func (s *Server) addEmailTools(srv *mcp.Server) {
 			if err != nil {
 				return toolError(err)
 			}
-			if !store.ValidID(in.PublicationID) {
-				return toolError(errors.New("publicationId must be a UUID"))
+			id, err := in.id()
+			if err != nil {
+				return toolError(err)
 			}
-			if rs, ok := sandbox.RestrictionFrom(ctx); ok && !rs.OwnPublication(ctx, in.PublicationID) {
+			if rs, ok := sandbox.RestrictionFrom(ctx); ok && !rs.OwnPublication(ctx, id) {
 				// Through a sandbox bridge, as on the bridge itself: only
 				// the sends of the run's own task.
 				return toolError(errors.New("not available inside the sandbox"))
 			}
-			out, err := s.Outbound.SendStatus(ctx, c.actor(), c.agent.CompanyID, in.PublicationID)
+			out, err := s.Outbound.SendStatus(ctx, c.actor(), c.agent.CompanyID, id)
 			if err != nil {
 				return toolError(err)
 			}
@@ -372,6 +401,11 @@ func (s *Server) callAPI(ctx context.Context, c caller, op Operation, in CallArg
 	params := map[string]string{"companyId": c.agent.CompanyID}
 	for k, v := range in.PathParams {
 		params[k] = v
+	}
+	if _, ok := params["publicationId"]; !ok && params["sendId"] != "" {
+		// A send's id under its new name fills the operation's
+		// {publicationId}.
+		params["publicationId"] = params["sendId"]
 	}
 	for k, v := range params {
 		path = strings.ReplaceAll(path, "{"+k+"}", url.PathEscape(v))

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -45,6 +43,10 @@ func digest(req SendRequest, a email.Sender) string {
 // conversation its child task and conversation, commit in one transaction
 // and the worker sends later. A repeated key with identical content returns
 // the same publication; with different content it is a 409.
+//
+// The steps, in the order a refusal is decided: load what the request
+// names, authorize the sender, replay a known key, screen the recipients
+// (policy, loop guards, suppressions), then commit the intent (intentTx).
 func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID string, req SendRequest) (SendSummary, error) {
 	var zero SendSummary
 	if err := s.Email.RequireEnabled(ctx); err != nil {
@@ -62,37 +64,11 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 		return zero, err
 	}
 	a := email.SenderOf(actor)
-	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, req.EndpointID)
-	if err != nil && !isNotFound(err) {
-		return zero, err
-	}
-	if err != nil || ep.CompanyID != companyID {
-		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email inbox not found"}
-	}
-	if _, _, err := s.Email.ActiveEndpoint(ctx, s.Store.DB, ep.ID); err != nil {
-		return zero, err
-	}
-	var conv domain.EmailConversation
-	var source domain.Issue
-	if req.IsReply() {
-		conv, err = s.Store.GetConversation(ctx, s.Store.DB, req.ConversationID)
-		if err != nil && !isNotFound(err) {
-			return zero, err
-		}
-		if err != nil || conv.EndpointID != ep.ID {
-			return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email conversation not found"}
-		}
-		source, err = s.Store.GetIssue(ctx, s.Store.DB, conv.IssueID)
-	} else {
-		source, err = s.Store.GetIssue(ctx, s.Store.DB, req.ParentIssueID)
-	}
-	if isNotFound(err) {
-		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Task not found"}
-	}
+	t, err := s.load(ctx, companyID, req)
 	if err != nil {
 		return zero, err
 	}
-	if err := s.Email.AuthorizeSend(ctx, s.Store.DB, a, ep, source, true); err != nil {
+	if err := s.Email.AuthorizeSend(ctx, s.Store.DB, a, t.ep, t.source, true); err != nil {
 		return zero, err
 	}
 	dig := digest(req, a)
@@ -101,111 +77,12 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	} else if !isNotFound(err) {
 		return zero, err
 	}
-	// Recipients are known now for a new email, and from the retained
-	// envelope for a reply; both feed the loop guards below.
-	_, _, recipients, err := s.recipients(ctx, s.Store.DB, ep, req, conv.ID)
+	p, err := s.screen(ctx, actor, companyID, req, t)
 	if err != nil {
 		return zero, err
 	}
-	// The inbox's send policy: a blocked recipient refuses the send before
-	// anything is stored or counted; otherwise it may hold the send.
-	pol, err := s.Store.GetSendPolicy(ctx, s.Store.DB, ep.ID)
-	if err != nil {
-		return zero, err
-	}
-	holdFor, err := s.holdReasons(ctx, ep, pol, lowerAll(recipients))
-	if err != nil {
-		return zero, err
-	}
-	atts, err := s.selectAttachments(ctx, companyID, source.ID, req.AttachmentIDs)
-	if err != nil {
-		return zero, err
-	}
-	if err := s.decide(ctx, actor, ep, conv, sendAction(req), recipients); err != nil {
-		return zero, err
-	}
-	suppressed, err := s.Store.SuppressionsAmong(ctx, s.Store.DB, ep.ID, lowerAll(recipients))
-	if err != nil {
-		return zero, err
-	}
-	reqJSON, _ := json.Marshal(req)
-	actorJSON, _ := json.Marshal(a)
-	attJSON, _ := json.Marshal(atts)
-	pub := store.EmailPublication{ID: req.IdempotencyKey, CompanyID: companyID, EndpointID: ep.ID, Request: reqJSON,
-		Actor: actorJSON, Digest: dig, Attachments: attJSON}
-	if len(suppressed) > 0 {
-		// A permanently bounced recipient fails fast: recorded, never sent.
-		pub.State, pub.Outcome = domain.SendFailed, domain.OutcomeFailed
-		pub.Error = suppressedError(suppressed)
-	} else if len(holdFor) > 0 {
-		// Held: stored like any send, but the worker never takes it
-		// (PendingSends wants queued or uncertain) until a reviewer
-		// approves it.
-		pub.Outcome = domain.OutcomeAwaitingReview
-	}
-	var replayed *store.EmailPublication
-	var stored store.EmailPublication
-	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
-		if err := s.Store.DB.AdvisoryXactLock(ctx, tx, "email-send:"+req.IdempotencyKey); err != nil {
-			return err
-		}
-		if existing, err := s.Store.GetPublication(ctx, tx, req.IdempotencyKey); err == nil {
-			replayed = &existing
-			return nil
-		} else if !isNotFound(err) {
-			return err
-		}
-		if req.IsReply() {
-			pub.ConversationID, pub.IssueID = conv.ID, conv.IssueID
-		} else {
-			child := domain.Issue{CompanyID: companyID, Title: *req.Subject, Description: "Email conversation from " + ep.Address,
-				Status: domain.IssueTodo, Priority: "medium", AssigneeAgentID: ep.AssignedAgentID, ParentID: source.ID,
-				ProjectID: source.ProjectID, ExecutionWorkspaceSettings: source.ExecutionWorkspaceSettings,
-				ResponsibleUserID: ep.SponsorUserID, OriginKind: "chat_channel", OriginID: "email-send:" + req.IdempotencyKey,
-				IdempotencyKey: "email-send:" + req.IdempotencyKey}
-			if a.UserID != "" {
-				child.CreatedByUserID = a.UserID
-			} else {
-				child.CreatedByAgentID = a.AgentID
-			}
-			if _, err := s.Store.CreateIssue(ctx, tx, &child); err != nil {
-				return err
-			}
-			c := domain.EmailConversation{CompanyID: companyID, EndpointID: ep.ID, IssueID: child.ID, ExternalConversationID: ep.Address,
-				ExternalThreadID: "pending:" + req.IdempotencyKey, Subject: *req.Subject, State: "waiting"}
-			if _, err := s.Store.InsertConversation(ctx, tx, &c); err != nil {
-				return err
-			}
-			pub.ConversationID, pub.IssueID = c.ID, child.ID
-		}
-		if err := s.Store.InsertPublication(ctx, tx, &pub); err != nil {
-			return err
-		}
-		if pub.Outcome == domain.OutcomeAwaitingReview {
-			rv := store.SendReview{PublicationID: pub.ID, CompanyID: companyID, EndpointID: ep.ID, Reasons: holdFor,
-				ExpiresAt: s.Store.Now().Add(time.Duration(pol.ReviewExpiresHours) * time.Hour)}
-			if err := s.Store.InsertSendReview(ctx, tx, &rv); err != nil {
-				return err
-			}
-			if err := s.emit(ctx, tx, companyID, "email.review_requested", map[string]any{"publicationId": pub.ID, "endpointId": ep.ID,
-				"issueId": pub.IssueID, "recipients": recipients, "reasons": holdFor, "expiresAt": rv.ExpiresAt}); err != nil {
-				return err
-			}
-		}
-		// Read the stored row inside the transaction: the answer shows the
-		// accepted state, never what a worker woken by the commit (locally or
-		// through the database notification) has done meanwhile.
-		if stored, err = s.Store.GetPublication(ctx, tx, pub.ID); err != nil {
-			return err
-		}
-		if pub.Outcome == domain.OutcomeQueued {
-			if err := s.notifyTx(ctx, tx); err != nil {
-				return err
-			}
-		}
-		return s.Store.Audit(ctx, tx, actor.AuditActor(), companyID, "email.queued", "email_publication", pub.ID, map[string]any{"endpointId": ep.ID,
-			"issueId": pub.IssueID, "reply": req.IsReply(), "recipients": len(recipients), "outcome": pub.Outcome})
-	})
+	pub := newPublication(companyID, req, a, dig, t, p)
+	stored, replayed, err := s.intentTx(ctx, actor, a, req, t, p, &pub)
 	if err != nil {
 		return zero, err
 	}
@@ -227,9 +104,196 @@ func (s *Service) Accept(ctx context.Context, actor authz.Actor, companyID strin
 	return out, nil
 }
 
+// sendTarget is what a send request names, loaded and checked: the inbox,
+// for a reply its conversation, and the task the send is about (a new
+// email's parent task, a reply's conversation task).
+type sendTarget struct {
+	ep     domain.EmailEndpoint
+	conv   domain.EmailConversation
+	source domain.Issue
+}
+
+// load reads what req names and refuses what the company does not have:
+// the inbox (which must be active), a reply's conversation in that inbox,
+// and the source task.
+func (s *Service) load(ctx context.Context, companyID string, req SendRequest) (sendTarget, error) {
+	var t sendTarget
+	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, req.EndpointID)
+	if err != nil && !isNotFound(err) {
+		return t, err
+	}
+	if err != nil || ep.CompanyID != companyID {
+		return t, notFound("Email inbox not found")
+	}
+	if _, _, err := s.Email.ActiveEndpoint(ctx, s.Store.DB, ep.ID); err != nil {
+		return t, err
+	}
+	t.ep = ep
+	if req.IsReply() {
+		t.conv, err = s.Store.GetConversation(ctx, s.Store.DB, req.ConversationID)
+		if err != nil && !isNotFound(err) {
+			return t, err
+		}
+		if err != nil || t.conv.EndpointID != ep.ID {
+			return t, notFound("Email conversation not found")
+		}
+		t.source, err = s.Store.GetIssue(ctx, s.Store.DB, t.conv.IssueID)
+	} else {
+		t.source, err = s.Store.GetIssue(ctx, s.Store.DB, req.ParentIssueID)
+	}
+	if isNotFound(err) {
+		return t, notFound("Task not found")
+	}
+	return t, err
+}
+
+// sendPlan is what screening decided about a send: who it goes to, the
+// inbox's send policy and why it is held (none: it goes out at once), the
+// attachments selected, and the suppressed recipients that fail it at
+// once.
+type sendPlan struct {
+	recipients []string
+	policy     store.SendPolicy
+	holdFor    []string
+	atts       []AttachmentRef
+	suppressed []store.Suppression
+}
+
+// screen decides whether and how the send may go: its recipients (known
+// now for a new email, from the retained envelope for a reply), the
+// inbox's send policy (a blocked recipient refuses the send before
+// anything is stored or counted; otherwise it may hold the send), the
+// attachments, the action policy and loop guards, and the suppression
+// list.
+func (s *Service) screen(ctx context.Context, actor authz.Actor, companyID string, req SendRequest, t sendTarget) (sendPlan, error) {
+	var p sendPlan
+	var err error
+	if _, _, p.recipients, err = s.recipients(ctx, s.Store.DB, t.ep, req, t.conv.ID); err != nil {
+		return p, err
+	}
+	if p.policy, err = s.Store.GetSendPolicy(ctx, s.Store.DB, t.ep.ID); err != nil {
+		return p, err
+	}
+	if p.holdFor, err = s.holdReasons(ctx, t.ep, p.policy, lowerAll(p.recipients)); err != nil {
+		return p, err
+	}
+	if p.atts, err = s.selectAttachments(ctx, companyID, t.source.ID, req.AttachmentIDs); err != nil {
+		return p, err
+	}
+	if err := s.decide(ctx, actor, t.ep, t.conv, sendAction(req), p.recipients); err != nil {
+		return p, err
+	}
+	p.suppressed, err = s.Store.SuppressionsAmong(ctx, s.Store.DB, t.ep.ID, lowerAll(p.recipients))
+	return p, err
+}
+
+// newPublication is the intent row of an accepted send: queued, failed at
+// once for a suppressed recipient, or awaiting review when held.
+func newPublication(companyID string, req SendRequest, a email.Sender, dig string, t sendTarget, p sendPlan) store.EmailPublication {
+	reqJSON, _ := json.Marshal(req)
+	actorJSON, _ := json.Marshal(a)
+	attJSON, _ := json.Marshal(p.atts)
+	pub := store.EmailPublication{ID: req.IdempotencyKey, CompanyID: companyID, EndpointID: t.ep.ID, Request: reqJSON,
+		Actor: actorJSON, Digest: dig, Attachments: attJSON}
+	if len(p.suppressed) > 0 {
+		// A permanently bounced recipient fails fast: recorded, never sent.
+		pub.State, pub.Outcome = domain.SendFailed, domain.OutcomeFailed
+		pub.Error = suppressedError(p.suppressed)
+	} else if len(p.holdFor) > 0 {
+		// Held: stored like any send, but the worker never takes it
+		// (PendingSends wants queued or uncertain) until a reviewer
+		// approves it.
+		pub.Outcome = domain.OutcomeAwaitingReview
+	}
+	return pub
+}
+
+// intentTx commits pub in one transaction under the key's advisory lock:
+// for a new email its child task and conversation, for a held send its
+// review (and the review_requested event), the cross-replica signal for a
+// queued one, and the audit entry. A concurrent acceptance of the same
+// key that committed first is returned as replayed instead. stored is the
+// row as committed.
+func (s *Service) intentTx(ctx context.Context, actor authz.Actor, a email.Sender, req SendRequest, t sendTarget, p sendPlan,
+	pub *store.EmailPublication) (stored store.EmailPublication, replayed *store.EmailPublication, err error) {
+	companyID, ep := pub.CompanyID, t.ep
+	err = s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if err := s.Store.DB.AdvisoryXactLock(ctx, tx, "email-send:"+req.IdempotencyKey); err != nil {
+			return err
+		}
+		if existing, err := s.Store.GetPublication(ctx, tx, req.IdempotencyKey); err == nil {
+			replayed = &existing
+			return nil
+		} else if !isNotFound(err) {
+			return err
+		}
+		if req.IsReply() {
+			pub.ConversationID, pub.IssueID = t.conv.ID, t.conv.IssueID
+		} else if err := s.newConversationTx(ctx, tx, a, req, t, pub); err != nil {
+			return err
+		}
+		if err := s.Store.InsertPublication(ctx, tx, pub); err != nil {
+			return err
+		}
+		if pub.Outcome == domain.OutcomeAwaitingReview {
+			rv := store.SendReview{PublicationID: pub.ID, CompanyID: companyID, EndpointID: ep.ID, Reasons: p.holdFor,
+				ExpiresAt: s.Store.Now().Add(time.Duration(p.policy.ReviewExpiresHours) * time.Hour)}
+			if err := s.Store.InsertSendReview(ctx, tx, &rv); err != nil {
+				return err
+			}
+			if err := s.emit(ctx, tx, companyID, "email.review_requested", map[string]any{"publicationId": pub.ID, "sendId": pub.ID, "endpointId": ep.ID,
+				"issueId": pub.IssueID, "recipients": p.recipients, "reasons": p.holdFor, "expiresAt": rv.ExpiresAt}); err != nil {
+				return err
+			}
+		}
+		// Read the stored row inside the transaction: the answer shows the
+		// accepted state, never what a worker woken by the commit (locally or
+		// through the database notification) has done meanwhile.
+		var err error
+		if stored, err = s.Store.GetPublication(ctx, tx, pub.ID); err != nil {
+			return err
+		}
+		if pub.Outcome == domain.OutcomeQueued {
+			if err := s.notifyTx(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return s.Store.Audit(ctx, tx, actor.AuditActor(), companyID, "email.queued", "email_publication", pub.ID, map[string]any{"endpointId": ep.ID,
+			"issueId": pub.IssueID, "reply": req.IsReply(), "recipients": len(p.recipients), "outcome": pub.Outcome})
+	})
+	return stored, replayed, err
+}
+
+// newConversationTx creates a new email's child task of the source task
+// and its conversation (its thread id pending until the provider answers),
+// and binds pub to them.
+func (s *Service) newConversationTx(ctx context.Context, tx *sql.Tx, a email.Sender, req SendRequest, t sendTarget, pub *store.EmailPublication) error {
+	ep, source := t.ep, t.source
+	child := domain.Issue{CompanyID: pub.CompanyID, Title: *req.Subject, Description: "Email conversation from " + ep.Address,
+		Status: domain.IssueTodo, Priority: "medium", AssigneeAgentID: ep.AssignedAgentID, ParentID: source.ID,
+		ProjectID: source.ProjectID, ExecutionWorkspaceSettings: source.ExecutionWorkspaceSettings,
+		ResponsibleUserID: ep.SponsorUserID, OriginKind: "chat_channel", OriginID: "email-send:" + req.IdempotencyKey,
+		IdempotencyKey: "email-send:" + req.IdempotencyKey}
+	if a.UserID != "" {
+		child.CreatedByUserID = a.UserID
+	} else {
+		child.CreatedByAgentID = a.AgentID
+	}
+	if _, err := s.Store.CreateIssue(ctx, tx, &child); err != nil {
+		return err
+	}
+	c := domain.EmailConversation{CompanyID: pub.CompanyID, EndpointID: ep.ID, IssueID: child.ID, ExternalConversationID: ep.Address,
+		ExternalThreadID: "pending:" + req.IdempotencyKey, Subject: *req.Subject, State: "waiting"}
+	if _, err := s.Store.InsertConversation(ctx, tx, &c); err != nil {
+		return err
+	}
+	pub.ConversationID, pub.IssueID = c.ID, child.ID
+	return nil
+}
+
 func (s *Service) replay(existing store.EmailPublication, companyID, dig string) (SendSummary, error) {
 	if existing.CompanyID != companyID || existing.Digest != dig {
-		return SendSummary{}, &httpx.Error{Status: http.StatusConflict, Message: "Email idempotency key was reused with different content"}
+		return SendSummary{}, conflict("Email idempotency key was reused with different content")
 	}
 	return summarizeSend(existing), nil
 }
@@ -285,10 +349,10 @@ func refusal(d policy.Decision) error {
 		return nil
 	}
 	if d.RateLimited {
-		return &httpx.Error{Status: http.StatusTooManyRequests, Code: "email_rate_limited", RetryAfter: d.RetryAfter,
+		return &domain.Refusal{Kind: domain.KindRateLimited, Code: "email_rate_limited", RetryAfter: d.RetryAfter,
 			Message: "Email send limit reached: " + d.Reason + ". Try again later."}
 	}
-	return &httpx.Error{Status: http.StatusForbidden, Code: "action_policy_denied", Message: "Action policy denied this email: " + d.Reason}
+	return &domain.Refusal{Kind: domain.KindForbidden, Code: "action_policy_denied", Message: "Action policy denied this email: " + d.Reason}
 }
 
 // selectAttachments checks every attachment belongs to the company and the
@@ -322,7 +386,7 @@ func sendAction(req SendRequest) string {
 // recipients resolves who a send goes to: for a new email its To, Cc and
 // Bcc; for a reply, from the retained envelope of the message it answers
 // (ReplyRecipients), which must be in the conversation. all is every
-// recipient, for the loop guards. A refusal is an *httpx.Error.
+// recipient, for the loop guards. A refusal is a *domain.Refusal.
 func (s *Service) recipients(ctx context.Context, q db.Querier, ep domain.EmailEndpoint, req SendRequest, conversationID string) (to, cc, all []string, err error) {
 	if !req.IsReply() {
 		return req.To, req.Cc, append(append(append([]string{}, req.To...), req.Cc...), req.Bcc...), nil

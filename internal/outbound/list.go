@@ -3,19 +3,16 @@ package outbound
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"strconv"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // Page sizes of the sends listing.
 const (
-	defaultListLimit = httpx.DefaultPageLimit
-	maxListLimit     = httpx.MaxPageLimit
+	defaultListLimit = store.DefaultPageLimit
+	maxListLimit     = store.MaxPageLimit
 )
 
 // ListedSend is one send in the operator's listing: its summary, its
@@ -155,38 +152,17 @@ func containsOutcome(o domain.SendOutcome) bool {
 }
 
 // encodeCursor renders a cursor as the opaque token every listing uses
-// (httpx.EncodeCursor).
+// (store.EncodeCursor).
 func encodeCursor(c store.PublicationCursor) string {
-	return httpx.EncodeCursor(store.Cursor{At: c.CreatedAt, ID: c.ID})
+	return store.EncodeCursor(store.Cursor{At: c.CreatedAt, ID: c.ID})
 }
 
-// decodeCursor parses a token from encodeCursor.
+// decodeCursor parses a token from encodeCursor; anything else is
+// store.ErrBadCursor, which the API edge answers as an invalid cursor.
 func decodeCursor(v string) (store.PublicationCursor, error) {
-	c, err := httpx.DecodeCursor(v)
+	c, err := store.DecodeCursor(v, store.ValidID)
 	if err != nil || c.Key != "" {
-		return store.PublicationCursor{}, httpx.ErrBadCursor
+		return store.PublicationCursor{}, store.ErrBadCursor
 	}
 	return store.PublicationCursor{CreatedAt: c.At, ID: c.ID}, nil
-}
-
-// listRoute serves GET …/email/publications.
-func (s *Service) listRoute(w http.ResponseWriter, r *http.Request) error {
-	companyID, err := httpx.PathID(r, "companyId")
-	if err != nil {
-		return err
-	}
-	qv := r.URL.Query()
-	q := ListQuery{Outcome: domain.SendOutcome(qv.Get("outcome")), Cursor: qv.Get("cursor")}
-	if v := qv.Get("limit"); v != "" {
-		if q.Limit, err = strconv.Atoi(v); err != nil || q.Limit == 0 {
-			return badRequest("limit must be between 1 and %d", maxListLimit)
-		}
-	}
-	out, err := s.ListSends(r.Context(), httpx.Actor(r), companyID, q)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
 }

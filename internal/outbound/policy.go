@@ -3,7 +3,6 @@ package outbound
 import (
 	"context"
 	"database/sql"
-	"net/http"
 	"net/mail"
 	"regexp"
 	"slices"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -122,8 +120,7 @@ func policyView(p store.SendPolicy) SendPolicy {
 func (s *Service) holdReasons(ctx context.Context, ep domain.EmailEndpoint, p store.SendPolicy, recipients []string) ([]string, error) {
 	for _, r := range recipients {
 		if MatchesRecipient(p.BlockedRecipients, r) {
-			return nil, &httpx.Error{Status: http.StatusForbidden, Code: "recipient_blocked",
-				Message: "This inbox's send policy blocks the recipient " + r + "; the email was not sent"}
+			return nil, recipientBlocked(r)
 		}
 	}
 	var reasons []string
@@ -133,7 +130,7 @@ func (s *Service) holdReasons(ctx context.Context, ep domain.EmailEndpoint, p st
 				continue
 			}
 			if p.Review == ReviewOff {
-				return nil, &httpx.Error{Status: http.StatusForbidden, Code: "recipient_not_allowed",
+				return nil, &domain.Refusal{Kind: domain.KindForbidden, Code: "recipient_not_allowed",
 					Message: "This inbox's send policy does not allow the recipient " + r + "; the email was not sent"}
 			}
 			reasons = append(reasons, "not_allowed:"+r)
@@ -154,82 +151,82 @@ func (s *Service) holdReasons(ctx context.Context, ep domain.EmailEndpoint, p st
 	return reasons, nil
 }
 
-// endpointFor reads an inbox for the policy routes: 404 when the actor may
+// PolicyInbox reads an inbox for its send policy: 404 when the actor may
 // not see it (another company, or an agent's other inbox).
-func (s *Service) endpointFor(r *http.Request) (domain.EmailEndpoint, authz.Access, error) {
-	id := r.PathValue("endpointId")
-	notFound := httpx.Errorf(http.StatusNotFound, "Email inbox not found")
-	if !store.ValidID(id) {
-		return domain.EmailEndpoint{}, authz.Access{}, httpx.Errorf(http.StatusBadRequest, "invalid endpointId: must be a UUID")
+func (s *Service) PolicyInbox(ctx context.Context, a authz.Actor, endpointID string) (domain.EmailEndpoint, error) {
+	ep, _, err := s.policyInbox(ctx, a, endpointID)
+	return ep, err
+}
+
+// policyInbox is PolicyInbox with the actor's access to the inbox's
+// company.
+func (s *Service) policyInbox(ctx context.Context, a authz.Actor, endpointID string) (domain.EmailEndpoint, authz.Access, error) {
+	missing := notFound("Email inbox not found")
+	if !store.ValidID(endpointID) {
+		return domain.EmailEndpoint{}, authz.Access{}, badRequest("invalid endpointId: must be a UUID")
 	}
-	ep, err := s.Store.GetEndpoint(r.Context(), s.Store.DB, id)
+	ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, endpointID)
 	if isNotFound(err) {
-		return ep, authz.Access{}, notFound
+		return ep, authz.Access{}, missing
 	}
 	if err != nil {
 		return ep, authz.Access{}, err
 	}
-	a := httpx.Actor(r)
-	acc, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, ep.CompanyID, false)
+	acc, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, ep.CompanyID, false)
 	if err != nil || (a.Kind == authz.KindAgent && ep.AssignedAgentID != a.AgentID()) {
-		return ep, acc, notFound
+		return ep, acc, missing
 	}
 	return ep, acc, nil
 }
 
-// getPolicyRoute serves GET /api/email/inboxes/{endpointId}/send-policy:
-// everyone with access to the inbox's company reads it.
-func (s *Service) getPolicyRoute(w http.ResponseWriter, r *http.Request) error {
-	ep, _, err := s.endpointFor(r)
+// EditablePolicyInbox is PolicyInbox for a change of the policy: only
+// owners and admins of the inbox's company replace it.
+func (s *Service) EditablePolicyInbox(ctx context.Context, a authz.Actor, endpointID string) (domain.EmailEndpoint, error) {
+	ep, _, err := s.policyInbox(ctx, a, endpointID)
 	if err != nil {
-		return err
+		return ep, err
 	}
-	p, err := s.Store.GetSendPolicy(r.Context(), s.Store.DB, ep.ID)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, policyView(p))
-	return nil
-}
-
-// putPolicyRoute serves PUT /api/email/inboxes/{endpointId}/send-policy:
-// owners and admins replace the whole policy.
-func (s *Service) putPolicyRoute(w http.ResponseWriter, r *http.Request) error {
-	ep, _, err := s.endpointFor(r)
-	if err != nil {
-		return err
-	}
-	a := httpx.Actor(r)
 	if err := authz.RequireBoard(a); err != nil {
-		return err
+		return ep, err
 	}
-	acc, err := s.Authz.CompanyAccess(r.Context(), s.Store.DB, a, ep.CompanyID, true)
+	acc, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, ep.CompanyID, true)
 	if err != nil {
-		return err
+		return ep, err
 	}
 	if err := authz.RequireRole(acc, domain.RoleOwner, domain.RoleAdmin); err != nil {
-		return err
+		return ep, err
 	}
-	var in SendPolicy
-	if err := httpx.DecodeJSON(w, r, s.RequestBodyMaxBytes, &in); err != nil {
-		return err
+	return ep, nil
+}
+
+// InboxSendPolicy returns the send policy of ep (an inbox from
+// PolicyInbox): everyone with access to the inbox's company reads it.
+func (s *Service) InboxSendPolicy(ctx context.Context, ep domain.EmailEndpoint) (SendPolicy, error) {
+	p, err := s.Store.GetSendPolicy(ctx, s.Store.DB, ep.ID)
+	if err != nil {
+		return SendPolicy{}, err
 	}
+	return policyView(p), nil
+}
+
+// PutSendPolicy validates in and replaces the whole send policy of ep (an
+// inbox from EditablePolicyInbox) as a, audited.
+func (s *Service) PutSendPolicy(ctx context.Context, a authz.Actor, ep domain.EmailEndpoint, in SendPolicy) (SendPolicy, error) {
 	if err := in.Validate(); err != nil {
-		return err
+		return SendPolicy{}, err
 	}
 	p := store.SendPolicy{EndpointID: ep.ID, CompanyID: ep.CompanyID, Review: in.Review, AllowedRecipients: in.AllowedRecipients,
 		BlockedRecipients: in.BlockedRecipients, ReviewExpiresHours: in.ReviewExpiresHours}
-	err = s.Store.Tx(r.Context(), func(tx *sql.Tx) error {
-		if err := s.Store.PutSendPolicy(r.Context(), tx, &p, false); err != nil {
+	err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if err := s.Store.PutSendPolicy(ctx, tx, &p, false); err != nil {
 			return err
 		}
-		return s.Store.Audit(r.Context(), tx, a.AuditActor(), ep.CompanyID, "email.send_policy_updated", "email_endpoint", ep.ID,
+		return s.Store.Audit(ctx, tx, a.AuditActor(), ep.CompanyID, "email.send_policy_updated", "email_endpoint", ep.ID,
 			map[string]any{"review": p.Review, "allowedRecipients": len(p.AllowedRecipients), "blockedRecipients": len(p.BlockedRecipients),
 				"reviewExpiresHours": p.ReviewExpiresHours})
 	})
 	if err != nil {
-		return err
+		return SendPolicy{}, err
 	}
-	httpx.WriteJSON(w, http.StatusOK, policyView(p))
-	return nil
+	return policyView(p), nil
 }

@@ -2,13 +2,11 @@ package outbound
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 )
 
 // ThreadMessage is one retained email in a thread summary (Bcc included,
@@ -39,6 +37,9 @@ type ThreadSummary struct {
 	Subject        string                      `json:"subject"`
 	Messages       []ThreadMessage             `json:"messages"`
 	Publications   []SendSummary               `json:"publications"`
+	// Sends is Publications under the name new clients use ("send"):
+	// the same list, both present.
+	Sends []SendSummary `json:"sends"`
 }
 
 func nonNil(s []string) []string {
@@ -55,10 +56,10 @@ func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID 
 	if err := s.Email.RequireEnabled(ctx); err != nil {
 		return nil, err
 	}
-	notFound := &httpx.Error{Status: http.StatusNotFound, Message: "Email task not found"}
+	missing := notFound("Email task not found")
 	task, err := s.Store.GetIssue(ctx, s.Store.DB, issueID)
 	if err != nil || task.CompanyID != companyID {
-		return nil, notFound
+		return nil, missing
 	}
 	if err := s.Authz.CanReadIssue(ctx, s.Store.DB, a, task); err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID 
 	}
 	if a.Kind == authz.KindAgent {
 		if ep.AssignedAgentID != a.AgentID() {
-			return nil, notFound
+			return nil, missing
 		}
 		// An agent reads a thread only while it may act on it: the inbox
 		// active and its credentials authorized, as for sending and for
@@ -120,11 +121,12 @@ func (s *Service) Thread(ctx context.Context, a authz.Actor, companyID, issueID 
 	if err := s.attachReviews(ctx, sums); err != nil {
 		return nil, err
 	}
+	out.Sends = out.Publications
 	return out, nil
 }
 
 // errThreadPaused is an agent's thread read of a paused inbox.
-var errThreadPaused = &httpx.Error{Status: http.StatusConflict, Code: "inbox_paused",
+var errThreadPaused = &domain.Refusal{Kind: domain.KindConflict, Code: "inbox_paused",
 	Message: "This email inbox is paused; its threads can be read again once a board user resumes it"}
 
 // agentMayRead applies the active-inbox check to an agent's thread read.
@@ -143,17 +145,17 @@ func (s *Service) SendStatus(ctx context.Context, a authz.Actor, companyID, pubI
 	if err := s.Email.RequireEnabled(ctx); err != nil {
 		return SendSummary{}, err
 	}
-	notFound := &httpx.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
+	missing := notFound("Email delivery not found")
 	pub, err := s.Store.GetPublication(ctx, s.Store.DB, pubID)
 	if err != nil || pub.CompanyID != companyID {
-		return SendSummary{}, notFound
+		return SendSummary{}, missing
 	}
 	if _, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, companyID, false); err != nil {
 		return SendSummary{}, err
 	}
 	task, err := s.Store.GetIssue(ctx, s.Store.DB, pub.IssueID)
 	if err != nil {
-		return SendSummary{}, notFound
+		return SendSummary{}, missing
 	}
 	if err := s.Authz.CanReadIssue(ctx, s.Store.DB, a, task); err != nil {
 		return SendSummary{}, err
@@ -161,7 +163,7 @@ func (s *Service) SendStatus(ctx context.Context, a authz.Actor, companyID, pubI
 	if a.Kind == authz.KindAgent {
 		ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, pub.EndpointID)
 		if err != nil || ep.AssignedAgentID != a.AgentID() {
-			return SendSummary{}, notFound
+			return SendSummary{}, missing
 		}
 	}
 	out := summarizeSend(pub)
@@ -169,4 +171,28 @@ func (s *Service) SendStatus(ctx context.Context, a authz.Actor, companyID, pubI
 		return SendSummary{}, err
 	}
 	return out, nil
+}
+
+// RequireCompanyAccess checks a's access to a company: read, or write
+// (the send routes' first check).
+func (s *Service) RequireCompanyAccess(ctx context.Context, a authz.Actor, companyID string, write bool) error {
+	_, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, companyID, write)
+	return err
+}
+
+// TaskByIdentifier returns the id of the company's task with the short
+// identifier ref (ACME-12), after a's read access to the company is
+// checked, so an outsider cannot probe which identifiers exist.
+func (s *Service) TaskByIdentifier(ctx context.Context, a authz.Actor, companyID, ref string) (string, error) {
+	if err := s.RequireCompanyAccess(ctx, a, companyID, false); err != nil {
+		return "", err
+	}
+	found, err := s.Store.IssuesByIdentifier(ctx, s.Store.DB, companyID, ref)
+	if err != nil {
+		return "", err
+	}
+	if len(found) == 0 {
+		return "", notFound("Email task not found")
+	}
+	return found[0].ID, nil
 }

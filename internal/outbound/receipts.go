@@ -3,13 +3,11 @@ package outbound
 import (
 	"context"
 	"database/sql"
-	"net/http"
 	"strings"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/inbound/queue"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -113,7 +111,7 @@ func (s *Service) BindSent(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpo
 	}
 	if pub.ProviderMessageID != "" {
 		if pub.ProviderMessageID != m.MessageID {
-			return &httpx.Error{Status: http.StatusConflict, Message: "AgentMail returned a different message for this send"}
+			return conflict("AgentMail returned a different message for this send")
 		}
 		if pub.State == domain.SendPublished {
 			return nil

@@ -7,11 +7,9 @@
 package outbound
 
 import (
-	"net/http"
 	"net/mail"
 	"strings"
 
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/safetext"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -46,10 +44,6 @@ type SendRequest struct {
 
 // IsReply reports whether the request replies in a bound conversation.
 func (r SendRequest) IsReply() bool { return r.ConversationID != "" }
-
-func badRequest(format string, args ...any) error {
-	return httpx.Errorf(http.StatusBadRequest, format, args...)
-}
 
 // normalizeAddresses trims and validates a recipient list.
 func normalizeAddresses(field string, in []string) ([]string, error) {

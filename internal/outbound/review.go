@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/heartbeat"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -126,21 +123,30 @@ func (s *Service) attachReviews(ctx context.Context, sums []*SendSummary) error 
 // review; viewers and agents never.
 func (s *Service) reviewAccess(ctx context.Context, a authz.Actor, companyID string) error {
 	if err := authz.RequireBoard(a); err != nil {
-		return &httpx.Error{Status: http.StatusForbidden, Code: "review_forbidden", Message: "Only a person may review an email"}
+		return domain.RefuseCode(domain.KindForbidden, "review_forbidden", "Only a person may review an email")
 	}
 	acc, err := s.Authz.CompanyAccess(ctx, s.Store.DB, a, companyID, true)
 	if err != nil {
 		return err
 	}
 	if err := authz.RequireRole(acc, domain.RoleOwner, domain.RoleAdmin, domain.RoleMember); err != nil {
-		return &httpx.Error{Status: http.StatusForbidden, Code: "review_forbidden", Message: "Viewers may not review emails"}
+		return domain.RefuseCode(domain.KindForbidden, "review_forbidden", "Viewers may not review emails")
 	}
 	return nil
 }
 
+// AwaitingReviewCount is the number of the company's sends awaiting
+// review, for its reviewers (owners, admins and members).
+func (s *Service) AwaitingReviewCount(ctx context.Context, a authz.Actor, companyID string) (int, error) {
+	if err := s.reviewAccess(ctx, a, companyID); err != nil {
+		return 0, err
+	}
+	return s.Store.CountCompanyHeldSends(ctx, s.Store.DB, companyID)
+}
+
 // notAwaiting is the 409 for a decision on a send no longer held.
 func notAwaiting(outcome domain.SendOutcome) error {
-	return &httpx.Error{Status: http.StatusConflict, Code: "not_awaiting_review",
+	return &domain.Refusal{Kind: domain.KindConflict, Code: "not_awaiting_review",
 		Message: "This email is no longer awaiting review (" + string(outcome) + "); nothing was sent", Details: map[string]any{"outcome": outcome}}
 }
 
@@ -160,7 +166,7 @@ func (s *Service) Review(ctx context.Context, a authz.Actor, companyID, pubID st
 		return zero, err
 	}
 	if err != nil || pub.CompanyID != companyID {
-		return zero, &httpx.Error{Status: http.StatusNotFound, Message: "Email delivery not found"}
+		return zero, notFound("Email delivery not found")
 	}
 	var req SendRequest
 	if err := json.Unmarshal(pub.Request, &req); err != nil {
@@ -265,8 +271,7 @@ func (s *Service) editedVersion(ctx context.Context, pub store.EmailPublication,
 		}
 		for _, r := range lowerAll(append(append([]string{}, v.To...), v.Cc...)) {
 			if MatchesRecipient(pol.BlockedRecipients, r) {
-				return nil, nil, &httpx.Error{Status: http.StatusForbidden, Code: "recipient_blocked",
-					Message: "This inbox's send policy blocks the recipient " + r + "; the email was not sent"}
+				return nil, nil, recipientBlocked(r)
 			}
 		}
 	}
@@ -394,7 +399,7 @@ func (s *Service) finishReview(ctx context.Context, a authz.Actor, pub store.Ema
 			return err
 		}
 		if status == "expired" {
-			if err := s.emit(ctx, tx, pub.CompanyID, "email.review_expired", map[string]any{"publicationId": pub.ID,
+			if err := s.emit(ctx, tx, pub.CompanyID, "email.review_expired", map[string]any{"publicationId": pub.ID, "sendId": pub.ID,
 				"endpointId": pub.EndpointID, "issueId": pub.IssueID}); err != nil {
 				return err
 			}
@@ -442,7 +447,7 @@ func (s *Service) wakeAfterReview(ctx context.Context, tx *sql.Tx, pub store.Ema
 	if s.Wake == nil || task.AssigneeAgentID == "" {
 		return false, nil
 	}
-	payload, _ := json.Marshal(map[string]any{"issueId": task.ID, "commentId": c.ID, "publicationId": pub.ID, "review": status})
+	payload, _ := json.Marshal(map[string]any{"issueId": task.ID, "commentId": c.ID, "publicationId": pub.ID, "sendId": pub.ID, "review": status})
 	snapshot, _ := json.Marshal(map[string]any{"issueId": task.ID, "wakeCommentId": c.ID, "emailPublicationId": pub.ID,
 		"emailReview": status, "emailReviewReason": reason})
 	_, _, err = s.Wake.WakeupTx(ctx, tx, task.AssigneeAgentID, heartbeat.WakeRequest{
@@ -513,8 +518,7 @@ func (w *Worker) expireReviews(ctx context.Context) (time.Time, error) {
 			return time.Time{}, err
 		}
 		_, err = w.finishReview(ctx, systemActor, pub, "expired", "")
-		var he *httpx.Error
-		if err != nil && !(errors.As(err, &he) && he.Status == http.StatusConflict) && !domain.IsRefusal(err, domain.KindConflict) {
+		if err != nil && !domain.IsRefusal(err, domain.KindConflict) {
 			return time.Time{}, err
 		}
 	}

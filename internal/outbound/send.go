@@ -16,7 +16,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/attachment"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -56,15 +55,10 @@ func lookup(err error, msg string) *sendFailure {
 	return recheck(err)
 }
 
-// verdict classifies the error of an authority check: a refusal (an
-// *httpx.Error or the email service's *domain.Refusal, shown as is) is
-// final, anything else is a recheck. "Could not check" is never taken for
-// "no".
+// verdict classifies the error of an authority check: a refusal (a
+// *domain.Refusal, its message shown as is) is final, anything else is a
+// recheck. "Could not check" is never taken for "no".
 func verdict(err error) *sendFailure {
-	var he *httpx.Error
-	if errors.As(err, &he) {
-		return final(he.Message)
-	}
 	if r, ok := domain.AsRefusal(err); ok {
 		return final(r.Message)
 	}
@@ -351,7 +345,7 @@ func (w *Worker) recordFailure(ctx context.Context, pub store.EmailPublication, 
 		if _, err := w.setOutcome(ctx, tx, pub.ID, domain.OutcomeFailed, domain.OutcomeQueued, domain.OutcomeUncertain); err != nil {
 			return err
 		}
-		if err := w.emit(ctx, tx, pub.CompanyID, "email.send_failed", map[string]any{"publicationId": pub.ID, "endpointId": pub.EndpointID,
+		if err := w.emit(ctx, tx, pub.CompanyID, "email.send_failed", map[string]any{"publicationId": pub.ID, "sendId": pub.ID, "endpointId": pub.EndpointID,
 			"issueId": pub.IssueID, "error": f.msg}); err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
@@ -15,7 +14,6 @@ import (
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/policy"
 	"github.com/paperclipai/paperclipai/internal/store"
@@ -53,9 +51,7 @@ type Options struct {
 	// Attachments is the content-addressed store the selected attachments
 	// are read from.
 	Attachments attachment.Store
-	// RequestBodyMaxBytes bounds a JSON request body of the email routes.
-	RequestBodyMaxBytes int64
-	Log                 *slog.Logger
+	Log         *slog.Logger
 	// Holder names this process in lease rows.
 	Holder string
 	// Work wakes the send worker; a committed send or resume signals it.
@@ -134,8 +130,6 @@ func (s *Service) authzActor(ctx context.Context, q db.Querier, a email.Sender) 
 	}
 	return authz.Actor{Kind: authz.KindBoard, UserID: a.UserID, LocalBoard: a.LocalImplicit}
 }
-
-func forbidden(msg string) error { return &httpx.Error{Status: http.StatusForbidden, Message: msg} }
 
 // SendSummary is the API shape of a send.
 type SendSummary struct {

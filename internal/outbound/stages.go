@@ -2,12 +2,10 @@ package outbound
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/authz"
-	"github.com/paperclipai/paperclipai/internal/httpx"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -68,19 +66,4 @@ func (s *Service) Deliveries(ctx context.Context, a authz.Actor, companyID, issu
 		out = append(out, v)
 	}
 	return out, next, nil
-}
-
-// deliveriesRoute serves GET …/email/tasks/{issueId}/deliveries: an array
-// page, the next page in the Link and X-Next-Cursor headers.
-func (s *Service) deliveriesRoute(w http.ResponseWriter, r *http.Request, companyID, issueID string) (any, error) {
-	p, err := httpx.PageParams(r)
-	if err != nil {
-		return nil, err
-	}
-	out, next, err := s.Deliveries(r.Context(), httpx.Actor(r), companyID, issueID, p)
-	if err != nil {
-		return nil, err
-	}
-	httpx.SetNextPage(w, r, next)
-	return out, nil
 }

@@ -23,7 +23,7 @@ func (r *runner) reply(ctx context.Context, mode string, m *Inbound) (*Reply, st
 		return nil, "", err
 	}
 	accepted := p.CreatedAt.UTC()
-	rep := &Reply{Mode: mode, PublicationID: p.ID, Outcome: string(p.Outcome), AcceptedAt: &accepted}
+	rep := &Reply{Mode: mode, PublicationID: p.ID, SendID: p.ID, Outcome: string(p.Outcome), AcceptedAt: &accepted}
 	r.rep.Replies = append(r.rep.Replies, rep)
 	err = r.waitFor(ctx, "the reply's delivery receipt", func(ctx context.Context) (bool, error) {
 		if p, err = r.api.SendStatus(ctx, r.companyID, p.ID); err != nil {

@@ -65,6 +65,7 @@ type Inbound struct {
 type Reply struct {
 	Mode              string     `json:"mode"`
 	PublicationID     string     `json:"publicationId"`
+	SendID            string     `json:"sendId"` // PublicationID under its new name
 	Outcome           string     `json:"outcome"`
 	ProviderMessageID string     `json:"providerMessageId,omitempty"`
 	ProviderThreadID  string     `json:"providerThreadId,omitempty"`

@@ -89,7 +89,11 @@ func ownPublication(r *http.Request, g Grant, pubs PublicationTask) bool {
 	if !sameCompany(r, g, pubs) || g.TaskID == "" || pubs == nil {
 		return false
 	}
-	company, task, err := pubs(r.Context(), r.PathValue("publicationId"))
+	id := r.PathValue("publicationId")
+	if id == "" {
+		id = r.PathValue("sendId") // the route's alias under the name "send"
+	}
+	company, task, err := pubs(r.Context(), id)
 	return err == nil && company == g.CompanyID && task == g.TaskID
 }
 
@@ -109,6 +113,7 @@ var allowed = []route{
 	{"GET /api/companies/{companyId}/email/tasks/{issueId}", sameCompanyTask},
 	{"POST /api/companies/{companyId}/email/send", sameCompany},
 	{"GET /api/companies/{companyId}/email/deliveries/{publicationId}", ownPublication},
+	{"GET /api/companies/{companyId}/email/sends/{sendId}", ownPublication},
 }
 
 // maxBody caps a request body passing the bridge (email sends are the

@@ -62,12 +62,15 @@ func TestBridgeAllowlist(t *testing.T) {
 		{"GET", "/api/companies/" + company + "/email/tasks/" + task, true},
 		{"POST", "/api/companies/" + company + "/email/send", true},
 		{"GET", "/api/companies/" + company + "/email/deliveries/p1", true},
+		{"GET", "/api/companies/" + company + "/email/sends/p1", true},
 		// Another task or company, its email thread and its sends.
 		{"GET", "/api/issues/" + other, false},
 		{"GET", "/api/companies/" + company + "/email/tasks/" + other, false},
 		{"GET", "/api/companies/" + company + "/email/deliveries/p-other-task", false},
 		{"GET", "/api/companies/" + company + "/email/deliveries/p-other-company", false},
 		{"GET", "/api/companies/" + company + "/email/deliveries/unknown", false},
+		{"GET", "/api/companies/" + company + "/email/sends/p-other-task", false},
+		{"GET", "/api/companies/" + company + "/email/sends/unknown", false},
 		{"POST", "/api/issues/" + other + "/comments", false},
 		{"GET", "/api/companies/other/email/inboxes", false},
 		// Setup, inspect, check-address, reconnect, control, resolve.
@@ -78,6 +81,8 @@ func TestBridgeAllowlist(t *testing.T) {
 		{"POST", "/api/email/inboxes/x/reconnect", false},
 		{"POST", "/api/email/inboxes/x/control", false},
 		{"POST", "/api/companies/" + company + "/email/deliveries/p1/resolve", false},
+		{"POST", "/api/companies/" + company + "/email/sends/p1/resolve", false},
+		{"POST", "/api/companies/" + company + "/email/sends/p1/review", false},
 		// Everything else of the API, including the task's attachments and
 		// the agent wakeup.
 		{"DELETE", "/api/issues/" + task, false},

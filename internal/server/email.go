@@ -41,7 +41,7 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 	cfg := s.Config
 	timing := inboundTiming(cfg)
 	s.Outbound = outbound.New(outbound.Options{Store: s.Store, Email: s.Email, Authz: az, Policy: &policy.Service{Store: s.Store},
-		Client: client, Attachments: s.attachments, RequestBodyMaxBytes: cfg.RequestBodyMaxBytes,
+		Client: client, Attachments: s.attachments,
 		Log: s.Logger.With("component", "outbound"), Holder: holder, Work: sendWork, InboundWork: receiveWork,
 		LeaseTTL: timing.ThreadLeaseTTL, Metrics: outbound.NewMetrics(s.Metrics.Registry), Wake: s.Heartbeat,
 		Events: s.Notifications})
@@ -53,7 +53,7 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 		Holder: holder, ExclusiveDatabase: exclusive, Timing: timing,
 	})
 	s.API.MountEmail(s.Email)
-	s.Outbound.Routes(s.API)
+	s.API.MountOutbound(s.Outbound)
 	api.InboundRoutes(s.API, s.Inbound, s.Email, s.Store)
 	s.registerEmailMetrics()
 	rules := email.NewRulesWorker(s.Email)

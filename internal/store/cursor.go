@@ -1,9 +1,17 @@
 package store
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+)
+
+// The page sizes of every listing (docs/api.md, "Paging").
+const (
+	DefaultPageLimit = 50
+	MaxPageLimit     = 200
 )
 
 // ErrBadCursor is a cursor that does not fit its listing (a cursor of
@@ -49,10 +57,10 @@ func (p Page) keyset(timeCol, idCol string, n int) (where, order string, args []
 	return where, order, args
 }
 
-// limit is the page size, with 50 for an unset one.
+// limit is the page size, with DefaultPageLimit for an unset one.
 func (p Page) limit() int {
 	if p.Limit <= 0 {
-		return 50
+		return DefaultPageLimit
 	}
 	return p.Limit
 }
@@ -69,4 +77,39 @@ func TrimPage[T any](rows []T, p Page, key func(T) Cursor) ([]T, *Cursor) {
 	rows = rows[:limit]
 	c := key(rows[len(rows)-1])
 	return rows, &c
+}
+
+// EncodeCursor renders a cursor as the opaque URL-safe token every listing
+// hands out. It is here, beside the cursor, so that a service that pages
+// (outbound's sends listing) reads its token without the HTTP layer.
+func EncodeCursor(c Cursor) string {
+	s := c.At.UTC().Format(time.RFC3339Nano) + "|" + c.ID
+	if c.Key != "" {
+		s += "|" + c.Key
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+// DecodeCursor parses a token from EncodeCursor whose row id satisfies
+// validID; anything else is ErrBadCursor.
+func DecodeCursor(v string, validID func(string) bool) (Cursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return Cursor{}, ErrBadCursor
+	}
+	parts := strings.Split(string(raw), "|")
+	if len(parts) < 2 || len(parts) > 3 {
+		return Cursor{}, ErrBadCursor
+	}
+	t, terr := time.Parse(time.RFC3339Nano, parts[0])
+	if terr != nil || !validID(parts[1]) {
+		return Cursor{}, ErrBadCursor
+	}
+	c := Cursor{At: t, ID: parts[1]}
+	if len(parts) == 3 {
+		if c.Key = parts[2]; c.Key == "" {
+			return Cursor{}, ErrBadCursor
+		}
+	}
+	return c, nil
 }

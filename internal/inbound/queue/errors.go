@@ -40,31 +40,8 @@ func Redact(err error) string {
 	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrInboxStopped), errors.Is(err, ErrInboxMismatch):
 		return err.Error()
 	}
-	if r, ok := AsRefusal(err); ok {
+	if r, ok := domain.AsRefusal(err); ok {
 		return r.Message
 	}
 	return GenericFailure
-}
-
-// refusalError is an error that states itself as a domain refusal: the
-// *httpx.Error of a service that has not moved to domain.Refusal yet.
-// Matching it by this method keeps the receiving packages free of
-// internal/httpx.
-type refusalError interface {
-	error
-	Refusal() *domain.Refusal
-}
-
-// AsRefusal reports whether err is (or wraps) a service refusal, a
-// *domain.Refusal or an error that states itself as one, and returns it.
-// Anything else is a fault (a database or network failure).
-func AsRefusal(err error) (*domain.Refusal, bool) {
-	if r, ok := domain.AsRefusal(err); ok {
-		return r, true
-	}
-	var re refusalError
-	if errors.As(err, &re) {
-		return re.Refusal(), true
-	}
-	return nil, false
 }
