@@ -2,10 +2,10 @@ package email
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -26,8 +26,7 @@ type RulesWorker struct {
 	// minute).
 	BounceEvery time.Duration
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	loop notify.Loop
 	// high holds the inboxes whose bounce rate was over the limit at the
 	// last check (loop goroutine only); highCount is its size, for the
 	// paperclip_email_bounce_rate_high_inboxes gauge.
@@ -44,37 +43,12 @@ func NewRulesWorker(s *Service) *RulesWorker {
 	return &RulesWorker{s: s, Interval: 5 * time.Second, DriftEvery: time.Hour, BounceEvery: time.Minute}
 }
 
-// Start runs the worker until Shutdown.
+// Start runs the worker until Shutdown: every round syncs due rules and
+// checks drift, the bounce rates every BounceEvery and the quarantine
+// purge every hour; a rules change starts a round at once.
 func (w *RulesWorker) Start(context.Context) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
-	w.wg.Add(1)
-	go w.loop(ctx)
-	return nil
-}
-
-// Shutdown stops the worker and waits for it, at most until ctx ends.
-func (w *RulesWorker) Shutdown(ctx context.Context) error {
-	if w.cancel == nil {
-		return nil
-	}
-	w.cancel()
-	done := make(chan struct{})
-	go func() { w.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (w *RulesWorker) loop(ctx context.Context) {
-	defer w.wg.Done()
-	t := time.NewTicker(min(w.Interval, w.BounceEvery))
-	defer t.Stop()
 	var lastPurge, lastBounce time.Time
-	for {
+	w.loop.Start(min(w.Interval, w.BounceEvery), w.s.RulesChanged, func(ctx context.Context) {
 		w.syncDue(ctx)
 		w.checkDrift(ctx)
 		if time.Since(lastBounce) > w.BounceEvery {
@@ -85,14 +59,12 @@ func (w *RulesWorker) loop(ctx context.Context) {
 			lastPurge = time.Now()
 			w.purge(ctx)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.s.RulesChanged:
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }
+
+// Shutdown stops the worker and waits for it, at most until ctx ends.
+func (w *RulesWorker) Shutdown(ctx context.Context) error { return w.loop.Stop(ctx) }
 
 // rulesLeaseKey serializes the syncs of one inbox across replicas: two
 // concurrent syncs of different versions could otherwise interleave their

@@ -18,8 +18,9 @@ func (w *Worker) SetWake(f WakeFunc) { w.recv.SetWake(f) }
 // the test binary.
 func SetReceiveFault(f func(tx *sql.Tx, deliveryID string) error) { receive.SetReceiveFault(f) }
 
-// Bounded is bounded, for tests that set many inboxes up in parallel.
-func Bounded(limit, n int, fn func(i int)) { bounded(limit, n, fn) }
+// Bounded is receive.Bounded, for tests that set many inboxes up in
+// parallel.
+func Bounded(limit, n int, fn func(i int)) { receive.Bounded(limit, n, fn) }
 
 // SetStageTrace makes every worker of the test binary report each stage a
 // delivery passes (and each scheduling round, with id "") to f; nil

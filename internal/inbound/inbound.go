@@ -330,23 +330,6 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	}
 }
 
-// bounded runs fn(0) … fn(n-1) with at most limit running at once and
-// returns when all have.
-func bounded(limit, n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, limit))
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			fn(i)
-		}()
-	}
-	wg.Wait()
-}
-
 // countingQuerier is the worker's handle for statements outside a
 // transaction; it counts them so an idle worker can be shown to be silent.
 type countingQuerier struct {

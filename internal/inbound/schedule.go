@@ -8,6 +8,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/inbound/queue"
+	"github.com/paperclipai/paperclipai/internal/inbound/receive"
 )
 
 // rescanInterval is the period of the safety rescan of every active inbox
@@ -148,7 +149,7 @@ func (w *Worker) round(ctx context.Context, rescan bool) time.Time {
 		}
 	}
 	w.mu.Unlock()
-	bounded(8, len(visit), func(i int) { w.visit(ctx, visit[i], kinds[i]) })
+	receive.Bounded(8, len(visit), func(i int) { w.visit(ctx, visit[i], kinds[i]) })
 	next := w.nextRescan
 	w.mu.Lock()
 	for _, st := range w.inboxes {

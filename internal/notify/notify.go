@@ -1,6 +1,7 @@
 // Package notify is the level-triggered wake-up shared by the background
 // workers: any number of Notify calls before the waiter runs collapse into
-// one wake, and Notify never blocks.
+// one wake, and Notify never blocks. Loop is the goroutine such a worker
+// runs: a step, then a wait for a tick or a wake-up.
 package notify
 
 // Signal wakes one waiting loop. The waiter selects on the channel

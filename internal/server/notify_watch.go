@@ -3,12 +3,12 @@ package server
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/notifications"
+	"github.com/paperclipai/paperclipai/internal/notify"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -36,50 +36,21 @@ const (
 // every interval, the health of each inbox of the companies that have a
 // webhook subscribed to the event is compared with the inbox's mark.
 type healthWatch struct {
-	email  *email.Service
-	notes  *notifications.Service
-	st     *store.Store
-	every  time.Duration
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	email *email.Service
+	notes *notifications.Service
+	st    *store.Store
+	every time.Duration
+	loop  notify.Loop
 }
 
 // Start runs the watch until Shutdown.
 func (w *healthWatch) Start(context.Context) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		t := time.NewTicker(w.every)
-		defer t.Stop()
-		for {
-			w.check(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	w.loop.Start(w.every, nil, w.check)
 	return nil
 }
 
 // Shutdown stops the watch and waits for it, at most until ctx ends.
-func (w *healthWatch) Shutdown(ctx context.Context) error {
-	if w.cancel == nil {
-		return nil
-	}
-	w.cancel()
-	done := make(chan struct{})
-	go func() { w.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (w *healthWatch) Shutdown(ctx context.Context) error { return w.loop.Stop(ctx) }
 
 // check compares every watched inbox's health with its mark. Drafts are
 // not watched (their setup reports itself), nor an inbox that is only

@@ -184,7 +184,7 @@ func (rv *Receiver) nextAttempt(ctx context.Context, ep domain.EmailEndpoint, no
 // the listing lacks it (toPrefetch).
 func (rv *Receiver) prefetch(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, items []*item) {
 	todo := toPrefetch(items)
-	bounded(rv.t.Concurrency, len(todo), func(i int) {
+	Bounded(rv.t.Concurrency, len(todo), func(i int) {
 		it := todo[i]
 		it.msg, it.fetchErr = client.GetMessage(ctx, ep.Address, it.ev.MessageID)
 		it.msg = queue.CleanMessage(it.msg)

@@ -99,7 +99,7 @@ type oneByOne struct{ rv *Receiver }
 
 func (c oneByOne) commit(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, runs []*threadRun) bool {
 	var progress atomic.Bool
-	bounded(c.rv.t.Concurrency, len(runs), func(i int) {
+	Bounded(c.rv.t.Concurrency, len(runs), func(i int) {
 		if c.rv.processGroup(ctx, ep, client, runs[i].l, runs[i].items) {
 			progress.Store(true)
 		}
@@ -149,7 +149,7 @@ func (g grouped) commit(ctx context.Context, ep domain.EmailEndpoint, client *ag
 			}
 		}()
 	}
-	bounded(rv.t.Concurrency, len(runs), func(i int) {
+	Bounded(rv.t.Concurrency, len(runs), func(i int) {
 		r := runs[i]
 		if rv.prepareRun(ctx, ep, client, r) {
 			progress.Store(true)

@@ -180,9 +180,9 @@ func (rv *Receiver) hold(delta int) {
 	}
 }
 
-// bounded runs fn(0) … fn(n-1) with at most limit running at once and
-// returns when all have.
-func bounded(limit, n int, fn func(i int)) {
+// Bounded runs fn(0) … fn(n-1) with at most limit running at once and
+// returns when all have. The supervisor's scan uses it too.
+func Bounded(limit, n int, fn func(i int)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, limit))
 	for i := range n {
