@@ -33,6 +33,9 @@ import (
 // PAPERCLIP_BENCH_STEADY_RATE (emails/s, default 100) and
 // PAPERCLIP_BENCH_STEADY_SECONDS (default 30) change the load; figures
 // are only meaningful on a quiet machine (docs/benchmarks.md).
+// PAPERCLIP_BENCH_STAGES=1 also logs each stage gap of the worker's trace
+// (admitted, picked, prepared, transaction begun, fenced, woken,
+// committed), and PAPERCLIP_BENCH_STATEMENTS=1 the statements run.
 func BenchmarkInboundSteady(b *testing.B) {
 	logLoad(b)
 	rate := envInt("PAPERCLIP_BENCH_STEADY_RATE", 100)
@@ -60,6 +63,10 @@ func BenchmarkInboundSteady(b *testing.B) {
 					}
 					sent := map[string]time.Time{}
 					b.StartTimer()
+					var clock *stageClock
+					if stageProfile() {
+						clock = startStages()
+					}
 					cpu := startCPU(b, pgHandle(bi.ee))
 					start := time.Now()
 					for i := range n {
@@ -82,6 +89,10 @@ func BenchmarkInboundSteady(b *testing.B) {
 					bi.drain(b, n, start)
 					cpu.report(b, n, "email")
 					b.StopTimer()
+					if clock != nil {
+						clock.stop()
+						clock.log(b, bi, start)
+					}
 					res := bi.stages(b, sent)
 					e2e := make([]float64, len(res.wake))
 					for i := range res.wake {

@@ -53,7 +53,7 @@ func resetStatements(b *testing.B, pg *sql.DB) {
 func logStatements(b *testing.B, pg *sql.DB) {
 	rows, err := pg.QueryContext(context.Background(), `SELECT calls, total_exec_time, rows,
 		regexp_replace(left(query, 140), '\s+', ' ', 'g') FROM pg_stat_statements
-		WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 25`)
+		WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 40`)
 	if err != nil {
 		b.Fatalf("statement profile: %v", err)
 	}
@@ -68,7 +68,10 @@ func logStatements(b *testing.B, pg *sql.DB) {
 		}
 		lines = append(lines, fmt.Sprintf("%7d calls %9.1f ms %7d rows  %s", calls, ms, n, q))
 	}
-	b.Logf("statements, by total execution time:\n%s", strings.Join(lines, "\n"))
+	var total int64
+	_ = pg.QueryRowContext(context.Background(), `SELECT COALESCE(SUM(calls), 0) FROM pg_stat_statements
+		WHERE query NOT LIKE '%pg_stat_statements%'`).Scan(&total)
+	b.Logf("statements (%d calls in all), by total execution time:\n%s", total, strings.Join(lines, "\n"))
 }
 
 // startCPU begins a measurement; pg is a handle on the PostgreSQL database

@@ -2,6 +2,7 @@ package inbound
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/domain"
@@ -69,7 +70,7 @@ func (w *Worker) renewLoop(ctx context.Context) {
 		lastOK = began
 		w.m.Renewals.Inc()
 		w.renewals.Add(1)
-		for _, token := range w.closeSocketsLost(r.Sockets) {
+		for _, token := range w.closeSocketsLost(r.Sockets, began) {
 			// Renewed but not run here (its release failed): give it back.
 			if err := w.st.ReleaseSocketToken(ctx, w.q, token); err != nil {
 				w.log.Warn("release a stray socket lease", "err", err)
@@ -135,6 +136,12 @@ func (w *Worker) shedSockets() {
 			others = append(others, id)
 		}
 	}
+	// Newest first within each group: a socket taken a moment ago moves
+	// with less lost than one held for long (and a survivor's sockets
+	// from before a death are the last to go).
+	newest := func(a, b string) int { return w.sockets[b].started.Compare(w.sockets[a].started) }
+	slices.SortFunc(mine, newest)
+	slices.SortFunc(others, newest)
 	w.mu.Unlock()
 	excess := len(mine) + len(others) - share
 	for _, id := range append(others, mine...) {

@@ -2,6 +2,7 @@ package inbound
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -137,5 +138,67 @@ func TestOnlyAJoinHandsASocketOver(t *testing.T) {
 	got := renew([]string{a, b, c}, map[string]string{"b-0": b})
 	if len(got) != 1 || got[0] != z {
 		t.Fatalf("a join handed over %v, want only %s", got, z)
+	}
+}
+
+// A lease being tried holds a slot of the share cap: concurrent visits of
+// a round (a dead replica's inboxes, all woken at once) can never take a
+// survivor over its cap, which would make it shed a socket it held before
+// the death at its next renewal (counts, no timing).
+func TestSocketTriesCountAgainstTheShareCap(t *testing.T) {
+	w := &Worker{o: Options{Holder: "host:1:a"}, sockets: map[string]*socketState{}, inboxes: map[string]*inboxState{}}
+	for i := range 30 {
+		id := fmt.Sprintf("inbox-%d", i)
+		w.inboxes[id] = &inboxState{ep: domain.EmailEndpoint{ID: id, ReceiveMode: domain.ReceiveWebSocket}}
+	}
+	w.replicas.Store(2)
+	share := w.socketShareLocked() // ceil(30/2) + 1 + 0
+	if share != 16 {
+		t.Fatalf("share cap %d, want 16", share)
+	}
+	for i := range share - 2 {
+		w.sockets[fmt.Sprintf("inbox-%d", i)] = &socketState{running: true, cancel: func() {}}
+	}
+	tries := []*socketState{{}, {}, {}, {}}
+	for i, s := range tries {
+		w.sockets[fmt.Sprintf("inbox-%d", 20+i)] = s
+	}
+	reserved := 0
+	for _, s := range tries {
+		if w.reserveSocketSlotLocked(s) {
+			reserved++
+		}
+	}
+	if reserved != 2 {
+		t.Fatalf("%d concurrent tries reserved with 2 slots left under the cap", reserved)
+	}
+	if w.reserveSocketSlotLocked(tries[0]) {
+		t.Fatal("a second try of the same lease reserved a slot")
+	}
+	// The first try found the lease held elsewhere: its slot is free again.
+	tries[0].taking = false
+	if !w.reserveSocketSlotLocked(tries[2]) {
+		t.Fatal("a slot freed by a failed try was not reserved again")
+	}
+}
+
+// A renewal that did not renew a socket's lease closes that socket as
+// lost, unless the socket was taken after the renewal began: its lease
+// may have committed after the renewal's snapshot (counts, no timing).
+func TestASocketTakenDuringARenewalIsNotLost(t *testing.T) {
+	w := &Worker{o: Options{Holder: "host:1:a"}, sockets: map[string]*socketState{}, inboxes: map[string]*inboxState{},
+		log: slog.New(slog.DiscardHandler)}
+	began := time.Now()
+	closed := map[string]bool{}
+	add := func(id string, started time.Time) {
+		w.sockets[id] = &socketState{running: true, started: started, lease: &store.Lease{Token: "tok-" + id},
+			cancel: func() { closed[id] = true }}
+	}
+	add("old-renewed", began.Add(-time.Minute))
+	add("old-missing", began.Add(-time.Minute))
+	add("new-missing", began.Add(time.Millisecond))
+	w.closeSocketsLost(map[string]bool{"tok-old-renewed": true}, began)
+	if !closed["old-missing"] || closed["old-renewed"] || closed["new-missing"] {
+		t.Fatalf("closed %v, want only old-missing", closed)
 	}
 }

@@ -43,7 +43,8 @@ type socketState struct {
 	// elsewhereUntil is when the socket lease another process holds
 	// lapses, as last seen; until then that process scans the inbox.
 	elsewhereUntil time.Time
-	// started is when this process took the socket lease.
+	// started is when this process took the socket lease: a moment after
+	// the lease's row committed.
 	started time.Time
 	// handTo is the member that joined after this socket started and is
 	// its preferred owner (ownership.go), set at the renewal that first
@@ -53,6 +54,9 @@ type socketState struct {
 	handMarked int64
 	// handing is set once handOver closed the socket, until it ends.
 	handing bool
+	// taking is set while maintainSocket tries the free lease: the try
+	// holds a slot of the share cap (see reserveSocketSlotLocked).
+	taking bool
 }
 
 // maintainSocket keeps exactly one live socket per inbox across replicas
@@ -98,25 +102,26 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 		w.mu.Unlock()
 		return time.Time{}
 	}
-	if share := w.socketShareLocked(); share > 0 {
-		running := 0
-		for _, o := range w.sockets {
-			if o.running {
-				running++
-			}
-		}
-		if running >= share {
-			// At its share: leave the inbox to a replica under its own
-			// (renewLoop wakes this one again while nobody takes it).
-			w.mu.Unlock()
-			return time.Time{}
-		}
+	if !w.reserveSocketSlotLocked(s) {
+		// At its share (or already trying this lease): leave the inbox to
+		// a replica under its own (renewLoop wakes this one again while
+		// nobody takes it).
+		w.mu.Unlock()
+		return time.Time{}
 	}
 	w.mu.Unlock()
 	if w.stopping.Load() {
+		w.mu.Lock()
+		s.taking = false
+		w.mu.Unlock()
 		return time.Time{}
 	}
 	l, until, err := w.st.TryLease(ctx, w.q, ep.CompanyID, ep.ID, store.LeaseKeySocket, w.o.Holder, w.t.SocketLeaseTTL)
+	if l == nil {
+		w.mu.Lock()
+		s.taking = false
+		w.mu.Unlock()
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("acquire socket lease", "endpoint", ep.ID, "err", err)
@@ -137,8 +142,9 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 	}
 	sctx, cancel := context.WithCancel(w.ctx)
 	w.mu.Lock()
-	s.lease, s.running, s.connected, s.cancel, s.config = l, true, false, cancel, ep.UpdatedAt
-	s.elsewhereUntil, s.started, s.handTo, s.handing = time.Time{}, now, "", false
+	s.lease, s.running, s.connected, s.cancel, s.config, s.taking = l, true, false, cancel, ep.UpdatedAt, false
+	// started is taken after the lease's commit (see closeSocketsLost).
+	s.elsewhereUntil, s.started, s.handTo, s.handing = time.Time{}, time.Now(), "", false
 	moved := w.takenOverLocked(ep.ID)
 	w.mu.Unlock()
 	if moved {
@@ -147,6 +153,39 @@ func (w *Worker) maintainSocket(ctx context.Context, ep domain.EmailEndpoint, ke
 	w.wg.Add(1)
 	go w.runSocket(sctx, ep, key, l)
 	return time.Time{}
+}
+
+// reserveSocketSlotLocked marks s as taking its lease when this process is
+// under its share cap, counting the sockets it runs and those whose lease
+// it is trying now, and reports whether it did. The caller holds w.mu and,
+// on true, clears the mark after the try, under the same lock hold that
+// records a lease taken as running, so the slot is never uncounted.
+//
+// Why the tries count: a round visits up to eight inboxes at once, and
+// after a replica dies the survivors are woken for all its inboxes in the
+// same round. Counting only running sockets, every one of those visits
+// saw the same count under the cap, so a survivor preferred for more of
+// the dead replica's inboxes than its cap left took them all, went over
+// its cap, and at its next renewal shed a socket it had held before the
+// kill to the other survivor (the "handing a socket to a replica under
+// its share" TestSocketsSpreadOverReplicas saw).
+func (w *Worker) reserveSocketSlotLocked(s *socketState) bool {
+	if s.taking {
+		return false
+	}
+	if share := w.socketShareLocked(); share > 0 {
+		used := 0
+		for _, o := range w.sockets {
+			if o.running || o.taking {
+				used++
+			}
+		}
+		if used >= share {
+			return false
+		}
+	}
+	s.taking = true
+	return true
 }
 
 // socketHeldElsewhere reports whether another process holds the inbox's
@@ -182,11 +221,18 @@ func (w *Worker) runningSockets() int {
 }
 
 // closeSocketsLost closes every running socket whose lease token is not in
-// renewed (the socket tokens a batch renewal renewed): another process may
-// own the inbox now, and two sockets must never overlap. It returns the
-// renewed tokens no running socket of this process had at this renewal
-// and the one before.
-func (w *Worker) closeSocketsLost(renewed map[string]bool) (stray []string) {
+// renewed (the socket tokens a batch renewal that began at began renewed):
+// another process may own the inbox now, and two sockets must never
+// overlap. It returns the renewed tokens no running socket of this
+// process had at this renewal and the one before.
+//
+// Why a socket started after began is kept: its lease row may have
+// committed after the renewal statement took its snapshot, so the renewal
+// could not see it, and the lease is fresh (a full TTL from its own
+// commit); the next renewal judges it. Closed as lost, a socket a
+// survivor had just taken over after a kill was taken again, a move too
+// many.
+func (w *Worker) closeSocketsLost(renewed map[string]bool, began time.Time) (stray []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	mine := map[string]bool{}
@@ -197,7 +243,7 @@ func (w *Worker) closeSocketsLost(renewed map[string]bool) (stray []string) {
 		if s.running {
 			mine[s.lease.Token] = true
 		}
-		if s.running && !renewed[s.lease.Token] && s.cancel != nil {
+		if s.running && !renewed[s.lease.Token] && s.cancel != nil && s.started.Before(began) {
 			w.log.Warn("socket lease lost; closing the socket", "endpoint", id)
 			s.cancel()
 		}

@@ -68,6 +68,11 @@ func (s *Store) InsertConversation(ctx context.Context, q db.Querier, c *domain.
 	if c.State == "" {
 		c.State = "active"
 	}
+	return s.insertConversationRow(ctx, q, c)
+}
+
+// insertConversationRow is InsertConversation with c's id and times set.
+func (s *Store) insertConversationRow(ctx context.Context, q db.Querier, c *domain.EmailConversation) (created bool, err error) {
 	res, err := q.ExecContext(ctx, `INSERT INTO email_conversations (`+conversationCols+`, updated_at)
 		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$10) ON CONFLICT (endpoint_id, external_thread_id) DO NOTHING`,
 		c.ID, c.CompanyID, c.EndpointID, c.IssueID, c.ExternalConversationID, c.ExternalThreadID, c.Subject, c.State,

@@ -100,7 +100,9 @@ func (s *Store) NumberIssues(ctx context.Context, q db.Querier, companyID string
 	return nil
 }
 
-func (s *Store) createIssue(ctx context.Context, q db.Querier, i *domain.Issue, numbered bool) (created bool, err error) {
+// newIssue gives i its id, times and the defaults of an unset status,
+// priority and origin.
+func (s *Store) newIssue(i *domain.Issue) {
 	i.ID = NewID()
 	i.CreatedAt = s.Now()
 	i.UpdatedAt = i.CreatedAt
@@ -113,6 +115,10 @@ func (s *Store) createIssue(ctx context.Context, q db.Querier, i *domain.Issue, 
 	if i.OriginKind == "" {
 		i.OriginKind = "manual"
 	}
+}
+
+func (s *Store) createIssue(ctx context.Context, q db.Querier, i *domain.Issue, numbered bool) (created bool, err error) {
+	s.newIssue(i)
 	// The company's next number: an atomic increment, so two tasks never
 	// share one (an idempotent repeat below leaves a gap, which is fine).
 	i.Number, i.Identifier = 0, ""
@@ -124,25 +130,38 @@ func (s *Store) createIssue(ctx context.Context, q db.Querier, i *domain.Issue, 
 		}
 		i.Identifier = prefix + "-" + strconv.FormatInt(i.Number, 10)
 	}
-	var number any // NULL until NumberIssues: the (company, number) index is unique
-	if numbered {
-		number = i.Number
-	}
-	res, err := q.ExecContext(ctx, `INSERT INTO issues (`+issueCols+`)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24)
-		ON CONFLICT (company_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
-		i.ID, i.CompanyID, i.Title, i.Description, i.Status, i.Priority, nullString(i.AssigneeAgentID),
-		nullString(i.ParentID), nullString(i.ProjectID), i.OriginKind, nullString(i.OriginID), nullString(i.IdempotencyKey),
-		nullJSON(i.ExecutionWorkspaceSettings), nullString(i.ExecutionRunID), nullString(i.CheckoutRunID),
-		nullString(i.ResponsibleUserID), nullString(i.CreatedByUserID), nullString(i.CreatedByAgentID),
-		i.CreatedAt, i.UpdatedAt, nullTime(i.CompletedAt), nullTime(i.CancelledAt), number, nullString(i.Identifier))
+	res, err := q.ExecContext(ctx, insertIssueSQL, issueArgs(i, numbered)...)
 	if err != nil {
 		return false, fmt.Errorf("create issue: %w", err)
 	}
-	return insertedOrExisting(res, i, func() (domain.Issue, error) {
-		return queryOne(ctx, q, "create issue: read existing", scanIssue,
-			`SELECT `+issueCols+` FROM issues WHERE company_id = $1 AND idempotency_key = $2`, i.CompanyID, i.IdempotencyKey)
-	})
+	return insertedOrExisting(res, i, func() (domain.Issue, error) { return s.existingIssue(ctx, q, i) })
+}
+
+// insertIssueSQL inserts one task (issueArgs), nothing when its
+// idempotency key is taken.
+const insertIssueSQL = `INSERT INTO issues (` + issueCols + `)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24)
+		ON CONFLICT (company_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
+
+// issueArgs are the arguments of insertIssueSQL for i; the number is NULL
+// unless numbered (until NumberIssues: the (company, number) index is
+// unique).
+func issueArgs(i *domain.Issue, numbered bool) []any {
+	var number any
+	if numbered {
+		number = i.Number
+	}
+	return []any{i.ID, i.CompanyID, i.Title, i.Description, i.Status, i.Priority, nullString(i.AssigneeAgentID),
+		nullString(i.ParentID), nullString(i.ProjectID), i.OriginKind, nullString(i.OriginID), nullString(i.IdempotencyKey),
+		nullJSON(i.ExecutionWorkspaceSettings), nullString(i.ExecutionRunID), nullString(i.CheckoutRunID),
+		nullString(i.ResponsibleUserID), nullString(i.CreatedByUserID), nullString(i.CreatedByAgentID),
+		i.CreatedAt, i.UpdatedAt, nullTime(i.CompletedAt), nullTime(i.CancelledAt), number, nullString(i.Identifier)}
+}
+
+// existingIssue reads the task holding i's idempotency key.
+func (s *Store) existingIssue(ctx context.Context, q db.Querier, i *domain.Issue) (domain.Issue, error) {
+	return queryOne(ctx, q, "create issue: read existing", scanIssue,
+		`SELECT `+issueCols+` FROM issues WHERE company_id = $1 AND idempotency_key = $2`, i.CompanyID, i.IdempotencyKey)
 }
 
 // IssueIdentifierPattern matches a short task identifier (ACME-12).

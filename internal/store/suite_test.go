@@ -447,6 +447,61 @@ func TestStore(t *testing.T) {
 			})
 		})
 
+		// A new email conversation's task, audit entry and conversation:
+		// all three when new; a taken key gives the existing task and no
+		// entry; a thread with a conversation keeps it (one statement on
+		// PostgreSQL, three on SQLite, the same rows).
+		t.Run("CreateConversationTask", func(t *testing.T) {
+			b := setup(t)
+			audit := func(i domain.Issue) (*domain.Activity, error) {
+				return store.AuditEntry(domain.SystemActor("suite", b.agent.ID), b.company.ID, "issue.created", "issue", i.ID, nil)
+			}
+			entries := func(issueID string) int {
+				t.Helper()
+				n, err := st.CountIssueActivity(b.ctx, d, b.company.ID, issueID, "suite", "issue.created", time.Now().Add(-time.Hour))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			create := func(key, thread string) (domain.Issue, domain.EmailConversation, bool, bool) {
+				t.Helper()
+				i := domain.Issue{CompanyID: b.company.ID, Title: "mail", AssigneeAgentID: b.agent.ID, IdempotencyKey: key, OriginKind: "chat_channel"}
+				c := domain.EmailConversation{CompanyID: b.company.ID, EndpointID: b.ep.ID, ExternalConversationID: "x", ExternalThreadID: thread, Subject: "s"}
+				ic, cc, err := st.CreateConversationTask(b.ctx, d, &i, audit, &c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return i, c, ic, cc
+			}
+			i1, c1, ic, cc := create("k1", "t1")
+			if !ic || !cc || c1.IssueID != i1.ID || i1.Status != domain.IssueTodo || i1.Number != 0 || entries(i1.ID) != 1 {
+				t.Fatalf("new: %v %v %+v %+v entries %d", ic, cc, i1, c1, entries(i1.ID))
+			}
+			if conv, status, err := st.ConversationByThreadWithStatus(b.ctx, d, b.ep.ID, "t1"); err != nil || conv.ID != c1.ID || conv.IssueID != i1.ID ||
+				status != domain.IssueTodo || conv.Subject != "s" || conv.State != "active" {
+				t.Fatalf("stored: %+v %q %v", conv, status, err)
+			}
+			// The key taken: the existing task, no second entry; the
+			// thread's conversation as it is.
+			i2, c2, ic, cc := create("k1", "t1")
+			if ic || cc || i2.ID != i1.ID || c2.ID != c1.ID || entries(i1.ID) != 1 {
+				t.Fatalf("repeat: %v %v %+v %+v", ic, cc, i2, c2)
+			}
+			// A new task for a thread that has a conversation: the task and
+			// its entry are written, the conversation stays the old one.
+			i3, c3, ic, cc := create("k3", "t1")
+			if !ic || cc || i3.ID == i1.ID || c3.ID != c1.ID || c3.IssueID != i1.ID || entries(i3.ID) != 1 {
+				t.Fatalf("thread taken: %v %v %+v %+v", ic, cc, i3, c3)
+			}
+			// The key taken, the thread new: the existing task gets the
+			// conversation.
+			i4, c4, ic, cc := create("k3", "t4")
+			if ic || !cc || i4.ID != i3.ID || c4.IssueID != i3.ID || entries(i3.ID) != 1 {
+				t.Fatalf("key taken, new thread: %v %v %+v %+v", ic, cc, i4, c4)
+			}
+		})
+
 		// The receiving transaction's reads in one call: the same facts
 		// from the one PostgreSQL statement as from SQLite's three.
 		t.Run("ReadThreadFacts", func(t *testing.T) {

@@ -68,9 +68,18 @@ func (rv *Receiver) Batch(ctx context.Context, ep domain.EmailEndpoint, key stri
 	client := rv.o.Client.WithAPIKey(key)
 	items := make([]*item, len(batch))
 	gate := make(txGate, rv.t.TxConcurrency)
+	// The items of a named provider thread share one listing from the
+	// start: prefetch reads it for the first of them (see prefetch).
+	listings := map[string]*threadListing{}
 	for i, d := range batch {
 		it := &item{d: d, gate: gate}
 		it.ev, it.fetchErr = queue.Decode(d)
+		if th := d.ProviderThreadID; th != "" {
+			if listings[th] == nil {
+				listings[th] = &threadListing{}
+			}
+			it.listing = listings[th]
+		}
 		items[i] = it
 	}
 	rv.prefetch(ctx, ep, client, items)
@@ -99,7 +108,9 @@ func (rv *Receiver) Batch(ctx context.Context, ep domain.EmailEndpoint, key stri
 			it.listing = g[0].listing
 		} else {
 			order = append(order, gk)
-			it.listing = &threadListing{}
+			if it.listing == nil {
+				it.listing = &threadListing{}
+			}
 		}
 		groups[gk] = append(groups[gk], it)
 	}
@@ -178,14 +189,31 @@ func (rv *Receiver) nextAttempt(ctx context.Context, ep domain.EmailEndpoint, no
 // delivery not received yet: webhook and WebSocket payloads may lack the
 // body, and work never starts from the event (docs/email-pipeline.md,
 // "Processing a thread"). Only the first such delivery of each known
-// provider thread is fetched here: the thread listing that one reads
-// holds the later ones' messages (they were admitted before it ran), and
-// prepareReceive takes them from it, reading the message itself only when
-// the listing lacks it (toPrefetch).
+// provider thread is fetched here, and by reading its thread's listing,
+// not the message: the listing holds the provider's full messages, this
+// one's and (they were admitted before it ran) the later ones', and the
+// receiving of each needs the listing anyway as its context (fetchThread
+// uses it again when it holds the message). So a thread costs one provider
+// read per batch, not a message read and then a thread read (a new thread,
+// or a reply alone in its batch, was two sequential reads before its
+// transaction could start). The message itself is read only when the
+// listing lacks it (the listing lags) or the delivery names no thread
+// (toPrefetch).
 func (rv *Receiver) prefetch(ctx context.Context, ep domain.EmailEndpoint, client *agentmail.Client, items []*item) {
 	todo := toPrefetch(items)
 	Bounded(rv.t.Concurrency, len(todo), func(i int) {
 		it := todo[i]
+		if th := it.d.ProviderThreadID; th != "" && it.listing != nil {
+			msgs, err := rv.listThread(ctx, client, ep.Address, th)
+			if err != nil {
+				it.fetchErr = err
+				return
+			}
+			it.listing.threadID, it.listing.msgs = th, msgs
+			if it.msg = it.listing.message(th, it.ev.MessageID); it.msg != nil {
+				return
+			}
+		}
 		it.msg, it.fetchErr = client.GetMessage(ctx, ep.Address, it.ev.MessageID)
 		it.msg = queue.CleanMessage(it.msg)
 	})

@@ -164,3 +164,81 @@ func TestPrefetchReadsTheFirstMessageOfEachThread(t *testing.T) {
 		t.Fatalf("prefetched %v, want a,c,d,c2", got)
 	}
 }
+
+// Prefetch reads the listing of a named thread for its first delivery
+// (one provider read, no message read), takes that delivery's message and
+// the later ones' from it, and reads the message of a delivery whose
+// event names no thread, or whose message the listing lacks.
+func TestPrefetchReadsANamedThreadOnce(t *testing.T) {
+	ctx := context.Background()
+	em, err := emulator.Start(ctx, emulator.Options{APIKeys: []string{"am_prefetch_key"}, DeliveryDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = em.Close() })
+	client, err := agentmail.New(agentmail.Options{BaseURL: em.APIURL(), APIKey: "am_prefetch_key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox, err := client.CreateInbox(ctx, agentmail.CreateInboxRequest{Username: "prefetch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(replyTo string) (msgID, threadID string) {
+		t.Helper()
+		res, err := em.Deliver(inbox.InboxID, emulator.DeliverRequest{From: "a@example.com", Subject: "Prefetch", Text: "hi " + replyTo, InReplyTo: replyTo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.MessageID, res.ThreadID
+	}
+	reads := func(part string) int {
+		n := 0
+		for _, r := range em.Requests("/v0/inboxes/") {
+			if strings.Contains(r.Path, part) {
+				n++
+			}
+		}
+		return n
+	}
+	first, th := deliver("")
+	second, _ := deliver(first)
+	lone, _ := deliver("")
+	shared := &threadListing{}
+	mk := func(msgID, thread string, l *threadListing) *item {
+		it := &item{listing: l}
+		it.d.ID, it.d.ProviderThreadID = msgID, thread
+		it.ev.Kind, it.ev.InboxID, it.ev.MessageID = agentmail.EventMessageReceived, inbox.InboxID, msgID
+		return it
+	}
+	items := []*item{mk(first, th, shared), mk(second, th, shared), mk(lone, "", nil)}
+	threads0, messages0 := reads("/threads/"), reads("/messages/")
+	rv := &Receiver{t: Timing{Concurrency: 4}}
+	rv.prefetch(ctx, domain.EmailEndpoint{Address: inbox.InboxID}, client, items)
+	if got := reads("/threads/") - threads0; got != 1 {
+		t.Fatalf("thread reads: %d, want 1", got)
+	}
+	if got := reads("/messages/") - messages0; got != 1 {
+		t.Fatalf("message reads: %d, want 1 (the delivery naming no thread)", got)
+	}
+	for _, it := range items {
+		if it.fetchErr != nil {
+			t.Fatal(it.fetchErr)
+		}
+	}
+	if items[0].msg == nil || items[0].msg.MessageID != first || items[0].msg.Text == "" || items[2].msg == nil || items[2].msg.MessageID != lone {
+		t.Fatalf("prefetched messages: %+v %+v", items[0].msg, items[2].msg)
+	}
+	// The later delivery of the thread finds its message in the listing.
+	if m := shared.message(th, second); m == nil || m.Text != "hi "+first {
+		t.Fatalf("listed later message: %+v", m)
+	}
+	// A thread that cannot be read is the delivery's fetch failure (its
+	// receiving would need the listing anyway), retried as a failed
+	// message read is.
+	gone := mk(lone, "thd_missing", &threadListing{})
+	rv.prefetch(ctx, domain.EmailEndpoint{Address: inbox.InboxID}, client, []*item{gone})
+	if gone.fetchErr == nil || gone.msg != nil {
+		t.Fatalf("unreadable thread: msg %+v err %v", gone.msg, gone.fetchErr)
+	}
+}

@@ -65,21 +65,17 @@ type verdict struct {
 // sends (its In-Reply-To names a sent message of the thread) is checked
 // against the reply lists only, as AgentMail checks it. The caller skips
 // our own mail.
-func (rv *Receiver) senderVerdict(ctx context.Context, tx *sql.Tx, ep domain.EmailEndpoint, msg *agentmail.Message, thread []*agentmail.Message) verdict {
+func (rv *Receiver) senderVerdict(ctx context.Context, tx *sql.Tx, cur *txInbox, ep domain.EmailEndpoint, msg *agentmail.Message, thread []*agentmail.Message) verdict {
 	sender := queue.SenderAddress(msg.From)
 	if sender == "" {
 		return verdict{}
 	}
-	row, err := rv.st.GetSenderRules(ctx, tx, ep.ID)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	rules, err := cur.senderRules(ctx, rv, tx, ep.ID)
+	if err != nil {
 		return verdict{err: err}
 	}
-	if err != nil {
+	if rules == nil {
 		return verdict{} // no rules: anyone may write
-	}
-	var rules domain.SenderRules
-	if err := json.Unmarshal([]byte(row.Rules), &rules); err != nil {
-		return verdict{err: fmt.Errorf("decode sender rules: %w", err)}
 	}
 	reply := isReplyToOwn(msg, thread)
 	blocked, entry := rules.Check(sender, reply)
@@ -94,6 +90,31 @@ func (rv *Receiver) senderVerdict(ctx context.Context, tx *sql.Tx, ep domain.Ema
 		return verdict{reason: store.QuarantineSenderRule, detail: fmt.Sprintf("The sender matches %q on the inbox's %s block list", entry, list)}
 	}
 	return verdict{reason: store.QuarantineSenderRule, detail: "The sender is not on the inbox's " + list + " allow list"}
+}
+
+// senderRules returns the inbox's sender rules (nil when none were ever
+// set), read and decoded once per receiving transaction. Why once: the
+// transaction's deliveries all commit together, so reading the rules again
+// for each would only move the moment they were read, as with the
+// credential check (txInbox); a change committed while the transaction
+// runs applies from the next one.
+func (c *txInbox) senderRules(ctx context.Context, rv *Receiver, tx *sql.Tx, endpointID string) (*domain.SenderRules, error) {
+	if c.rulesRead {
+		return c.rules, nil
+	}
+	row, err := rv.st.GetSenderRules(ctx, tx, endpointID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	var rules *domain.SenderRules
+	if err == nil {
+		rules = &domain.SenderRules{}
+		if err := json.Unmarshal([]byte(row.Rules), rules); err != nil {
+			return nil, fmt.Errorf("decode sender rules: %w", err)
+		}
+	}
+	c.rules, c.rulesRead = rules, true
+	return rules, nil
 }
 
 // isReplyToOwn reports whether msg answers a message the inbox sent.

@@ -310,7 +310,7 @@ func (rv *Receiver) receiveBody(ctx context.Context, tx *sql.Tx, cur *txInbox, d
 	if in.received && !ev.Released && !mine {
 		// Paperclip's own sender check (quarantine.go), inside the
 		// transaction so a release or a rules change is seen consistently.
-		q := rv.senderVerdict(ctx, tx, ep, msg, in.threadMsgs)
+		q := rv.senderVerdict(ctx, tx, cur, ep, msg, in.threadMsgs)
 		if q.err != nil {
 			return r, q.err
 		}
@@ -360,11 +360,13 @@ func (rv *Receiver) receiveBody(ctx context.Context, tx *sql.Tx, cur *txInbox, d
 			}
 			return r, rv.finishTx(ctx, tx, &d, domain.DeliveryFiltered)
 		case actCreate:
-			if conv, err = rv.createTask(ctx, tx, cur, ep, msg); err != nil {
+			if conv, f.status, err = rv.createTask(ctx, tx, cur, ep, msg); err != nil {
 				return r, err
 			}
-			if f.status, err = rv.st.IssueStatus(ctx, tx, conv.IssueID); err != nil {
-				return r, err
+			if f.status == "" {
+				if f.status, err = rv.st.IssueStatus(ctx, tx, conv.IssueID); err != nil {
+					return r, err
+				}
 			}
 			f.known = true
 		case actRetain:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // reopen applies the reopen rule to a done task that an eligible reply
@@ -95,12 +96,22 @@ func windowText(d time.Duration) string {
 //
 // The task is created unnumbered: cur numbers the transaction's new tasks
 // just before it commits (txInbox.numberTasks, store.CreateIssueUnnumbered
-// says why).
-func (rv *Receiver) createTask(ctx context.Context, tx *sql.Tx, cur *txInbox, ep domain.EmailEndpoint, msg *agentmail.Message) (domain.EmailConversation, error) {
-	ag, err := rv.st.GetAgent(ctx, tx, ep.AssignedAgentID)
-	if err != nil {
-		return domain.EmailConversation{}, err
+// says why), with its audit entry and the conversation
+// (store.CreateConversationTask). status is the task's status when this
+// call created both the task and the conversation on it (todo), "" when
+// either existed already and the caller must read it.
+func (rv *Receiver) createTask(ctx context.Context, tx *sql.Tx, cur *txInbox, ep domain.EmailEndpoint, msg *agentmail.Message) (conv domain.EmailConversation, status string, err error) {
+	// The agent is read once per transaction: its placement rule is the
+	// same for every new thread the transaction creates (as for the
+	// sender rules, txInbox.senderRules).
+	if cur.agent == nil || cur.agent.ID != ep.AssignedAgentID {
+		ag, err := rv.st.GetAgent(ctx, tx, ep.AssignedAgentID)
+		if err != nil {
+			return domain.EmailConversation{}, "", err
+		}
+		cur.agent = &ag
 	}
+	ag := *cur.agent
 	subject := msg.SubjectOrDefault()
 	issue := domain.Issue{CompanyID: ep.CompanyID, Title: truncateRunes(subject, 200), Status: domain.IssueTodo,
 		Priority: "medium", AssigneeAgentID: ep.AssignedAgentID, OriginKind: "chat_channel", OriginID: "email:" + ep.ID + ":" + msg.ThreadID,
@@ -112,27 +123,30 @@ func (rv *Receiver) createTask(ctx context.Context, tx *sql.Tx, cur *txInbox, ep
 	if ag.Permissions.TrustPreset == domain.TrustLowTrustReview {
 		pl, err := rv.o.Email.LowTrustPlacement(ctx, tx, ag)
 		if err != nil {
-			return domain.EmailConversation{}, err
+			return domain.EmailConversation{}, "", err
 		}
 		issue.ParentID, issue.ProjectID = pl.ParentID, pl.ProjectID
 		issue.ExecutionWorkspaceSettings = json.RawMessage(`{"mode":"isolated_workspace"}`)
 	}
-	created, err := rv.st.CreateIssueUnnumbered(ctx, tx, &issue)
+	conv = domain.EmailConversation{CompanyID: ep.CompanyID, EndpointID: ep.ID,
+		ExternalConversationID: ep.Address, ExternalThreadID: msg.ThreadID, Subject: subject, State: "active"}
+	// The task, its audit entry and the conversation: one round trip on
+	// PostgreSQL.
+	created, convCreated, err := rv.st.CreateConversationTask(ctx, tx, &issue, func(i domain.Issue) (*domain.Activity, error) {
+		return store.AuditEntry(auditBy(ep), ep.CompanyID, "issue.created", "issue", i.ID, map[string]any{"source": "email"})
+	}, &conv)
 	if err != nil {
-		return domain.EmailConversation{}, err
+		return domain.EmailConversation{}, "", err
 	}
 	if created {
 		cur.unnumbered = append(cur.unnumbered, issue.ID)
-		if err := rv.st.Audit(ctx, tx, auditBy(ep), ep.CompanyID, "issue.created", "issue", issue.ID, map[string]any{"source": "email"}); err != nil {
-			return domain.EmailConversation{}, err
-		}
 	}
-	conv := domain.EmailConversation{CompanyID: ep.CompanyID, EndpointID: ep.ID, IssueID: issue.ID,
-		ExternalConversationID: ep.Address, ExternalThreadID: msg.ThreadID, Subject: subject, State: "active"}
-	if _, err := rv.st.InsertConversation(ctx, tx, &conv); err != nil {
-		return domain.EmailConversation{}, err
+	if created && convCreated {
+		// Both rows are this transaction's own: the task's status is the
+		// one it was inserted with, and reading it back is a round trip.
+		status = issue.Status
 	}
-	return conv, nil
+	return conv, status, nil
 }
 
 // auditBy is the audit actor of the receiving pipeline's own actions on an

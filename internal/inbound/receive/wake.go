@@ -42,6 +42,13 @@ type wakeResult struct {
 type txInbox struct {
 	domain.EmailEndpoint
 	credentialChecked bool
+	// rules are the inbox's sender rules (nil: none), read once per
+	// transaction when rulesRead (senderRules).
+	rules     *domain.SenderRules
+	rulesRead bool
+	// agent is the inbox's agent as the transaction's first new task read
+	// it (createTask).
+	agent *domain.Agent
 	// unnumbered are the tasks this transaction created, numbered by
 	// numberTasks as its last statement.
 	unnumbered []string
