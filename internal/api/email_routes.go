@@ -12,10 +12,11 @@ import (
 )
 
 // The email channel's routes (docs/api.md, "Email"): the edge of
-// internal/email, which knows no HTTP. Each handler reads the request,
-// calls the service in the order the route has always checked things
-// (path ids, then authority, then the body), and renders the answer; the
-// service's refusals become statuses in writeError.
+// internal/email, which knows no HTTP. Each handler is built by jsonRoute
+// or pageRoute (jsonroute.go) from an opener and one service call, so
+// every route checks in the same order (path ids, then authority, then the
+// body, then the service) and answers alike; the service's refusals become
+// statuses in writeError.
 
 // emailRoutes are the handlers of the email service's routes.
 type emailRoutes struct {
@@ -43,35 +44,38 @@ func (s *Server) MountEmail(svc *email.Service) {
 	e := emailRoutes{s: s, svc: svc}
 	gate := EmailGate(svc)
 	h := func(pattern string, fn httpx.HandlerFunc) { s.Handle(pattern, gate(fn)) }
-	h("GET /api/companies/{companyId}/email/connections", e.listConnections)
-	h("POST /api/companies/{companyId}/email/connections", e.createConnection)
-	h("GET /api/companies/{companyId}/email/connections/{connectionId}", e.getConnection)
-	h("POST /api/companies/{companyId}/email/connections/{connectionId}/inspect", e.inspectConnection)
-	h("POST /api/companies/{companyId}/email/connections/{connectionId}/check-address", e.checkAddress)
-	h("POST /api/companies/{companyId}/email/connections/{connectionId}/installs", e.addInstall)
-	h("DELETE /api/companies/{companyId}/email/connections/{connectionId}/installs/{installId}", e.deleteInstall)
-	h("POST /api/companies/{companyId}/email/connections/{connectionId}/grants", e.addGrant)
-	h("DELETE /api/companies/{companyId}/email/connections/{connectionId}/grants/{grantId}", e.revokeGrant)
-	h("GET /api/companies/{companyId}/email/inboxes", e.listInboxes)
-	h("GET /api/companies/{companyId}/email/conversations", e.listCompanyConversations)
-	h("POST /api/companies/{companyId}/email/inspect", e.inspectKey)
-	h("POST /api/companies/{companyId}/email/inboxes", e.setup)
-	h("GET /api/email/inboxes/{endpointId}", e.getInbox)
-	h("POST /api/email/inboxes/{endpointId}/control", e.control)
-	h("POST /api/email/inboxes/{endpointId}/reconnect", e.reconnect)
-	h("GET /api/email/inboxes/{endpointId}/conversations", e.listConversations)
-	h("GET /api/email/inboxes/{endpointId}/activity", e.inboxActivity)
-	h("GET /api/email/inboxes/{endpointId}/sender-rules", e.getSenderRules)
-	h("PUT /api/email/inboxes/{endpointId}/sender-rules", e.putSenderRules)
-	h("POST /api/email/inboxes/{endpointId}/sender-rules/check-drift", e.checkDrift)
-	h("POST /api/email/inboxes/{endpointId}/sender-rules/resolve-drift", e.resolveDrift)
-	h("GET /api/companies/{companyId}/email/suppressions", e.listSuppressions)
-	h("DELETE /api/companies/{companyId}/email/suppressions/{address}", e.liftSuppression)
+	h("GET /api/companies/{companyId}/email/connections", e.listConnections())
+	h("POST /api/companies/{companyId}/email/connections", e.createConnection())
+	h("GET /api/companies/{companyId}/email/connections/{connectionId}", e.getConnection())
+	h("POST /api/companies/{companyId}/email/connections/{connectionId}/inspect", e.inspectConnection())
+	h("POST /api/companies/{companyId}/email/connections/{connectionId}/check-address", e.checkAddress())
+	h("POST /api/companies/{companyId}/email/connections/{connectionId}/installs", e.addInstall())
+	h("DELETE /api/companies/{companyId}/email/connections/{connectionId}/installs/{installId}", e.deleteInstall())
+	h("POST /api/companies/{companyId}/email/connections/{connectionId}/grants", e.addGrant())
+	h("DELETE /api/companies/{companyId}/email/connections/{connectionId}/grants/{grantId}", e.revokeGrant())
+	h("GET /api/companies/{companyId}/email/inboxes", e.listInboxes())
+	h("GET /api/companies/{companyId}/email/conversations", e.listCompanyConversations())
+	h("POST /api/companies/{companyId}/email/inspect", e.inspectKey())
+	h("POST /api/companies/{companyId}/email/inboxes", e.setup())
+	h("GET /api/email/inboxes/{endpointId}", e.getInbox())
+	h("POST /api/email/inboxes/{endpointId}/control", e.control())
+	h("POST /api/email/inboxes/{endpointId}/reconnect", e.reconnect())
+	h("GET /api/email/inboxes/{endpointId}/conversations", e.listConversations())
+	h("GET /api/email/inboxes/{endpointId}/activity", e.inboxActivity())
+	h("GET /api/email/inboxes/{endpointId}/sender-rules", e.getSenderRules())
+	h("PUT /api/email/inboxes/{endpointId}/sender-rules", e.putSenderRules())
+	h("POST /api/email/inboxes/{endpointId}/sender-rules/check-drift", e.checkDrift())
+	h("POST /api/email/inboxes/{endpointId}/sender-rules/resolve-drift", e.resolveDrift())
+	h("GET /api/companies/{companyId}/email/suppressions", e.listSuppressions())
+	h("DELETE /api/companies/{companyId}/email/suppressions/{address}", e.liftSuppression())
 }
 
 // noStore marks an answer that carries credential-derived data as not
 // cacheable.
 func noStore(w http.ResponseWriter) { w.Header().Set("Cache-Control", "no-store") }
+
+// The openers of the email routes (see opener): what each route's path
+// names, checked in the order the routes have always checked it.
 
 // managerCompany validates the path company and requires a connection
 // manager of it.
@@ -88,259 +92,6 @@ func (e emailRoutes) managed(r *http.Request) (email.ManagedConnection, error) {
 	return e.svc.Manage(r.Context(), httpx.Actor(r), r.PathValue("companyId"), r.PathValue("connectionId"))
 }
 
-func (e emailRoutes) listConnections(w http.ResponseWriter, r *http.Request) error {
-	companyID, err := e.managerCompany(r)
-	if err != nil {
-		return err
-	}
-	p, err := httpx.PageParams(r)
-	if err != nil {
-		return err
-	}
-	out, next, err := e.svc.ListCredentials(r.Context(), httpx.Actor(r), companyID, p)
-	if err != nil {
-		return err
-	}
-	noStore(w)
-	httpx.WritePage(w, r, out, next)
-	return nil
-}
-
-func (e emailRoutes) createConnection(w http.ResponseWriter, r *http.Request) error {
-	companyID, err := e.managerCompany(r)
-	if err != nil {
-		return err
-	}
-	var in email.ConnectInput
-	if err := e.s.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	c, _, err := e.svc.Connect(r.Context(), httpx.Actor(r), companyID, in)
-	if err != nil {
-		return err
-	}
-	noStore(w)
-	httpx.WriteJSON(w, http.StatusCreated, c)
-	return nil
-}
-
-func (e emailRoutes) getConnection(w http.ResponseWriter, r *http.Request) error {
-	m, err := e.managed(r)
-	if err != nil {
-		return err
-	}
-	out, err := e.svc.ConnectionView(r.Context(), m)
-	if err != nil {
-		return err
-	}
-	noStore(w)
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
-}
-
-func (e emailRoutes) inspectConnection(w http.ResponseWriter, r *http.Request) error {
-	m, err := e.managed(r)
-	if err != nil {
-		return err
-	}
-	out, err := e.svc.InspectConnection(r.Context(), m)
-	if err != nil {
-		return err
-	}
-	noStore(w)
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
-}
-
-func (e emailRoutes) checkAddress(w http.ResponseWriter, r *http.Request) error {
-	m, err := e.managed(r)
-	if err != nil {
-		return err
-	}
-	var in struct {
-		Username string `json:"username"`
-		Domain   string `json:"domain"`
-	}
-	if err := e.s.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	out, err := e.svc.CheckConnectionAddress(r.Context(), m, in.Username, in.Domain)
-	if err != nil {
-		return err
-	}
-	noStore(w)
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
-}
-
-func (e emailRoutes) addInstall(w http.ResponseWriter, r *http.Request) error {
-	m, err := e.managed(r)
-	if err != nil {
-		return err
-	}
-	var in struct {
-		TargetType string `json:"targetType"`
-		TargetID   string `json:"targetId"`
-	}
-	if err := e.s.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	out, err := e.svc.AddInstall(r.Context(), m, in.TargetType, in.TargetID)
-	return httpx.Respond(w, http.StatusCreated, out, err)
-}
-
-func (e emailRoutes) deleteInstall(w http.ResponseWriter, r *http.Request) error {
-	m, err := e.managed(r)
-	if err != nil {
-		return err
-	}
-	if err := e.svc.RemoveInstall(r.Context(), m, r.PathValue("installId")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-func (e emailRoutes) addGrant(w http.ResponseWriter, r *http.Request) error {
-	m, err := e.managed(r)
-	if err != nil {
-		return err
-	}
-	var in struct {
-		Kind   string `json:"kind"`
-		UserID string `json:"userId"`
-	}
-	if err := e.s.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	g, err := e.svc.AddGrant(r.Context(), m, in.Kind, in.UserID)
-	return httpx.Respond(w, http.StatusCreated, g, err)
-}
-
-func (e emailRoutes) revokeGrant(w http.ResponseWriter, r *http.Request) error {
-	m, err := e.managed(r)
-	if err != nil {
-		return err
-	}
-	if err := e.svc.RevokeGrant(r.Context(), m, r.PathValue("grantId")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-func (e emailRoutes) listInboxes(w http.ResponseWriter, r *http.Request) error {
-	companyID, err := httpx.PathID(r, "companyId")
-	if err != nil {
-		return err
-	}
-	a := httpx.Actor(r)
-	archived := false
-	switch v := r.URL.Query().Get("includeArchived"); {
-	case v != "" && v != "true" && v != "false":
-		return httpx.Errorf(http.StatusBadRequest, "includeArchived must be true or false")
-	case v == "true" && a.Kind != authz.KindAgent:
-		// Disconnected inboxes are board history; agents keep seeing only
-		// their active inboxes.
-		archived = true
-	}
-	p, err := httpx.PageParams(r)
-	if err != nil {
-		return err
-	}
-	out, next, err := e.svc.ListInboxesPage(r.Context(), a, companyID, archived, p)
-	if err != nil {
-		return err
-	}
-	httpx.WritePage(w, r, out, next)
-	return nil
-}
-
-// listCompanyConversations serves GET /api/companies/{companyId}/email/conversations
-// (?endpointId=, paged): the company's conversations across its inboxes,
-// newest activity first, for board actors.
-func (e emailRoutes) listCompanyConversations(w http.ResponseWriter, r *http.Request) error {
-	companyID, err := httpx.PathID(r, "companyId")
-	if err != nil {
-		return err
-	}
-	p, err := httpx.PageParams(r)
-	if err != nil {
-		return err
-	}
-	out, next, err := e.svc.CompanyConversations(r.Context(), httpx.Actor(r), companyID, r.URL.Query().Get("endpointId"), p)
-	if err != nil {
-		return err
-	}
-	httpx.WritePage(w, r, out, next)
-	return nil
-}
-
-func (e emailRoutes) inspectKey(w http.ResponseWriter, r *http.Request) error {
-	if _, err := e.managerCompany(r); err != nil {
-		return err
-	}
-	var in struct {
-		APIKey string `json:"apiKey"`
-	}
-	if err := e.s.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	out, err := e.svc.InspectKey(r.Context(), in.APIKey)
-	if err != nil {
-		return err
-	}
-	noStore(w)
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
-}
-
-func (e emailRoutes) setup(w http.ResponseWriter, r *http.Request) error {
-	companyID, err := e.managerCompany(r)
-	if err != nil {
-		return err
-	}
-	var in email.SetupInput
-	if err := e.s.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	out, err := e.svc.Setup(r.Context(), httpx.Actor(r), companyID, in)
-	return httpx.Respond(w, http.StatusCreated, out, err)
-}
-
-func (e emailRoutes) getInbox(w http.ResponseWriter, r *http.Request) error {
-	out, err := e.svc.Inbox(r.Context(), httpx.Actor(r), r.PathValue("endpointId"))
-	return httpx.Respond(w, http.StatusOK, out, err)
-}
-
-func (e emailRoutes) control(w http.ResponseWriter, r *http.Request) error {
-	id, err := httpx.PathID(r, "endpointId")
-	if err != nil {
-		return err
-	}
-	var in struct {
-		Action string `json:"action"`
-	}
-	if err := e.s.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	out, err := e.svc.Control(r.Context(), httpx.Actor(r), id, in.Action)
-	return httpx.Respond(w, http.StatusOK, out, err)
-}
-
-func (e emailRoutes) reconnect(w http.ResponseWriter, r *http.Request) error {
-	id, err := httpx.PathID(r, "endpointId")
-	if err != nil {
-		return err
-	}
-	var in email.ReconnectInput
-	if err := e.s.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	out, err := e.svc.Reconnect(r.Context(), httpx.Actor(r), id, in)
-	return httpx.Respond(w, http.StatusOK, out, err)
-}
-
 // readable loads the path inbox for an actor who may read it.
 func (e emailRoutes) readable(r *http.Request) (domain.EmailEndpoint, error) {
 	return e.svc.ReadableInbox(r.Context(), httpx.Actor(r), r.PathValue("endpointId"))
@@ -351,124 +102,236 @@ func (e emailRoutes) writable(r *http.Request) (domain.EmailEndpoint, error) {
 	return e.svc.WritableInbox(r.Context(), httpx.Actor(r), r.PathValue("endpointId"))
 }
 
-func (e emailRoutes) listConversations(w http.ResponseWriter, r *http.Request) error {
-	ep, err := e.readable(r)
-	if err != nil {
-		return err
+// The request bodies of the routes that read a few fields.
+type (
+	addressBody struct {
+		Username string `json:"username"`
+		Domain   string `json:"domain"`
 	}
-	p, err := httpx.PageParams(r)
-	if err != nil {
-		return err
+	installBody struct {
+		TargetType string `json:"targetType"`
+		TargetID   string `json:"targetId"`
 	}
-	out, next, err := e.svc.InboxConversations(r.Context(), ep, p)
-	if err != nil {
-		return err
+	grantBody struct {
+		Kind   string `json:"kind"`
+		UserID string `json:"userId"`
 	}
-	httpx.WritePage(w, r, out, next)
-	return nil
-}
-
-func (e emailRoutes) inboxActivity(w http.ResponseWriter, r *http.Request) error {
-	ep, err := e.readable(r)
-	if err != nil {
-		return err
+	keyBody struct {
+		APIKey string `json:"apiKey"`
 	}
-	p, err := httpx.PageParams(r)
-	if err != nil {
-		return err
-	}
-	out, next, err := e.svc.InboxActivity(r.Context(), ep, p)
-	if err != nil {
-		return err
-	}
-	if next != nil {
-		c := httpx.EncodeCursor(*next)
-		out.NextCursor = &c
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-	return nil
-}
-
-func (e emailRoutes) getSenderRules(w http.ResponseWriter, r *http.Request) error {
-	ep, err := e.readable(r)
-	if err != nil {
-		return err
-	}
-	v, err := e.svc.SenderRulesView(r.Context(), ep.ID)
-	if err != nil {
-		return err
-	}
-	noStore(w)
-	httpx.WriteJSON(w, http.StatusOK, v)
-	return nil
-}
-
-func (e emailRoutes) putSenderRules(w http.ResponseWriter, r *http.Request) error {
-	ep, err := e.writable(r)
-	if err != nil {
-		return err
-	}
-	var in domain.SenderRules
-	if err := e.s.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	v, err := e.svc.PutSenderRules(r.Context(), httpx.Actor(r), ep, in)
-	return httpx.Respond(w, http.StatusOK, v, err)
-}
-
-func (e emailRoutes) checkDrift(w http.ResponseWriter, r *http.Request) error {
-	ep, err := e.writable(r)
-	if err != nil {
-		return err
-	}
-	v, err := e.svc.CheckDriftView(r.Context(), ep)
-	return httpx.Respond(w, http.StatusOK, v, err)
-}
-
-func (e emailRoutes) resolveDrift(w http.ResponseWriter, r *http.Request) error {
-	ep, err := e.writable(r)
-	if err != nil {
-		return err
-	}
-	var in struct {
+	actionBody struct {
 		Action string `json:"action"`
 	}
-	if err := e.s.decodeJSON(w, r, &in); err != nil {
-		return err
+)
+
+// Connections (managers of the path company).
+
+func (e emailRoutes) listConnections() httpx.HandlerFunc {
+	page := pageRoute(e.managerCompany, func(r *http.Request, companyID string, p store.Page) ([]email.CredentialOption, *store.Cursor, error) {
+		return e.svc.ListCredentials(r.Context(), httpx.Actor(r), companyID, p)
+	})
+	return func(w http.ResponseWriter, r *http.Request) error {
+		noStore(w)
+		return page(w, r)
 	}
-	v, err := e.svc.ResolveDrift(r.Context(), httpx.Actor(r), ep, in.Action)
-	return httpx.Respond(w, http.StatusOK, v, err)
 }
 
-func (e emailRoutes) listSuppressions(w http.ResponseWriter, r *http.Request) error {
-	companyID, err := httpx.PathID(r, "companyId")
-	if err != nil {
-		return err
+func (e emailRoutes) createConnection() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.managerCompany, answerCreatedPrivate, func(r *http.Request, companyID string, in email.ConnectInput) (domain.EmailConnection, error) {
+		c, _, err := e.svc.Connect(r.Context(), httpx.Actor(r), companyID, in)
+		return c, err
+	})
+}
+
+func (e emailRoutes) getConnection() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.managed, answerOKPrivate, func(r *http.Request, m email.ManagedConnection, _ noBody) (domain.EmailConnection, error) {
+		return e.svc.ConnectionView(r.Context(), m)
+	})
+}
+
+func (e emailRoutes) inspectConnection() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.managed, answerOKPrivate, func(r *http.Request, m email.ManagedConnection, _ noBody) (email.InspectResult, error) {
+		return e.svc.InspectConnection(r.Context(), m)
+	})
+}
+
+func (e emailRoutes) checkAddress() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.managed, answerOKPrivate, func(r *http.Request, m email.ManagedConnection, in addressBody) (email.AddressCheck, error) {
+		return e.svc.CheckConnectionAddress(r.Context(), m, in.Username, in.Domain)
+	})
+}
+
+func (e emailRoutes) addInstall() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.managed, answerCreated, func(r *http.Request, m email.ManagedConnection, in installBody) (domain.EmailConnection, error) {
+		return e.svc.AddInstall(r.Context(), m, in.TargetType, in.TargetID)
+	})
+}
+
+func (e emailRoutes) deleteInstall() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.managed, answerNoContent, func(r *http.Request, m email.ManagedConnection, _ noBody) (noBody, error) {
+		return noBody{}, e.svc.RemoveInstall(r.Context(), m, r.PathValue("installId"))
+	})
+}
+
+func (e emailRoutes) addGrant() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.managed, answerCreated, func(r *http.Request, m email.ManagedConnection, in grantBody) (domain.EmailGrant, error) {
+		return e.svc.AddGrant(r.Context(), m, in.Kind, in.UserID)
+	})
+}
+
+func (e emailRoutes) revokeGrant() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.managed, answerNoContent, func(r *http.Request, m email.ManagedConnection, _ noBody) (noBody, error) {
+		return noBody{}, e.svc.RevokeGrant(r.Context(), m, r.PathValue("grantId"))
+	})
+}
+
+// inspectKey serves POST …/email/inspect: what a provider key can see,
+// before anything is connected.
+func (e emailRoutes) inspectKey() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.managerCompany, answerOKPrivate, func(r *http.Request, _ string, in keyBody) (email.InspectResult, error) {
+		return e.svc.InspectKey(r.Context(), in.APIKey)
+	})
+}
+
+// Inboxes.
+
+// inboxList is the scope of GET …/email/inboxes.
+type inboxList struct {
+	companyID string
+	archived  bool
+}
+
+// listInboxes serves GET /api/companies/{companyId}/email/inboxes
+// (?includeArchived=, paged).
+func (e emailRoutes) listInboxes() httpx.HandlerFunc {
+	open := func(r *http.Request) (inboxList, error) {
+		companyID, err := httpx.PathID(r, "companyId")
+		if err != nil {
+			return inboxList{}, err
+		}
+		switch v := r.URL.Query().Get("includeArchived"); {
+		case v != "" && v != "true" && v != "false":
+			return inboxList{}, httpx.Errorf(http.StatusBadRequest, "includeArchived must be true or false")
+		case v == "true" && httpx.Actor(r).Kind != authz.KindAgent:
+			// Disconnected inboxes are board history; agents keep seeing
+			// only their active inboxes.
+			return inboxList{companyID: companyID, archived: true}, nil
+		}
+		return inboxList{companyID: companyID}, nil
 	}
-	p, err := httpx.PageParams(r)
-	if err != nil {
-		return err
-	}
-	items, next, err := e.svc.ListSuppressions(r.Context(), httpx.Actor(r), companyID, p)
-	if errors.Is(err, store.ErrBadCursor) {
-		return httpx.ErrBadCursor
-	}
-	if err != nil {
-		return err
-	}
-	noStore(w)
-	// The conversion keeps email.SuppressionPage (what clients decode)
-	// the shape of every object listing.
-	httpx.WriteJSON(w, http.StatusOK, email.SuppressionPage(httpx.NewPageList(items, next)))
-	return nil
+	return pageRoute(open, func(r *http.Request, l inboxList, p store.Page) ([]domain.EmailEndpointSummary, *store.Cursor, error) {
+		return e.svc.ListInboxesPage(r.Context(), httpx.Actor(r), l.companyID, l.archived, p)
+	})
+}
+
+// listCompanyConversations serves GET /api/companies/{companyId}/email/conversations
+// (?endpointId=, paged): the company's conversations across its inboxes,
+// newest activity first, for board actors.
+func (e emailRoutes) listCompanyConversations() httpx.HandlerFunc {
+	return pageRoute(pathID("companyId"), func(r *http.Request, companyID string, p store.Page) ([]email.CompanyConversation, *store.Cursor, error) {
+		return e.svc.CompanyConversations(r.Context(), httpx.Actor(r), companyID, r.URL.Query().Get("endpointId"), p)
+	})
+}
+
+func (e emailRoutes) setup() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.managerCompany, answerCreated, func(r *http.Request, companyID string, in email.SetupInput) (domain.EmailEndpointSummary, error) {
+		return e.svc.Setup(r.Context(), httpx.Actor(r), companyID, in)
+	})
+}
+
+func (e emailRoutes) getInbox() httpx.HandlerFunc {
+	return jsonRoute(e.s, pathValue("endpointId"), answerOK, func(r *http.Request, id string, _ noBody) (domain.EmailEndpointSummary, error) {
+		return e.svc.Inbox(r.Context(), httpx.Actor(r), id)
+	})
+}
+
+func (e emailRoutes) control() httpx.HandlerFunc {
+	return jsonRoute(e.s, pathID("endpointId"), answerOK, func(r *http.Request, id string, in actionBody) (domain.EmailEndpointSummary, error) {
+		return e.svc.Control(r.Context(), httpx.Actor(r), id, in.Action)
+	})
+}
+
+func (e emailRoutes) reconnect() httpx.HandlerFunc {
+	return jsonRoute(e.s, pathID("endpointId"), answerOK, func(r *http.Request, id string, in email.ReconnectInput) (domain.EmailEndpointSummary, error) {
+		return e.svc.Reconnect(r.Context(), httpx.Actor(r), id, in)
+	})
+}
+
+func (e emailRoutes) listConversations() httpx.HandlerFunc {
+	return pageRoute(e.readable, func(r *http.Request, ep domain.EmailEndpoint, p store.Page) ([]email.ConversationSummary, *store.Cursor, error) {
+		return e.svc.InboxConversations(r.Context(), ep, p)
+	})
+}
+
+// inboxActivity serves GET …/activity: one page of the inbox's activity,
+// the next page's cursor inside the object (not a header).
+func (e emailRoutes) inboxActivity() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.readable, answerOK, func(r *http.Request, ep domain.EmailEndpoint, _ noBody) (email.InboxActivity, error) {
+		p, err := httpx.PageParams(r)
+		if err != nil {
+			return email.InboxActivity{}, err
+		}
+		out, next, err := e.svc.InboxActivity(r.Context(), ep, p)
+		if err == nil && next != nil {
+			c := httpx.EncodeCursor(*next)
+			out.NextCursor = &c
+		}
+		return out, err
+	})
+}
+
+// Sender rules.
+
+func (e emailRoutes) getSenderRules() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.readable, answerOKPrivate, func(r *http.Request, ep domain.EmailEndpoint, _ noBody) (email.SenderRulesView, error) {
+		return e.svc.SenderRulesView(r.Context(), ep.ID)
+	})
+}
+
+func (e emailRoutes) putSenderRules() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.writable, answerOK, func(r *http.Request, ep domain.EmailEndpoint, in domain.SenderRules) (email.SenderRulesView, error) {
+		return e.svc.PutSenderRules(r.Context(), httpx.Actor(r), ep, in)
+	})
+}
+
+func (e emailRoutes) checkDrift() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.writable, answerOK, func(r *http.Request, ep domain.EmailEndpoint, _ noBody) (email.SenderRulesView, error) {
+		return e.svc.CheckDriftView(r.Context(), ep)
+	})
+}
+
+func (e emailRoutes) resolveDrift() httpx.HandlerFunc {
+	return jsonRoute(e.s, e.writable, answerOK, func(r *http.Request, ep domain.EmailEndpoint, in actionBody) (email.SenderRulesView, error) {
+		return e.svc.ResolveDrift(r.Context(), httpx.Actor(r), ep, in.Action)
+	})
+}
+
+// Suppressions.
+
+// listSuppressions serves GET …/suppressions (paged): an object listing,
+// the cursor inside the object.
+func (e emailRoutes) listSuppressions() httpx.HandlerFunc {
+	return jsonRoute(e.s, pathID("companyId"), answerOKPrivate, func(r *http.Request, companyID string, _ noBody) (email.SuppressionPage, error) {
+		p, err := httpx.PageParams(r)
+		if err != nil {
+			return email.SuppressionPage{}, err
+		}
+		items, next, err := e.svc.ListSuppressions(r.Context(), httpx.Actor(r), companyID, p)
+		if errors.Is(err, store.ErrBadCursor) {
+			return email.SuppressionPage{}, httpx.ErrBadCursor
+		}
+		if err != nil {
+			return email.SuppressionPage{}, err
+		}
+		// The conversion keeps email.SuppressionPage (what clients decode)
+		// the shape of every object listing.
+		return email.SuppressionPage(httpx.NewPageList(items, next)), nil
+	})
 }
 
 // liftSuppression serves DELETE …/suppressions/{address}[?endpointId=].
-func (e emailRoutes) liftSuppression(w http.ResponseWriter, r *http.Request) error {
-	companyID, err := httpx.PathID(r, "companyId")
-	if err != nil {
-		return err
-	}
-	out, err := e.svc.LiftSuppression(r.Context(), httpx.Actor(r), companyID, r.PathValue("address"), r.URL.Query().Get("endpointId"))
-	return httpx.Respond(w, http.StatusOK, out, err)
+func (e emailRoutes) liftSuppression() httpx.HandlerFunc {
+	return jsonRoute(e.s, pathID("companyId"), answerOK, func(r *http.Request, companyID string, _ noBody) (email.Lifted, error) {
+		return e.svc.LiftSuppression(r.Context(), httpx.Actor(r), companyID, r.PathValue("address"), r.URL.Query().Get("endpointId"))
+	})
 }

@@ -36,12 +36,32 @@ type Me struct {
 	LocalBoard   bool           `json:"localBoard"`
 	KeyCompanyID string         `json:"keyCompanyId,omitempty"`
 	Memberships  []meMembership `json:"memberships"`
+	// Companies are the companies the actor sees, as GET /api/companies
+	// lists them, each with the actor's role; present only when asked
+	// for (?include=companies), so that a page's chrome takes one call.
+	Companies []MeCompany `json:"companies,omitzero"`
+}
+
+// MeCompany is a company of GET /api/me?include=companies with the
+// actor's role in it: "owner" for the local board, which owns every
+// company, and empty for an instance admin who is not a member.
+type MeCompany struct {
+	domain.Company
+	Role string `json:"role,omitempty"`
 }
 
 func (s *Server) getMe(w http.ResponseWriter, r *http.Request) error {
 	a := httpx.Actor(r)
 	if err := authz.RequireBoard(a); err != nil {
 		return err
+	}
+	var withCompanies bool
+	switch v := r.URL.Query().Get("include"); v {
+	case "":
+	case "companies":
+		withCompanies = true
+	default:
+		return httpx.Errorf(http.StatusBadRequest, "include must be companies")
 	}
 	u, err := s.Store.GetUser(r.Context(), s.Store.DB, a.UserID)
 	if err != nil {
@@ -64,8 +84,52 @@ func (s *Server) getMe(w http.ResponseWriter, r *http.Request) error {
 				CanManageConnections: m.Role != domain.RoleViewer && (a.IsInstanceAdmin || authz.HasPermission(acc, domain.PermManageConnections))})
 		}
 	}
+	if withCompanies {
+		if out.Companies, err = s.meCompanies(r, a, out.Memberships); err != nil {
+			return err
+		}
+	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// meCompanies lists the companies a board actor sees (the rule of GET
+// /api/companies for board actors) with its role in each, from ms.
+func (s *Server) meCompanies(r *http.Request, a authz.Actor, ms []meMembership) ([]MeCompany, error) {
+	var cs []domain.Company
+	switch {
+	case a.KeyCompanyID != "":
+		c, err := s.Store.GetCompany(r.Context(), s.Store.DB, a.KeyCompanyID)
+		if err != nil {
+			return nil, err
+		}
+		cs = []domain.Company{c}
+	case a.LocalBoard || a.IsInstanceAdmin:
+		all, err := s.Store.ListCompanies(r.Context(), s.Store.DB, "")
+		if err != nil {
+			return nil, err
+		}
+		cs = all
+	default:
+		mine, err := s.Store.ListCompanies(r.Context(), s.Store.DB, a.UserID)
+		if err != nil {
+			return nil, err
+		}
+		cs = mine
+	}
+	roles := map[string]string{}
+	for _, m := range ms {
+		roles[m.CompanyID] = m.Role
+	}
+	out := make([]MeCompany, 0, len(cs))
+	for _, c := range cs {
+		role := roles[c.ID]
+		if a.LocalBoard {
+			role = domain.RoleOwner
+		}
+		out = append(out, MeCompany{Company: c, Role: role})
+	}
+	return out, nil
 }
 
 // IssueCounts is a company's task count by status (GET …/issue-counts).

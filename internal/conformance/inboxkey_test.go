@@ -8,6 +8,7 @@ import (
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
@@ -73,7 +74,7 @@ func TestInboxScopedKey(t *testing.T) {
 			t.Fatalf("the refused reconnect changed the inbox: %v", after)
 		}
 		// Its own key reconnects.
-		e.Reconnect(t, e.ep, map[string]any{"apiKey": ownKey, "receiveMode": "websocket"})
+		e.Reconnect(t, e.ep, email.ReconnectInput{APIKey: ownKey, ReceiveMode: "websocket"})
 		e.waitReceiving()
 		// The provider enforces the scope too: the key cannot read the other inbox.
 		if _, err := e.provider(ownKey).GetInbox(context.Background(), other); err == nil {

@@ -2,24 +2,23 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
-	"io"
 	"io/fs"
 	"mime/multipart"
-	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/dbtest"
+	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
 // uploadTo uploads data as a task attachment through the replica at base.
-func uploadTo(t *testing.T, base, issueID, name, contentType string, data []byte) map[string]any {
+func uploadTo(t *testing.T, base, issueID, name, contentType string, data []byte) domain.Attachment {
 	t.Helper()
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
@@ -27,22 +26,8 @@ func uploadTo(t *testing.T, base, issueID, name, contentType string, data []byte
 		"Content-Type": {contentType}})
 	pw.Write(data)
 	mw.Close()
-	req, _ := http.NewRequest("POST", base+"/api/issues/"+issueID+"/attachments", &buf)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out := map[string]any{}
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 201 {
-		t.Fatalf("upload through %s: %d %s", base, resp.StatusCode, raw)
-	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testkit.Must(testkit.NewClient(t, base).API().UploadAttachment(context.Background(),
+		issueID, mw.FormDataContentType(), &buf))(t, "upload through "+base)
 }
 
 // Attachments work across replicas without shared storage (PostgreSQL):
@@ -81,7 +66,7 @@ func TestAttachmentsAcrossReplicas(t *testing.T) {
 		return len(atts) == 1
 	})
 	fromMail := testkit.ID(atts[0])
-	fromUpload := testkit.ID(uploadTo(t, a.Base, issueID, "notes.zip", "application/zip", uploaded))
+	fromUpload := uploadTo(t, a.Base, issueID, "notes.zip", "application/zip", uploaded).ID
 	th := a.JSON("GET", "/api/companies/"+w.companyID+"/email/tasks/"+issueID, nil, 200)
 	conversationID := th["conversationId"].(string)
 	replyTo := th["messages"].([]any)[0].(map[string]any)["providerMessageId"].(string)

@@ -89,7 +89,7 @@ func TestBackupAndRestore(t *testing.T) {
 		// An attachment: its content is in the database, so in the backup.
 		issue := testkit.ID(c.JSON("POST", "/api/companies/"+kept+"/issues", map[string]any{"title": "with a file"}, 201))
 		fileBytes := bytes.Repeat([]byte("backed up bytes\n"), 40000)
-		att := testkit.ID(uploadTo(t, p.url, issue, "report.txt", "text/plain", fileBytes))
+		att := uploadTo(t, p.url, issue, "report.txt", "text/plain", fileBytes).ID
 		backup := filepath.Join(t.TempDir(), "paperclip-backup")
 		env := []string{"PAPERCLIP_DATABASE_URL=" + url}
 		restoredURL := ""

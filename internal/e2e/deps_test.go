@@ -206,10 +206,11 @@ func TestLayering(t *testing.T) {
 		}
 	}
 
-	// Our own API has one client: the UI (in-process), the CLI and
-	// qualification (over HTTP) call its typed methods, so their links to
-	// the routes' types show here. The client sits below all three.
-	for _, pkg := range []string{"internal/ui", "internal/cli", "internal/qualify"} {
+	// Our own API has one client: the UI (in-process), the CLI,
+	// qualification and the test kit's helpers (over HTTP) call its typed
+	// methods, so their links to the routes' types show here. The client
+	// sits below all of them.
+	for _, pkg := range []string{"internal/ui", "internal/cli", "internal/qualify", "internal/testkit"} {
 		if !slices.Contains(deps[pkg], "internal/apiclient") {
 			t.Errorf("%s does not depend on internal/apiclient: its API calls bypass the typed client", pkg)
 		}

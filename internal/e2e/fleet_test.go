@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/db"
+	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
@@ -167,23 +169,29 @@ type mailWorld struct {
 func fleetSeed(f *fleet, n int) mailWorld {
 	t := f.t
 	t.Helper()
-	b := f.board()
-	b.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": true}}, 200)
-	w := mailWorld{companyID: testkit.ID(b.JSON("POST", "/api/companies", map[string]any{"name": "Fleet Mail"}, 201))}
+	api, ctx, on := f.board().API(), context.Background(), true
+	testkit.Must(api.PatchSettings(ctx, apiclient.SettingsPatch{
+		Experimental: &apiclient.ExperimentalPatch{EnableChatConnectors: &on}}))(t, "enable email connections")
+	w := mailWorld{companyID: testkit.Must(api.CreateCompany(ctx, "Fleet Mail"))(t, "create company").ID}
 	for _, action := range []string{"email.thread_sends", "email.recipient_sends"} {
-		b.JSON("POST", "/api/companies/"+w.companyID+"/action-policies", map[string]any{"action": action,
-			"effect": "allow", "rateLimitCount": 10_000, "rateLimitWindowSeconds": 3600}, 201)
+		testkit.Must(api.CreatePolicy(ctx, w.companyID, apiclient.NewPolicy{Action: action,
+			Effect: "allow", RateLimitCount: 10_000, RateLimitWindowSeconds: 3600}))(t, "raise "+action)
 	}
 	_, key := f.em.CreateOrganization("Fleet Mail")
+	adapter, paused := "process", "paused"
 	for i := range n {
-		aid := testkit.ID(b.JSON("POST", "/api/companies/"+w.companyID+"/agents", map[string]any{"name": fmt.Sprintf("Mail Agent %d", i),
-			"adapterType": "process", "adapterConfig": map[string]any{"command": "/bin/true"}}, 201))
-		b.JSON("PATCH", "/api/agents/"+aid, map[string]any{"status": "paused"}, 200)
-		sum := b.JSON("POST", "/api/companies/"+w.companyID+"/email/inboxes", map[string]any{"assignedAgentId": aid,
-			"apiKey": key, "username": fmt.Sprintf("fleet%d", i), "idempotencyKey": testkit.NewUUID()}, 201)
+		name := fmt.Sprintf("Mail Agent %d", i)
+		aid := testkit.Must(api.CreateAgent(ctx, w.companyID, apiclient.AgentInput{Name: &name,
+			AdapterType: &adapter, AdapterConfig: json.RawMessage(`{"command":"/bin/true"}`)}))(t, "create agent").ID
+		testkit.Must(api.PatchAgent(ctx, aid, apiclient.AgentInput{Status: &paused}))(t, "pause agent")
+		sum := testkit.Must(api.SetupInbox(ctx, w.companyID, email.SetupInput{AssignedAgentID: aid,
+			APIKey: key, Username: fmt.Sprintf("fleet%d", i), IdempotencyKey: testkit.NewUUID()}))(t, "set up inbox")
+		if sum.Address == nil {
+			t.Fatalf("inbox %s has no address", sum.ID)
+		}
 		w.agents = append(w.agents, aid)
-		w.endpoints = append(w.endpoints, testkit.ID(sum))
-		w.addresses = append(w.addresses, sum["address"].(string))
+		w.endpoints = append(w.endpoints, sum.ID)
+		w.addresses = append(w.addresses, *sum.Address)
 	}
 	for _, addr := range w.addresses {
 		testkit.Eventually(t, 30*time.Second, "a subscribed socket for "+addr, func() bool { return f.em.SubscribedCount(addr) == 1 })
@@ -205,23 +213,26 @@ func (f *fleet) inboundConversation(w mailWorld, endpoint, addr, subject string)
 		Text: "Opening " + subject}); err != nil {
 		t.Fatal(err)
 	}
-	b := f.board()
+	api, ctx := f.board().API(), context.Background()
 	var c conversation
 	testkit.Eventually(t, 30*time.Second, "the task "+subject, func() bool {
-		for _, is := range b.List("/api/companies/" + w.companyID + "/issues?originKind=chat_channel") {
-			if is["title"] == subject {
-				c.issueID = is["id"].(string)
+		for _, is := range testkit.Must(api.Issues(w.companyID).All(ctx, apiclient.Query("originKind", "chat_channel")))(t, "tasks") {
+			if is.Title == subject {
+				c.issueID = is.ID
 			}
 		}
 		return c.issueID != ""
 	})
-	th := b.JSON("GET", "/api/companies/"+w.companyID+"/email/tasks/"+c.issueID, nil, 200)
-	for _, m := range th["messages"].([]any) {
-		if mm := m.(map[string]any); mm["direction"] == "inbound" {
-			c.replyTo = mm["providerMessageId"].(string)
+	th := testkit.Must(api.Thread(ctx, w.companyID, c.issueID))(t, "the task's thread")
+	if th == nil {
+		t.Fatalf("task %s has no email thread", c.issueID)
+	}
+	for _, m := range th.Messages {
+		if m.Direction == "inbound" {
+			c.replyTo = m.ProviderMessageID
 		}
 	}
-	c.endpoint, c.conversationID = endpoint, th["conversationId"].(string)
+	c.endpoint, c.conversationID = endpoint, th.ConversationID
 	return c
 }
 

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/outbound"
 	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
@@ -213,7 +215,7 @@ func TestUIEmailJourney(t *testing.T) {
 		})
 		b.waitText("#task-runs", "Email received", 5*time.Second)
 		thread := waitDelivered(t, api, cid, tid, 1)
-		if len(thread["messages"].([]any)) < 2 {
+		if len(thread.Messages) < 2 {
 			t.Fatalf("thread: %v", thread)
 		}
 		outbox := e.em.Outbox("jane@example.com", "")
@@ -298,9 +300,10 @@ func TestUIEmailJourney(t *testing.T) {
 
 // findTask returns the id of the company's task titled title, or "".
 func findTask(api *testkit.Client, cid, title string) string {
-	for _, is := range api.List("/api/companies/" + cid + "/issues?originKind=chat_channel") {
-		if is["title"] == title {
-			return is["id"].(string)
+	tasks := testkit.Must(api.API().Issues(cid).All(context.Background(), apiclient.Query("originKind", "chat_channel")))(api.T, "tasks")
+	for _, is := range tasks {
+		if is.Title == title {
+			return is.ID
 		}
 	}
 	return ""
@@ -308,17 +311,16 @@ func findTask(api *testkit.Client, cid, title string) string {
 
 // waitDelivered waits until the task's email thread has n sends, all
 // delivered, and returns the thread.
-func waitDelivered(t *testing.T, api *testkit.Client, cid, tid string, n int) map[string]any {
+func waitDelivered(t *testing.T, api *testkit.Client, cid, tid string, n int) *outbound.ThreadSummary {
 	t.Helper()
-	var th map[string]any
+	var th *outbound.ThreadSummary
 	testkit.Eventually(t, 60*time.Second, "the reply to be delivered", func() bool {
-		th = api.JSON("GET", "/api/companies/"+cid+"/email/tasks/"+tid, nil, 200)
-		pubs, _ := th["publications"].([]any)
-		if len(pubs) != n {
+		th = testkit.Must(api.API().Thread(context.Background(), cid, tid))(t, "the task's thread")
+		if th == nil || len(th.Publications) != n {
 			return false
 		}
-		for _, p := range pubs {
-			if p.(map[string]any)["outcome"] != "delivered" {
+		for _, p := range th.Publications {
+			if p.Outcome != "delivered" {
 				return false
 			}
 		}

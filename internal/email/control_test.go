@@ -139,7 +139,7 @@ func TestPauseResume(t *testing.T) {
 		e := testkit.NewEmailEnv(t, url)
 		ep := e.Setup("pauser", nil)
 		id := ep["id"].(string)
-		if out := e.Control(t, id, "pause"); out["status"] != "paused" {
+		if out := e.Control(t, id, "pause"); out.Status != "paused" {
 			t.Fatalf("pause: %v", out)
 		}
 		if _, _, err := e.Email.ActiveEndpoint(context.Background(), e.DB, id); err == nil {

@@ -1,14 +1,17 @@
 package testkit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/paperclipai/paperclipai/internal/apiclient"
 	"github.com/paperclipai/paperclipai/internal/config"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/email"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
@@ -54,56 +57,90 @@ func NewEmailEnv(t testing.TB, databaseURL string, mutate ...func(*config.Config
 	}
 	inst := Start(t, cfg)
 	board := NewClient(t, inst.URL())
-	board.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": true}}, 200)
-	cid := ID(board.JSON("POST", "/api/companies", map[string]any{"name": "Mail Co"}, 201))
-	aid := ID(board.JSON("POST", "/api/companies/"+cid+"/agents", map[string]any{"name": "Mail Agent", "adapterType": "process",
-		"adapterConfig": map[string]any{"command": "/bin/true"}}, 201))
+	api, ctx, on := board.API(), context.Background(), true
+	Must(api.PatchSettings(ctx, apiclient.SettingsPatch{
+		Experimental: &apiclient.ExperimentalPatch{EnableChatConnectors: &on}}))(t, "enable email connections")
+	co := Must(api.CreateCompany(ctx, "Mail Co"))(t, "create company")
+	name, adapter := "Mail Agent", "process"
+	ag := Must(api.CreateAgent(ctx, co.ID, apiclient.AgentInput{Name: &name, AdapterType: &adapter,
+		AdapterConfig: json.RawMessage(`{"command":"/bin/true"}`)}))(t, "create agent")
 	_, key := em.CreateOrganization("Acme Mail")
-	return &EmailEnv{Instance: inst, Em: em, Board: board, CompanyID: cid, AgentID: aid, OrgKey: key}
+	return &EmailEnv{Instance: inst, Em: em, Board: board, CompanyID: co.ID, AgentID: ag.ID, OrgKey: key}
+}
+
+// SetupInbox connects an inbox with in and returns its summary; an empty
+// assigned agent, key source or idempotency key is the env's agent, the
+// org key and a fresh key.
+func (e *EmailEnv) SetupInbox(t testing.TB, in email.SetupInput) domain.EmailEndpointSummary {
+	t.Helper()
+	if in.AssignedAgentID == "" {
+		in.AssignedAgentID = e.AgentID
+	}
+	if in.APIKey == "" && in.CredentialConnectionID == "" {
+		in.APIKey = e.OrgKey
+	}
+	if in.IdempotencyKey == "" {
+		in.IdempotencyKey = NewUUID()
+	}
+	return Must(e.Board.API().SetupInbox(context.Background(), e.CompanyID, in))(t, "set up inbox")
 }
 
 // Setup connects an inbox for the env's agent with the org key and returns
-// the endpoint summary.
+// the endpoint summary as a map. extra overrides fields of the setup body
+// (email.SetupInput's JSON names; a nil value drops the field); a field
+// the route does not take fails the test.
 func (e *EmailEnv) Setup(username string, extra map[string]any) map[string]any {
+	t := e.Board.T
+	t.Helper()
 	body := map[string]any{"assignedAgentId": e.AgentID, "apiKey": e.OrgKey, "username": username,
 		"idempotencyKey": NewUUID()}
 	for k, v := range extra {
 		body[k] = v
 	}
-	return e.Board.JSON("POST", "/api/companies/"+e.CompanyID+"/email/inboxes", body, 201)
+	raw, err := json.Marshal(body)
+	if err != nil {
+		t.Fatalf("encode setup body: %v", err)
+	}
+	var in email.SetupInput
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		t.Fatalf("setup body %s: %v", raw, err)
+	}
+	return AsMap(t, Must(e.Board.API().SetupInbox(context.Background(), e.CompanyID, in))(t, "set up inbox"))
 }
 
 // Control runs an inbox control action, retrying while an email operation
 // holds a thread lease (stopping an inbox is refused meanwhile, by design).
-func (e *EmailEnv) Control(t testing.TB, endpointID, action string) map[string]any {
+func (e *EmailEnv) Control(t testing.TB, endpointID, action string) domain.EmailEndpointSummary {
 	t.Helper()
-	var out map[string]any
+	var out domain.EmailEndpointSummary
 	Eventually(t, 30*time.Second, "inbox "+action, func() bool {
-		st, body := e.Board.Do("POST", "/api/email/inboxes/"+endpointID+"/control", map[string]any{"action": action})
-		if st == 200 {
-			_ = json.Unmarshal(body, &out)
+		sum, err := e.Board.API().ControlInbox(context.Background(), endpointID, action)
+		if err == nil {
+			out = sum
 		}
-		return st == 200
+		return err == nil
 	})
 	return out
 }
 
-// Reconnect reconnects an inbox with body and returns the summary,
-// retrying only the 409 the server answers while an email operation holds
-// the inbox ("retry shortly", by design); any other status fails the test.
-func (e *EmailEnv) Reconnect(t testing.TB, endpointID string, body map[string]any) map[string]any {
+// Reconnect reconnects an inbox with in and returns the summary, retrying
+// only the 409 the server answers while an email operation holds the
+// inbox ("retry shortly", by design); any other refusal fails the test.
+func (e *EmailEnv) Reconnect(t testing.TB, endpointID string, in email.ReconnectInput) domain.EmailEndpointSummary {
 	t.Helper()
-	var out map[string]any
+	var out domain.EmailEndpointSummary
 	Eventually(t, 30*time.Second, "inbox reconnect", func() bool {
-		st, raw := e.Board.Do("POST", "/api/email/inboxes/"+endpointID+"/reconnect", body)
-		switch st {
-		case http.StatusOK:
-			_ = json.Unmarshal(raw, &out)
+		sum, err := e.Board.API().ReconnectInbox(context.Background(), endpointID, in)
+		switch {
+		case err == nil:
+			out = sum
 			return true
-		case http.StatusConflict:
+		case Status(err) == http.StatusConflict:
 			return false
 		}
-		t.Fatalf("reconnect: status %d: %s", st, raw)
+		t.Fatalf("reconnect: %v", err)
 		return false
 	})
 	return out

@@ -179,22 +179,46 @@ func (u *UI) page(fn func(c *rc)) http.HandlerFunc {
 // Me returns the actor's /api/me answer (once per request).
 func (c *rc) Me() *api.Me {
 	if c.me == nil {
-		me, err := c.cl().Me(c.ctx())
-		if c.check(err) != nil {
-			me = api.Me{LocalBoard: c.actor.LocalBoard}
-		}
-		c.me = &me
+		c.loadMe(false)
 	}
 	return c.me
 }
 
-// Companies returns the companies visible to the actor (once per request).
+// Companies returns the companies visible to the actor (once per request):
+// read together with /api/me (?include=companies) when /api/me is not
+// read yet, so a page's chrome costs one API call.
 func (c *rc) Companies() []domain.Company {
-	if !c.companiesLoaded {
+	switch {
+	case c.companiesLoaded:
+	case c.me == nil:
+		c.loadMe(true)
+	default:
 		c.companiesLoaded = true
 		_ = into(c, &c.companies)(c.cl().Companies(c.ctx()))
 	}
 	return c.companies
+}
+
+// loadMe reads /api/me, with the actor's companies when withCompanies is
+// set. A refused read leaves an empty answer (the API's refusal decides
+// what the page shows).
+func (c *rc) loadMe(withCompanies bool) {
+	read := c.cl().Me
+	if withCompanies {
+		read = c.cl().MeWithCompanies
+	}
+	me, err := read(c.ctx())
+	if c.check(err) != nil {
+		me = api.Me{LocalBoard: c.actor.LocalBoard}
+	}
+	c.me = &me
+	if withCompanies {
+		c.companiesLoaded = true
+		c.companies = make([]domain.Company, 0, len(me.Companies))
+		for _, co := range me.Companies {
+			c.companies = append(c.companies, co.Company)
+		}
+	}
 }
 
 // api calls the JSON API by path as the request's actor (the untyped

@@ -21,14 +21,7 @@ func (u *UI) company(fn func(c *rc)) http.HandlerFunc {
 			c.notFound()
 			return
 		}
-		var co domain.Company
-		var e *APIError
-		// The header's data loads alongside the company itself.
-		parallel(func() { e = into(c, &co)(c.cl().Company(c.ctx(), cid)) }, func() { c.Me() }, func() {
-			if c.r.URL.Query().Get("fragment") == "" {
-				c.Companies()
-			}
-		})
+		co, e := c.chromeCompany(cid)
 		if e != nil {
 			c.fail(e)
 			return
@@ -38,6 +31,27 @@ func (u *UI) company(fn func(c *rc)) http.HandlerFunc {
 		c.caps = c.capsFor(cid)
 		fn(c)
 	})
+}
+
+// chromeCompany loads the page's company with the header's data (the
+// actor, and for a whole page the company switcher's list). A whole page
+// reads all of it with one /api/me?include=companies and takes the company
+// from the list; a company missing from it is read on its own, so that the
+// API's refusal (not found, forbidden) decides the page. A fragment, polled
+// often, skips the list and reads the actor alongside the company.
+func (c *rc) chromeCompany(cid string) (domain.Company, *APIError) {
+	var co domain.Company
+	if c.r.URL.Query().Get("fragment") == "" {
+		for _, listed := range c.Companies() {
+			if listed.ID == cid {
+				return listed, nil
+			}
+		}
+		return co, into(c, &co)(c.cl().Company(c.ctx(), cid))
+	}
+	var e *APIError
+	parallel(func() { e = into(c, &co)(c.cl().Company(c.ctx(), cid)) }, func() { c.Me() })
+	return co, e
 }
 
 // pathUUID returns the named path value when it is a UUID.

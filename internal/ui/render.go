@@ -130,13 +130,14 @@ func (c *rc) render(status int, page string, v view) {
 	v.LocalMode = c.actor.LocalBoard
 	v.SignedIn = c.session != nil
 	if c.actor.Kind != "" {
+		if !v.Bare {
+			// First: the list comes with /api/me in one call.
+			v.Companies = c.Companies()
+		}
 		me := c.Me()
 		v.User = me.User.Email
 		if c.cid == "" {
 			v.Caps = caps{InstanceAdmin: me.User.IsInstanceAdmin && me.KeyCompanyID == ""}
-		}
-		if !v.Bare {
-			v.Companies = c.Companies()
 		}
 	}
 	v.Footer = c.u.footer(c)
