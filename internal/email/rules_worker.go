@@ -16,8 +16,10 @@ import (
 // PAPERCLIP_QUARANTINE_DAYS.
 type RulesWorker struct {
 	s *Service
-	// Interval is the polling period (default 5 s); a rules change wakes
-	// the worker at once (Options.RulesChanged).
+	// Interval is the loop's tick (default 5 s); a rules change wakes the
+	// worker at once (Options.RulesChanged). The database is read only
+	// when work may be due: at a failed sync's next attempt, or after
+	// recheckTicks ticks (another replica's change, a sync cut short).
 	Interval time.Duration
 	// DriftEvery is how often each synced inbox is checked for drift
 	// (default 1 hour).
@@ -32,7 +34,20 @@ type RulesWorker struct {
 	// paperclip_email_bounce_rate_high_inboxes gauge.
 	high      map[string]bool
 	highCount atomic.Int64
+	// syncAt and driftAt are when syncDue and checkDrift next read the
+	// database (loop goroutine only; zero: at the next tick).
+	syncAt, driftAt time.Time
+	// seenEpoch is the Service's rulesEpoch at the last round (loop
+	// goroutine only).
+	seenEpoch int64
 }
+
+// recheckTicks is how many ticks an idle worker waits before reading the
+// database again (one minute by default). Why not every tick: an idle
+// cluster should issue almost no statements, and a rules change on this
+// replica wakes the worker anyway; the recheck is for changes made on
+// other replicas, whose own worker normally syncs them.
+const recheckTicks = 12
 
 // HighBounceInboxes is how many active inboxes had a bounce rate over
 // BounceRateLimit at the last check.
@@ -49,6 +64,12 @@ func NewRulesWorker(s *Service) *RulesWorker {
 func (w *RulesWorker) Start(context.Context) error {
 	var lastPurge, lastBounce time.Time
 	w.loop.Start(min(w.Interval, w.BounceEvery), w.s.RulesChanged, func(ctx context.Context) {
+		// A rules change on this replica since the last round: sync now,
+		// whatever syncAt planned.
+		if e := w.s.rulesEpoch.Load(); e != w.seenEpoch {
+			w.seenEpoch = e
+			w.syncAt = time.Time{}
+		}
 		w.syncDue(ctx)
 		w.checkDrift(ctx)
 		if time.Since(lastBounce) > w.BounceEvery {
@@ -74,13 +95,18 @@ const rulesLeaseKey = "email-rules"
 // syncDue syncs every inbox whose rules wait, each under its lease.
 func (w *RulesWorker) syncDue(ctx context.Context) {
 	s := w.s
-	due, err := s.Store.DueSenderRules(ctx, s.Store.DB, 50)
+	if time.Now().Before(w.syncAt) {
+		return
+	}
+	const page = 50
+	due, err := s.Store.DueSenderRules(ctx, s.Store.DB, page)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.Log.Warn("read due sender rules", "err", err)
 		}
 		return
 	}
+	defer w.planSync(ctx, len(due) == page)
 	for _, row := range due {
 		if ctx.Err() != nil {
 			return
@@ -98,6 +124,29 @@ func (w *RulesWorker) syncDue(ctx context.Context) {
 	}
 }
 
+// planSync sets when syncDue next reads the database: at the next tick
+// after a full page, else at the earliest retry waiting, at the latest
+// after recheckTicks ticks.
+func (w *RulesWorker) planSync(ctx context.Context, more bool) {
+	if more {
+		w.syncAt = time.Time{}
+		return
+	}
+	w.syncAt = time.Now().Add(recheckTicks * w.Interval)
+	next, err := w.s.Store.NextSenderRulesRetry(ctx, w.s.Store.DB)
+	if err != nil {
+		w.syncAt = time.Time{}
+		return
+	}
+	if next != nil {
+		// The store's clock may differ from the process's (tests move it):
+		// count the wait from the store's now.
+		if at := time.Now().Add(next.Sub(w.s.Store.Now())); at.Before(w.syncAt) {
+			w.syncAt = at
+		}
+	}
+}
+
 func (w *RulesWorker) underLease(ctx context.Context, companyID, endpointID string, fn func()) {
 	s := w.s
 	l, _, err := s.Store.TryLease(ctx, s.Store.DB, companyID, endpointID, rulesLeaseKey, s.Holder, 2*time.Minute)
@@ -112,9 +161,18 @@ func (w *RulesWorker) underLease(ctx context.Context, companyID, endpointID stri
 // DriftEvery with AgentMail's lists.
 func (w *RulesWorker) checkDrift(ctx context.Context) {
 	s := w.s
-	rows, err := s.Store.SenderRulesToCheck(ctx, s.Store.DB, s.Store.Now().Add(-w.DriftEvery), 20)
+	if time.Now().Before(w.driftAt) {
+		return
+	}
+	const page = 20
+	rows, err := s.Store.SenderRulesToCheck(ctx, s.Store.DB, s.Store.Now().Add(-w.DriftEvery), page)
 	if err != nil {
 		return
+	}
+	if len(rows) < page {
+		w.driftAt = time.Now().Add(min(w.DriftEvery, recheckTicks*w.Interval))
+	} else {
+		w.driftAt = time.Time{}
 	}
 	for _, row := range rows {
 		ep, err := s.Store.GetEndpoint(ctx, s.Store.DB, row.EndpointID)

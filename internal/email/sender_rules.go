@@ -192,6 +192,7 @@ func (s *Service) storeRules(ctx context.Context, a authz.Actor, ep domain.Email
 	if err != nil {
 		return err
 	}
+	s.rulesEpoch.Add(1)
 	s.RulesChanged.Notify()
 	return nil
 }

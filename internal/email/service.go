@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
@@ -73,6 +74,9 @@ type Options struct {
 // pipelines call before they act (ActiveEndpoint, CheckActive).
 type Service struct {
 	Options
+	// rulesEpoch counts local sender rules changes; the rules worker
+	// compares it to learn that a round was woken by one.
+	rulesEpoch atomic.Int64
 }
 
 // New returns a Service; o.Client must be configured with the provider

@@ -112,10 +112,15 @@ type Options struct {
 
 // Service is the heartbeat scheduler.
 type Service struct {
-	opts    Options
-	st      *store.Store
-	log     *slog.Logger
-	signal  notify.Signal
+	opts   Options
+	st     *store.Store
+	log    *slog.Logger
+	signal notify.Signal
+	// remote is nudged by other replicas' asks (listenQueued).
+	remote notify.Signal
+	// lastAsk is when this process last asked the others (askOthers; loop
+	// goroutine only).
+	lastAsk time.Time
 	mu      sync.Mutex
 	active  map[string]context.CancelCauseFunc
 	wg      sync.WaitGroup
@@ -146,7 +151,7 @@ func New(o Options) *Service {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	rc, cancel := context.WithCancel(context.Background())
-	return &Service{opts: o, st: o.Store, log: o.Logger, signal: notify.New(),
+	return &Service{opts: o, st: o.Store, log: o.Logger, signal: notify.New(), remote: notify.New(),
 		active: map[string]context.CancelCauseFunc{}, stopped: make(chan struct{}), listened: make(chan struct{}),
 		runCtx: rc, runCancel: cancel}
 }

@@ -8,16 +8,25 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
-// pollInterval is the fallback scan for runs queued by other replicas; the
-// local path is driven by Notify and never waits for it.
-const pollInterval = 2 * time.Second
+// queuedChannel is the PostgreSQL notification channel on which a replica
+// that cannot start queued runs itself (it is at capacity, or draining)
+// asks the others to look. Why not a scan every few seconds: an idle
+// cluster would then issue statements for nothing, forever; the local
+// path is driven by Notify, and the renewal tick (LeaseTTL/3) is the
+// fallback for a notification that was lost.
+const queuedChannel = "paperclip_run_queued"
+
+// askEvery bounds how often a busy replica asks the others (askOthers).
+const askEvery = 250 * time.Millisecond
 
 // Start recovers orphaned runs and starts the scheduling loop; it returns
 // once the first recovery pass is done. ctx bounds only that startup: the
@@ -44,7 +53,10 @@ func (s *Service) Start(ctx context.Context) error {
 	go s.loop(lctx)
 	go func() {
 		defer close(s.listened)
-		s.listenCancels(lctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { s.listenCancels(lctx) })
+		wg.Go(func() { s.listenQueued(lctx) })
+		wg.Wait()
 	}()
 	s.Notify()
 	return nil
@@ -54,8 +66,6 @@ func (s *Service) loop(ctx context.Context) {
 	defer close(s.stopped)
 	renew := time.NewTicker(s.opts.LeaseTTL / 3)
 	defer renew.Stop()
-	poll := time.NewTicker(pollInterval)
-	defer poll.Stop()
 	// renewingSince is when this runner's lease renewals last started to
 	// succeed (zero while they fail). Why: after the database was
 	// unreachable (restarted, or cut off), every replica's run leases may
@@ -66,33 +76,102 @@ func (s *Service) loop(ctx context.Context) {
 	// have worked for two renewal periods; a run is then orphaned only if
 	// its runner really stopped renewing.
 	renewingSince := s.st.Now()
-	for {
+	for tick := 1; ; {
+		local := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.signal:
-		case <-poll.C:
+			local = true
+		case <-s.remote:
 		case <-renew.C:
-			if err := s.st.RenewRunLeases(ctx, s.st.DB, s.opts.RunnerID, s.st.Now().Add(s.opts.LeaseTTL)); err != nil {
-				renewingSince = time.Time{}
-				if ctx.Err() == nil {
-					s.log.Error("renew run leases", "err", err)
-				}
-			} else if renewingSince.IsZero() {
-				renewingSince = s.st.Now()
+			// Why the sweep and the fallback scan run every third tick
+			// (once per LeaseTTL) only: they are for other replicas' runs
+			// and lost notifications, and an idle cluster should issue
+			// (almost) no statements; a run whose runner died is then
+			// retried within two lease periods instead of 1⅓.
+			tick++
+			var scan bool
+			renewingSince, scan = s.renewTick(ctx, renewingSince, tick%3 == 0)
+			if !scan {
+				continue
 			}
-			if !renewingSince.IsZero() && s.st.Now().Sub(renewingSince) >= 2*s.opts.LeaseTTL/3 {
-				if err := s.sweepOrphans(ctx, false); err != nil && ctx.Err() == nil {
-					s.log.Error("recover orphaned runs", "err", err)
-				}
-			}
-			// Cancellations requested on other replicas, should their
-			// notification have been missed.
-			s.stopCancelled(ctx)
 		}
-		if err := s.schedule(ctx); err != nil && ctx.Err() == nil {
+		full, err := s.schedule(ctx)
+		if err != nil && ctx.Err() == nil {
 			s.log.Error("schedule runs", "err", err)
 		}
+		// Only a local nudge is passed on: a replica that is full when the
+		// others ask must not ask back, or two full replicas would keep
+		// asking each other.
+		if full && local {
+			s.askOthers(ctx)
+		}
+	}
+}
+
+// renewTick is the scheduler's periodic work: renewing the leases of the
+// runs executing here, looking for cancellations whose notification was
+// missed and, when sweep is set, sweeping runs whose runner stopped. It
+// returns the new renewingSince (see loop) and whether to look for queued
+// runs now (sweep, or runs execute here). Why an idle replica skips the
+// renewal and the cancellation scan: it has no run to renew or stop, and
+// an idle cluster should issue (almost) no statements. While the
+// database is not known to work (renewingSince is zero) the renewal runs
+// anyway, as the check that it works again.
+func (s *Service) renewTick(ctx context.Context, renewingSince time.Time, sweep bool) (time.Time, bool) {
+	active, _ := s.activeCount()
+	if active > 0 || renewingSince.IsZero() {
+		if err := s.st.RenewRunLeases(ctx, s.st.DB, s.opts.RunnerID, s.st.Now().Add(s.opts.LeaseTTL)); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("renew run leases", "err", err)
+			}
+			return time.Time{}, false
+		}
+		if renewingSince.IsZero() {
+			renewingSince = s.st.Now()
+		}
+	}
+	// On a database of its own (SQLite) this process recovered every
+	// orphan at start (Start), and none can appear since: no sweep.
+	if sweep && !s.opts.ExclusiveDatabase && s.st.Now().Sub(renewingSince) >= 2*s.opts.LeaseTTL/3 {
+		if err := s.sweepOrphans(ctx, false); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("recover orphaned runs", "err", err)
+			}
+			return time.Time{}, false
+		}
+	}
+	if active > 0 {
+		// Cancellations requested on other replicas, should their
+		// notification have been missed.
+		s.stopCancelled(ctx)
+	}
+	return renewingSince, sweep || active > 0
+}
+
+// askOthers tells the other replicas to look for queued runs, at most once
+// per askEvery: this one cannot start them now. On SQLite it does nothing
+// (one process).
+func (s *Service) askOthers(ctx context.Context) {
+	if time.Since(s.lastAsk) < askEvery {
+		return
+	}
+	s.lastAsk = time.Now()
+	if err := s.st.DB.Notify(ctx, queuedChannel, ""); err != nil && ctx.Err() == nil {
+		s.log.Warn("ask other replicas to start queued runs", "err", err)
+	}
+}
+
+// listenQueued follows the other replicas' asks (queuedChannel) on
+// PostgreSQL. db.Follow also nudges after each (re)connect, since asks
+// sent meanwhile are lost.
+func (s *Service) listenQueued(ctx context.Context) {
+	err := s.st.DB.Follow(ctx, queuedChannel, s.remote.Notify, func(err error) {
+		s.log.Warn("queued-run listener stopped; reconnecting", "err", fmt.Sprint(err))
+	})
+	if err != nil && !errors.Is(err, db.ErrNoListen) {
+		s.log.Error("queued-run listener", "err", err)
 	}
 }
 
@@ -102,15 +181,17 @@ func (s *Service) activeCount() (int, bool) {
 	return len(s.active), s.draining
 }
 
-// schedule starts as many queued runs as capacity allows.
-func (s *Service) schedule(ctx context.Context) error {
+// schedule starts as many queued runs as capacity allows. full reports
+// that it stopped for want of capacity (or because the process drains):
+// queued runs may be left that another replica could start.
+func (s *Service) schedule(ctx context.Context) (full bool, err error) {
 	n, draining := s.activeCount()
 	if draining || n >= s.opts.MaxConcurrent {
-		return nil
+		return true, nil
 	}
 	cands, err := s.st.RunCandidates(ctx, s.st.DB, 4*(s.opts.MaxConcurrent-n))
 	if err != nil {
-		return err
+		return false, err
 	}
 	seen := map[string]bool{}
 	for _, c := range cands {
@@ -119,13 +200,13 @@ func (s *Service) schedule(ctx context.Context) error {
 		}
 		seen[c.AgentID] = true
 		if n, draining := s.activeCount(); draining || n >= s.opts.MaxConcurrent {
-			return nil
+			return true, nil
 		}
 		if err := s.tryStart(ctx, c); err != nil {
 			s.log.Error("start run", "run", c.ID, "err", err)
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // tryStart claims one queued run under its agent's lock and launches it.
@@ -374,6 +455,10 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
+	// Runs still queued here are the others' to start now.
+	if err := s.st.DB.Notify(ctx, queuedChannel, ""); err != nil && ctx.Err() == nil {
+		s.log.Warn("ask other replicas to start queued runs", "err", err)
+	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	var err error

@@ -92,6 +92,19 @@ func (s *Store) DueSenderRules(ctx context.Context, q db.Querier, limit int) ([]
 		ORDER BY next_sync_at LIMIT $2`, s.Now(), limit)
 }
 
+// NextSenderRulesRetry returns when the earliest failed or pending sync
+// that is not yet due falls due (nil when none waits): the rules worker
+// sleeps until then instead of polling.
+func (s *Store) NextSenderRulesRetry(ctx context.Context, q db.Querier) (*time.Time, error) {
+	rows, err := queryAll(ctx, q, "next sender rules retry", scanSenderRules, `SELECT `+senderRuleCols+` FROM email_sender_rules
+		WHERE sync_state IN ('pending', 'failed') AND next_sync_at > $1
+		ORDER BY next_sync_at LIMIT 1`, s.Now())
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return rows[0].NextSyncAt, nil
+}
+
 // MarkSenderRulesSynced records that version was written to AgentMail. A
 // newer version stored meanwhile stays pending (the update matches only
 // the synced version).
