@@ -50,8 +50,11 @@ func (b *browser) axeProblems() []string {
 		return nil
 	}
 	if _, seen := axeChecked.LoadOrStore(eval[string](b, axeSignatureJS), true); seen {
+		b.stats.axeSkipped++
 		return nil
 	}
+	start := time.Now()
+	defer func() { b.stats.axeRuns++; b.stats.axeTime += time.Since(start) }()
 	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
 	defer cancel()
 	// Why through the DevTools protocol rather than a <script> tag: the

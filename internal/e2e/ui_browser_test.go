@@ -25,7 +25,9 @@ const agentScript = "echo hello from the agent for task $PAPERCLIP_TASK_ID; slee
 // company, an agent and a task; a comment that wakes the agent; the run
 // appearing and finishing without a reload; its log; members and settings.
 func TestUIJourney(t *testing.T) {
+	t.Parallel()
 	dbtest.EachURL(t, func(t *testing.T, dialect db.Dialect, dbURL string) {
+		t.Parallel()
 		inst := startUIServer(t, dbURL, config.ModeLocalTrusted)
 		api := testkit.NewClient(t, inst.URL())
 		b := newBrowser(t, inst.URL(), 1280, 900)
@@ -215,6 +217,7 @@ func uiScreenshots(t *testing.T, b *browser, dir, c, tid, aid string) {
 // TestUIAuthenticatedSignInAndViewer signs in with a board key, signs out,
 // and checks that a viewer sees no write forms.
 func TestUIAuthenticatedSignInAndViewer(t *testing.T) {
+	t.Parallel()
 	inst := startUIServer(t, "", config.ModeAuthenticated)
 	ctx := context.Background()
 	st := inst.Store
@@ -286,6 +289,7 @@ func TestUIAuthenticatedSignInAndViewer(t *testing.T) {
 // TestUICrossSitePostRefused: a page on another origin cannot make the
 // signed-in browser create a company, by form or by fetch.
 func TestUICrossSitePostRefused(t *testing.T) {
+	t.Parallel()
 	inst := startUIServer(t, "", config.ModeAuthenticated)
 	key := adminBoardKey(t, inst)
 	target := inst.URL()
@@ -330,6 +334,7 @@ func TestUICrossSitePostRefused(t *testing.T) {
 // TestUIScriptTitleIsText: a task titled <script> shows as text everywhere
 // (no dialog opens: the browser guard fails the test on one).
 func TestUIScriptTitleIsText(t *testing.T) {
+	t.Parallel()
 	inst := startUIServer(t, "", config.ModeLocalTrusted)
 	api := testkit.NewClient(t, inst.URL())
 	cid := testkit.ID(api.JSON("POST", "/api/companies", map[string]string{"name": "Esc"}, 201))

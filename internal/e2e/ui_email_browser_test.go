@@ -28,7 +28,9 @@ var setupRe = regexp.MustCompile(`/setup/([0-9a-f-]{36})\?`)
 // email and watch the task and the agent's delivered reply appear, then
 // pause, resume and disconnect the inbox.
 func TestUIEmailJourney(t *testing.T) {
+	t.Parallel()
 	dbtest.EachURL(t, func(t *testing.T, dialect db.Dialect, dbURL string) {
+		t.Parallel()
 		e := startEmailUI(t, dbURL, 1500*time.Millisecond)
 		api := e.api
 		b := newBrowser(t, e.inst.URL(), 1280, 900)

@@ -27,11 +27,9 @@ type emailUI struct {
 
 // startEmailUI starts an emulator (receipts after deliveryDelay; negative
 // means none) and a local_trusted server on it with fast UI polling and
-// catch-up (these tests cannot be parallel: they set the environment).
+// catch-up.
 func startEmailUI(t *testing.T, dbURL string, deliveryDelay time.Duration) *emailUI {
 	t.Helper()
-	t.Setenv("PAPERCLIP_UI_POLL_MS", "400")
-	t.Setenv("PAPERCLIP_EMAIL_CATCHUP_INTERVAL", "2s")
 	em, err := emulator.Start(context.Background(), emulator.Options{DeliveryDelay: deliveryDelay})
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +37,12 @@ func startEmailUI(t *testing.T, dbURL string, deliveryDelay time.Duration) *emai
 	t.Cleanup(func() { em.Close() })
 	cfg := testkit.EmailConfig(testkit.Config(t, dbURL), em)
 	cfg.DeploymentMode = config.ModeLocalTrusted
-	cfg.AgentMailTimeout = 3 * time.Second
+	cfg.UIPollMS = 400
+	cfg.EmailCatchupInterval = 2 * time.Second
+	// A bound for a hung provider only (no journey stalls one): long
+	// enough that a loaded machine running browser tests in parallel does
+	// not turn a slow local answer into a provider error.
+	cfg.AgentMailTimeout = 10 * time.Second
 	inst := testkit.Start(t, cfg)
 	_, key := em.CreateOrganization("Acme Mail")
 	return &emailUI{t: t, inst: inst, em: em, api: testkit.NewClient(t, inst.URL()), orgKey: key}
@@ -54,13 +57,15 @@ func (e *emailUI) provider(key string) *agentmail.Client {
 	return c
 }
 
-// allowClipboard lets the page write to the clipboard (copy buttons).
+// allowClipboard lets the page write to the clipboard (copy buttons), in
+// the tab's own browser context.
 func (b *browser) allowClipboard() {
 	b.t.Helper()
 	for _, name := range []string{"clipboard-write", "clipboard-read"} {
 		if _, err := chromedp.CallBrowser(b.ctx, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{
 			Permission: &cdpbrowser.PermissionDescriptor{Name: name, AllowWithoutSanitization: name == "clipboard-read"},
-			Setting:    cdpbrowser.PermissionSettingGranted, Origin: b.base}); err != nil {
+			Setting:    cdpbrowser.PermissionSettingGranted, Origin: b.base,
+			BrowserContextID: chromedp.FromContext(b.ctx).BrowserContextID}); err != nil {
 			b.t.Fatalf("grant %s: %v", name, err)
 		}
 	}

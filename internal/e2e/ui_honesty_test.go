@@ -23,6 +23,7 @@ import (
 //   - destructive buttons ("Confirm not sent", "Disconnect inbox") are
 //     legible (.btn-danger was defined twice: red text on red).
 func TestUIHonestStates(t *testing.T) {
+	t.Parallel()
 	e := startMailUIServer(t)
 	c := "/c/" + e.cid
 	shots := os.Getenv("PAPERCLIP_UI_SCREENSHOTS")
@@ -131,8 +132,10 @@ func TestUIHonestStates(t *testing.T) {
 	// A phone: the same pages, no widening, no cut-off table.
 	p := newBrowser(t, e.inst.URL(), 390, 844)
 	for _, path := range []string{c + "/tasks/" + task, c + "/runs/" + rid, c + "/tasks", c, c + "/agents", c + "/activity", c + "/members",
-		c + "/apps/agentmail", c + "/apps/agentmail/inboxes/" + e.eid + "/conversations", c + "/runs", c + "/email", c + "/company"} {
+		c + "/apps/agentmail", c + "/apps/agentmail/inboxes/" + e.eid + "/conversations", c + "/runs", c + "/company", c + "/email"} {
 		p.visit(path)
 	}
+	// The last page visited is the Email page (docs/ui.md, "Email on a
+	// phone").
 	p.screenshot(shots, "email-phone")
 }

@@ -18,7 +18,7 @@ import (
 // generous wait-until-visible (the push normally takes well under 2 s),
 // never a timing assertion.
 func TestUILiveListsArePushed(t *testing.T) {
-	t.Setenv("PAPERCLIP_UI_POLL_MS", "120000")
+	t.Parallel()
 	em, err := emulator.Start(context.Background(), emulator.Options{DeliveryDelay: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +26,7 @@ func TestUILiveListsArePushed(t *testing.T) {
 	t.Cleanup(func() { _ = em.Close() })
 	cfg := testkit.EmailConfig(testkit.Config(t, ""), em)
 	cfg.DeploymentMode = config.ModeLocalTrusted
+	cfg.UIPollMS = 120000
 	inst := testkit.Start(t, cfg)
 	api := testkit.NewClient(t, inst.URL())
 	api.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": true}}, 200)

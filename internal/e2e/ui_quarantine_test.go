@@ -15,6 +15,7 @@ import (
 // (synced to AgentMail), releasing the second makes its task appear; the
 // held message is shown as plain text, never rendered.
 func TestUIQuarantineBlockAndRelease(t *testing.T) {
+	t.Parallel()
 	e := startMailUIServer(t)
 	c := "/c/" + e.cid
 	for _, m := range []emulator.DeliverRequest{

@@ -18,6 +18,7 @@ import (
 // with the keyboard's e and approved, and is shown Delivered; the provider
 // received the edited text.
 func TestUIReviewBeforeSend(t *testing.T) {
+	t.Parallel()
 	e := startEmailUI(t, "", 50*time.Millisecond)
 	e.api.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": true}}, 200)
 	cid := testkit.ID(e.api.JSON("POST", "/api/companies", map[string]any{"name": "Review Co"}, 201))

@@ -20,7 +20,9 @@ import (
 // results page groups the email, and its link lands on the email's card
 // in the task.
 func TestUISearchFindsAnEmail(t *testing.T) {
+	t.Parallel()
 	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, dbURL string) {
+		t.Parallel()
 		e := startEmailUI(t, dbURL, -1)
 		api := e.api
 		api.JSON("PATCH", "/api/instance/settings", map[string]any{"experimental": map[string]any{"enableChatConnectors": true}}, 200)
@@ -54,8 +56,7 @@ func TestUISearchFindsAnEmail(t *testing.T) {
 			t.Fatalf("after /: focus on %s, want #top-search", f)
 		}
 		b.fill("#top-search", "zanzibarite")
-		eval[bool](b, `window.__pcOld = true`)
-		b.key(kb.Enter)
+		b.clickAndWaitForDocument("the search results", func() { b.key(kb.Enter) })
 		b.waitPath("/c/"+cid+"/search?q=zanzibarite", 20*time.Second)
 		b.checkPage()
 		b.waitText("#search-email", "Order question", 5*time.Second)

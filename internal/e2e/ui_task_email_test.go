@@ -29,7 +29,6 @@ type mailUIEnv struct {
 
 func startMailUIServer(t *testing.T) *mailUIEnv {
 	t.Helper()
-	t.Setenv("PAPERCLIP_UI_POLL_MS", "400")
 	em, err := emulator.Start(context.Background(), emulator.Options{DeliveryDelay: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("start emulator: %v", err)
@@ -37,6 +36,7 @@ func startMailUIServer(t *testing.T) *mailUIEnv {
 	t.Cleanup(func() { _ = em.Close() })
 	cfg := testkit.EmailConfig(testkit.Config(t, ""), em)
 	cfg.DeploymentMode = config.ModeLocalTrusted
+	cfg.UIPollMS = 400
 	cfg.AgentMailTimeout = 3 * time.Second
 	inst := testkit.Start(t, cfg)
 	api := testkit.NewClient(t, inst.URL())
@@ -87,6 +87,7 @@ func (e *mailUIEnv) wakeAutoreply(t *testing.T, task string) {
 // tracking pixels shows as text and loads nothing; an uncertain send is
 // resolved as not sent by the operator.
 func TestUITaskEmail(t *testing.T) {
+	t.Parallel()
 	e := startMailUIServer(t)
 	var pixelHits atomic.Int64
 	pixel := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -179,6 +180,13 @@ func TestUITaskEmail(t *testing.T) {
 	if len(seen) < 2 || seen[len(seen)-1] != "Delivered" || !strings.Contains(strings.Join(seen, ","), "Sent") {
 		t.Fatalf("outcomes seen: %v (want Sent then Delivered)", seen)
 	}
+	// The agent set the task Done while the page was open: the Details
+	// form follows the live header (saved unchanged, a stale "To do"
+	// would set the status back).
+	testkit.Eventually(t, 30*time.Second, "the answered task done", func() bool {
+		return e.api.JSON("GET", "/api/issues/"+task, nil, 200)["status"] == "done"
+	})
+	b.eventually("the Details status to show Done", 10*time.Second, func() bool { return b.value("#detail-status") == "done" })
 	if !eval[bool](b, `window.__pcNoReload === true`) {
 		t.Fatal("the task page reloaded")
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/accessibility"
+	"github.com/chromedp/cdproto/emulation"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
@@ -36,6 +37,11 @@ type browser struct {
 	mu       sync.Mutex
 	problems []string
 	tolerate bool
+
+	// loaded gets a token at every load event of the tab (submit waits on
+	// it); stats counts the work (logged at the end of the test).
+	loaded chan struct{}
+	stats  browserStats
 }
 
 // chromiumPath finds the browser: a missing browser fails under CI and is
@@ -54,15 +60,39 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// newBrowser starts a fresh headless browser (own profile) of the given
-// window size; it closes when the test ends.
-func newBrowser(t *testing.T, base string, width, height int) *browser {
+// chromium is the test process's one headless chromium: every browser
+// of every test is a tab of it in an isolated browser context (its own
+// cookies, storage and cache), so the browser tests start chromium once
+// rather than once per browser, and parallel tests share it (chromedp
+// tabs of one browser are safe to use concurrently). TestMain stops it.
+var chromium struct {
+	mu       sync.Mutex
+	ctx      context.Context // the browser's first tab; the process lives as long as it
+	stop     func()
+	launches int
+}
+
+// sharedChromium returns the context of the running shared chromium,
+// starting it (again, if it went away) when needed.
+func sharedChromium(t *testing.T) context.Context {
 	t.Helper()
 	path := chromiumPath(t)
+	chromium.mu.Lock()
+	defer chromium.mu.Unlock()
+	if chromium.ctx != nil && chromium.ctx.Err() == nil {
+		return chromium.ctx
+	}
+	if chromium.stop != nil {
+		chromium.stop()
+	}
+	dir, err := os.MkdirTemp("", "paperclip-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
-		chromedp.WindowSize(width, height),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+		chromedp.UserDataDir(dir),
 		chromedp.Flag("lang", "en-US"),
 		chromedp.Flag("disable-gpu", true),
 		chromedp.Flag("disable-component-update", true),
@@ -71,24 +101,59 @@ func newBrowser(t *testing.T, base string, width, height int) *browser {
 	// chromedp adds --no-sandbox by itself when running as root.
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
+	stop := func() {
+		cancel()
+		cancelAlloc()
+		_ = os.RemoveAll(dir)
+	}
+	// Why no timeout here: the first action on a chromedp context binds
+	// the browser's life to the context it runs with.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		stop()
+		t.Fatalf("start chromium: %v", err)
+	}
+	chromium.ctx, chromium.stop = ctx, stop
+	chromium.launches++
+	return ctx
+}
+
+// stopChromium ends the shared chromium (TestMain, after every test).
+func stopChromium() {
+	chromium.mu.Lock()
+	defer chromium.mu.Unlock()
+	if chromium.stop != nil {
+		chromium.stop()
+		chromium.ctx, chromium.stop = nil, nil
+	}
+}
+
+// TestMain stops the shared chromium once every test has run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopChromium()
+	os.Exit(code)
+}
+
+// browserStats counts what a browser did, logged when its test ends: the
+// figures to look at when the browser suite gets slow.
+type browserStats struct {
+	loads, checks, axeRuns, axeSkipped int
+	checkTime, axeTime, waitTime       time.Duration
+}
+
+// newBrowser opens a fresh tab of the shared chromium in its own browser
+// context, with a viewport of the given size (a phone below 500 px); it
+// closes when the test ends.
+func newBrowser(t *testing.T, base string, width, height int) *browser {
+	t.Helper()
+	parent := sharedChromium(t)
+	tab, cancelTab := chromedp.NewContext(parent, chromedp.WithNewBrowserContext())
 	// A bound for a hung browser only: every action has its own 30 s
 	// limit. Why this long: a browser lives for its whole test, and a
 	// test that checks many pages in two schemes with axe-core on a
 	// loaded machine ran past an earlier 150 s bound mid-check.
-	ctx, cancelTimeout := context.WithTimeout(ctx, 10*time.Minute)
-	b := &browser{t: t, ctx: ctx, base: strings.TrimRight(base, "/"), axe: testkit.AxeCore(t)}
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	if width < 500 {
-		// Headless windows are at least 500 px wide; a phone is emulated.
-		if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(width), int64(height), chromedp.EmulateMobile)); err != nil {
-			t.Fatalf("emulate viewport: %v", err)
-		}
-	}
-	if err := chromedp.Listen(ctx, b.observe); err != nil {
-		t.Fatalf("listen: %v", err)
-	}
+	ctx, cancelTimeout := context.WithTimeout(tab, 10*time.Minute)
+	b := &browser{t: t, ctx: ctx, base: strings.TrimRight(base, "/"), axe: testkit.AxeCore(t), loaded: make(chan struct{}, 1)}
 	t.Cleanup(func() {
 		if t.Failed() {
 			b.artifacts()
@@ -99,17 +164,54 @@ func newBrowser(t *testing.T, base string, width, height int) *browser {
 		for _, p := range problems {
 			t.Errorf("browser: %s", p)
 		}
+		s := b.stats
+		t.Logf("browser %dx%d (a tab; chromium started %d time(s) in this process): %d page loads, %d page checks (%s), "+
+			"axe-core %d runs and %d skipped as already checked (%s), %s in waits",
+			width, height, chromiumLaunches(), s.loads, s.checks, s.checkTime.Round(time.Millisecond), s.axeRuns, s.axeSkipped,
+			s.axeTime.Round(time.Millisecond), s.waitTime.Round(time.Millisecond))
 		cancelTimeout()
-		cancel()
-		cancelAlloc()
+		cancelTab()
 	})
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("open a chromium tab: %v", err)
+	}
+	viewport := chromedp.EmulateViewport(int64(width), int64(height))
+	if width < 500 {
+		viewport = chromedp.EmulateViewport(int64(width), int64(height), chromedp.EmulateMobile)
+	}
+	if err := chromedp.Do(ctx, viewport); err != nil {
+		t.Fatalf("emulate the viewport: %v", err)
+	}
+	// Why focus emulation: the tabs of one browser sit in separate
+	// windows and only one window has the focus; without it :focus,
+	// :focus-visible, the clipboard and the keyboard journeys would
+	// depend on which test opened a window last.
+	if _, err := chromedp.Call(ctx, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true}); err != nil {
+		t.Fatalf("emulate focus: %v", err)
+	}
+	if err := chromedp.Listen(ctx, b.observe); err != nil {
+		t.Fatalf("listen: %v", err)
+	}
 	return b
+}
+
+// chromiumLaunches is how many times this process started chromium.
+func chromiumLaunches() int {
+	chromium.mu.Lock()
+	defer chromium.mu.Unlock()
+	return chromium.launches
 }
 
 // observe runs in the tab's event loop: record, never block.
 func (b *browser) observe(ev any) {
 	var msg string
 	switch ev := ev.(type) {
+	case *page.EventLoadEventFired:
+		select {
+		case b.loaded <- struct{}{}:
+		default:
+		}
+		return
 	case *runtime.EventConsoleAPICalled:
 		if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert {
 			parts := []string{}
@@ -234,23 +336,50 @@ func eval[T any](b *browser, js string) T {
 // visit loads a path of the server and runs the page checks.
 func (b *browser) visit(path string) {
 	b.t.Helper()
+	b.stats.loads++
 	b.do("visit "+path, chromedp.Navigate(b.base+path))
 	b.checkPage()
 }
 
-// submit clicks a submit button and waits for the next document.
+// submit clicks a submit button, waits for the next document and runs the
+// page checks.
 func (b *browser) submit(sel string) {
 	b.t.Helper()
+	b.stats.loads++
+	b.clickAndWaitForDocument("navigation after "+sel, func() { b.click(sel) })
+	b.checkPage()
+}
+
+// clickAndWaitForDocument runs act (a click, a key) and waits until the
+// document it leads to has loaded. Why a marker and the load event: the
+// old document is "complete" too until it goes away, so only a document
+// without the old one's marker counts; the load event wakes the wait at
+// once, and a short poll covers a load whose event came before the wait.
+func (b *browser) clickAndWaitForDocument(what string, act func()) {
+	b.t.Helper()
 	eval[bool](b, `window.__pcOld = true`)
-	b.click(sel)
-	b.eventually("navigation after "+sel, 20*time.Second, func() bool {
+	select {
+	case <-b.loaded:
+	default:
+	}
+	act()
+	start := time.Now()
+	defer func() { b.stats.waitTime += time.Since(start) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
 		// Evaluations fail while the old document goes away; try again.
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-		defer cancel()
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__pcOld !== true && document.readyState === "complete"`))
-		return err == nil && ok
-	})
-	b.checkPage()
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		select {
+		case <-b.loaded:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	b.t.Fatalf("timed out after 20s waiting for %s", what)
 }
 
 // fill sets a field's value (and fires change).
@@ -281,15 +410,21 @@ func (b *browser) path() string {
 	return eval[string](b, `location.pathname + location.search`)
 }
 
-// eventually polls cond every 100 ms until it holds.
+// eventually polls cond until it holds: at once, then at growing
+// intervals up to 100 ms (most conditions hold at the first or second
+// look; a long wait polls gently).
 func (b *browser) eventually(what string, within time.Duration, cond func() bool) {
 	b.t.Helper()
-	deadline := time.Now().Add(within)
+	start := time.Now()
+	defer func() { b.stats.waitTime += time.Since(start) }()
+	deadline := start.Add(within)
+	pause := 10 * time.Millisecond
 	for time.Now().Before(deadline) {
 		if cond() {
 			return
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, 100*time.Millisecond)
 	}
 	b.t.Fatalf("timed out after %s waiting for %s", within, what)
 }
@@ -305,12 +440,18 @@ func (b *browser) waitText(sel, want string, within time.Duration) {
 // serious and critical rules (checkSchemes).
 func (b *browser) checkPage() {
 	b.t.Helper()
-	if n := eval[int](b, `document.querySelectorAll("h1").length`); n != 1 {
-		b.t.Errorf("%s: %d h1 elements", b.path(), n)
+	start := time.Now()
+	defer func() { b.stats.checks++; b.stats.checkTime += time.Since(start) }()
+	// One evaluation for the document-wide facts.
+	doc := eval[[]string](b, `(() => { const seen = new Set(); let dup = "";
+		for (const el of document.querySelectorAll("[id]")) { if (seen.has(el.id) && !dup) dup = el.id; seen.add(el.id); }
+		return [location.pathname + location.search, String(document.querySelectorAll("h1").length), dup]; })()`)
+	path := doc[0]
+	if doc[1] != "1" {
+		b.t.Errorf("%s: %s h1 elements", path, doc[1])
 	}
-	if dup := eval[string](b, `(() => { const seen = new Set(); for (const el of document.querySelectorAll("[id]")) {
-		if (seen.has(el.id)) return el.id; seen.add(el.id); } return ""; })()`); dup != "" {
-		b.t.Errorf("%s: duplicate id %q", b.path(), dup)
+	if doc[2] != "" {
+		b.t.Errorf("%s: duplicate id %q", path, doc[2])
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
@@ -329,34 +470,48 @@ func (b *browser) checkPage() {
 			name = strings.Trim(string(n.Name.Value), `"`)
 		}
 		if named[role] && strings.TrimSpace(name) == "" {
-			b.t.Errorf("%s: a %s has no accessible name", b.path(), role)
+			b.t.Errorf("%s: a %s has no accessible name", path, role)
 		}
 	}
 	b.checkSchemes()
 }
 
-// screenshot writes a PNG of the page to dir/name.png when dir is set.
+// screenshot writes a PNG of the page to dir/name.png when dir is set;
+// with PAPERCLIP_UI_SCREENSHOTS_DARK set also the dark scheme's, as
+// dir/name-dark.png (for looking at, not for the docs).
 func (b *browser) screenshot(dir, name string) {
 	b.t.Helper()
 	if dir == "" {
 		return
 	}
+	b.capture(filepath.Join(dir, name+".png"))
+	if os.Getenv("PAPERCLIP_UI_SCREENSHOTS_DARK") != "" {
+		b.dark(true)
+		b.capture(filepath.Join(dir, name+"-dark.png"))
+		b.dark(false)
+	}
+}
+
+func (b *browser) capture(file string) {
+	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		b.t.Fatalf("screenshot: %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+	if err := os.WriteFile(file, png, 0o644); err != nil {
 		b.t.Fatal(err)
 	}
 }
 
-// startUIServer starts an in-process server with fast UI polling.
+// startUIServer starts an in-process server with fast UI polling. The
+// browser tests set such overrides in the configuration, never in the
+// environment, so that they can run in parallel.
 func startUIServer(t *testing.T, dbURL, mode string) *testkit.Instance {
 	t.Helper()
-	t.Setenv("PAPERCLIP_UI_POLL_MS", "400")
 	cfg := testkit.Config(t, dbURL)
+	cfg.UIPollMS = 400
 	cfg.DeploymentMode = mode
 	return testkit.Start(t, cfg)
 }

@@ -199,10 +199,31 @@
     node.querySelectorAll("details").forEach((d, i) => { if (open.has(d.id || "#" + i)) d.open = true; });
     region.replaceWith(node);
     enhance(node);
+    syncFields(node);
     if (focusId) { const f = document.getElementById(focusId); if (f) f.focus({ preventScroll: true }); }
     window.scrollTo(x, y);
     setStatus(node, "Updated " + new Date().toLocaleTimeString());
     start(node, state);
+  }
+
+  // A region naming form fields in data-sync-<field id> attributes keeps
+  // them current: a select still showing the value the page was rendered
+  // with follows the refreshed region (the task's Details form after the
+  // agent set the task Done; saving it unchanged would set the status
+  // back), a select the user changed is left alone.
+  function syncFields(region) {
+    for (const a of region.attributes) {
+      if (!a.name.startsWith("data-sync-")) continue;
+      const el = document.getElementById(a.name.slice("data-sync-".length));
+      if (!el || el.tagName !== "SELECT" || el.value === a.value) continue;
+      const initial = el.querySelector("option[selected]");
+      if (initial ? el.value !== initial.value : el.selectedIndex !== 0) continue;
+      const opt = [...el.options].find((o) => o.value === a.value);
+      if (!opt) continue;
+      if (initial) initial.removeAttribute("selected");
+      opt.setAttribute("selected", "");
+      el.value = a.value;
+    }
   }
 
   function start(el, prev) {
