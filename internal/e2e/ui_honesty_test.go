@@ -135,7 +135,7 @@ func TestUIHonestStates(t *testing.T) {
 		c + "/apps/agentmail", c + "/apps/agentmail/inboxes/" + e.eid + "/conversations", c + "/runs", c + "/company", c + "/email"} {
 		p.visit(path)
 	}
-	// The last page visited is the Email page (docs/ui.md, "Email on a
-	// phone").
+	// The last page visited is the Email page (docs/ui.md,
+	// "Screenshots": the email page on a phone).
 	p.screenshot(shots, "email-phone")
 }
