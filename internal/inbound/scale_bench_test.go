@@ -58,7 +58,11 @@ func benchScaleOut(b *testing.B, replicas int) {
 	window := envDuration("PAPERCLIP_BENCH_IDLE_WINDOW", 60*time.Second)
 	rate := envInt("PAPERCLIP_BENCH_SCALE_RATE", 50)
 	c := newCluster(b, dbtest.PostgresURL(b))
-	c.env = []string{"PAPERCLIP_EMAIL_LEASE_TTL=" + os.Getenv("PAPERCLIP_EMAIL_LEASE_TTL"),
+	// The product's defaults, not the crash tests' short leases: the idle
+	// figures are those of a deployment (a 3 s run lease renews, sweeps
+	// and scans ten times as often as the default 30 s).
+	c.env = []string{"PAPERCLIP_RUN_LEASE_TTL=" + os.Getenv("PAPERCLIP_RUN_LEASE_TTL"),
+		"PAPERCLIP_EMAIL_LEASE_TTL=" + os.Getenv("PAPERCLIP_EMAIL_LEASE_TTL"),
 		"PAPERCLIP_EMAIL_RECONNECT_MIN=", "PAPERCLIP_EMAIL_CATCHUP_INTERVAL=" + os.Getenv("PAPERCLIP_EMAIL_CATCHUP_INTERVAL")}
 	var procs []*runProc
 	baseKB := map[*runProc]int64{}
