@@ -156,7 +156,10 @@ func TestStageMetricsAfterTraffic(t *testing.T) {
 			}
 		}
 		e.settled()
-		e.Em.AddFault(emulator.Fault{Match: emulator.FaultMatch{Operation: "get_message"}, Status: 429, Code: "rate_limit_exceeded",
+		// Receiving reads a new message through its thread's listing
+		// (one provider read per thread and batch), so that read is the
+		// one rate limited.
+		e.Em.AddFault(emulator.Fault{Match: emulator.FaultMatch{Operation: "get_thread"}, Status: 429, Code: "rate_limit_exceeded",
 			Headers: map[string]string{"Retry-After": "3600"}, Times: 1})
 		later := e.deliver(emulator.DeliverRequest{Subject: "Fetch me later", Text: "rate limited"})
 		testkit.Eventually(t, wait, "the rate-limited delivery to wait for its retry", func() bool {
