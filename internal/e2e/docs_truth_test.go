@@ -157,6 +157,58 @@ func TestCodeCommentsCiteRealHeadings(t *testing.T) {
 	}
 }
 
+// dialectBranch matches a choice of statement by database.
+var dialectBranch = regexp.MustCompile(`Dialect [!=]= db\.Postgres`)
+
+// TestDocsNameEveryDialectBranch checks that every non-test file outside
+// internal/db (whose dialect helpers are the point) that chooses a
+// statement by database is named in docs/architecture.md, "Two databases,
+// one SQL": a store file by its name, any other by its path. A new
+// PostgreSQL-only statement then cannot hide behind "the same SQL on
+// both".
+func TestDocsNameEveryDialectBranch(t *testing.T) {
+	section := docSection(t, "docs/architecture.md", "Two databases, one SQL")
+	found := 0
+	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == "internal/db" || rel == "internal/dbtest" || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		body, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !dialectBranch.Match(body) {
+			return nil
+		}
+		found++
+		name := "`" + rel + "`"
+		if dir, file := filepath.Split(rel); dir == "internal/store/" {
+			name = "`" + file + "`"
+		}
+		if !strings.Contains(section, name) {
+			t.Errorf("%s chooses a statement by database, and docs/architecture.md, \"Two databases, one SQL\" does not name it (%s)", rel, name)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found < 10 {
+		t.Fatalf("found only %d files with a dialect branch; the pattern no longer matches how the code branches", found)
+	}
+}
+
 // docSection returns the text of the named level-2 section of doc.
 func docSection(t *testing.T, doc, heading string) string {
 	t.Helper()

@@ -114,10 +114,10 @@ type Options struct {
 }
 
 // Start opens everything, starts the workers and begins serving; it returns
-// once the listener is bound. Its steps: the home and its lock, the data
-// (openData), the services (the email channel, newHeartbeat, the API and
-// the routes of the other services), the HTTP surface (newHTTP), the
-// background work (startBackground) and serving.
+// once the listener is bound. Its steps: the home and its lock
+// (openHome), the data (openData), the listener, the services
+// (newServices), the HTTP surface (newHTTP), the background work
+// (startBackground) and serving (serve).
 func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error) {
 	if opts.LogOutput == nil {
 		opts.LogOutput = os.Stderr
@@ -133,18 +133,11 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 			s.closeResources()
 		}
 	}()
-	if err := os.MkdirAll(filepath.Join(cfg.Home, "instance"), 0o700); err != nil {
-		return nil, fmt.Errorf("create home: %w", err)
-	}
+	// One process per SQLite home (see openHome); a PostgreSQL database is
+	// shared by replicas.
 	exclusive := cfg.DatabaseURL == ""
-	if exclusive {
-		// One process per SQLite home: two schedulers on one file would
-		// double-start runs, and a crash is then recognisable at start.
-		lock, err := lockHome(cfg.Home)
-		if err != nil {
-			return nil, err
-		}
-		s.lock = lock
+	if err := s.openHome(exclusive); err != nil {
+		return nil, err
 	}
 	key, err := vault.LoadMasterKey(cfg.MasterKeyFile, cfg.MasterKeyB64)
 	if err != nil {
@@ -154,14 +147,53 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		return nil, err
 	}
 	s.Metrics = metrics.New()
-
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
+	if s.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	s.listener = ln
 	hostname, _ := os.Hostname()
 	runnerID := fmt.Sprintf("%s:%d:%s", hostname, os.Getpid(), store.NewID()[:8])
+	az, err := s.newServices(opts, runnerID, exclusive)
+	if err != nil {
+		return nil, err
+	}
+	handler, webUI, err := s.newHTTP(az, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.startBackground(ctx); err != nil {
+		return nil, err
+	}
+	s.serve(handler, webUI)
+	ok = true
+	return s, nil
+}
+
+// openHome creates the instance directory and, when the database is this
+// home's own SQLite file (exclusive), takes the home's lock.
+func (s *Server) openHome(exclusive bool) error {
+	if err := os.MkdirAll(filepath.Join(s.Config.Home, "instance"), 0o700); err != nil {
+		return fmt.Errorf("create home: %w", err)
+	}
+	if !exclusive {
+		return nil
+	}
+	// One process per SQLite home: two schedulers on one file would
+	// double-start runs, and a crash is then recognisable at start.
+	lock, err := lockHome(s.Config.Home)
+	if err != nil {
+		return err
+	}
+	s.lock = lock
+	return nil
+}
+
+// newServices builds the services in dependency order: attachments, the
+// email service, the run scheduler (newHeartbeat), the API, notification
+// webhooks, the email channel (newEmailChannel) and data retention,
+// collecting their background workers in start order. It returns the
+// authorization service the HTTP surface shares.
+func (s *Server) newServices(opts Options, runnerID string, exclusive bool) (*authz.Service, error) {
+	cfg, logger := s.Config, s.Logger
 	s.attachments = attachment.Store{DB: s.Store, Dir: cfg.AttachmentsDir(), MaxBytes: cfg.AttachmentMaxBytes, Allowed: cfg.AllowedAttachments,
 		Log: logger.With("component", "attachments")}
 	s.workers = append(s.workers, &attachmentBackfill{store: s.attachments, log: logger.With("component", "attachments")})
@@ -185,7 +217,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		BounceRateHigh: func(ctx context.Context, endpointID string, sends, bounced int) {
 			s.bounceRateHigh(ctx, endpointID, sends, bounced)
 		}})
-	if s.Heartbeat, err = s.newHeartbeat(opts, "http://"+ln.Addr().String()+"/api", runnerID, exclusive); err != nil {
+	if s.Heartbeat, err = s.newHeartbeat(opts, "http://"+s.listener.Addr().String()+"/api", runnerID, exclusive); err != nil {
 		return nil, err
 	}
 	s.API = api.New(api.Deps{Config: cfg, Store: s.Store, Attachments: s.attachments, Authz: az, Policy: &policy.Service{Store: s.Store},
@@ -202,14 +234,12 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 	s.Retention = &retention.Service{Store: s.Store, WorkspacesDir: cfg.WorkspacesDir()}
 	s.Retention.Routes(s.API, az)
 	s.workers = append(s.workers, &retention.Job{Service: s.Retention, Holder: runnerID, Log: logger.With("component", "retention")})
+	return az, nil
+}
 
-	handler, webUI, err := s.newHTTP(az, key)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.startBackground(ctx); err != nil {
-		return nil, err
-	}
+// serve begins serving handler on the bound listener and logs the start.
+func (s *Server) serve(handler http.Handler, webUI *ui.UI) {
+	cfg, logger, ln := s.Config, s.Logger, s.listener
 	// No ReadTimeout or WriteTimeout: MCP responses stream and attachment
 	// downloads may be slow; the guard bounds each request body instead.
 	s.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: orDefault(cfg.HeaderReadTimeout, 10*time.Second),
@@ -225,8 +255,6 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Server, error
 		logger.Warn("insecure local webhooks: webhook events arrive over plain HTTP on loopback; for trying webhooks with the local emulator only",
 			"publicUrl", cfg.PublicURL)
 	}
-	ok = true
-	return s, nil
 }
 
 // openData opens and migrates the database, ensures the local board user

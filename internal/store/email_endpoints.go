@@ -187,28 +187,13 @@ func (s *Store) TouchEndpointEvent(ctx context.Context, q db.Querier, endpointID
 	return nil
 }
 
-// EndpointStatusShared reads an endpoint's status inside a transaction,
-// holding a shared row lock on PostgreSQL (FOR SHARE). Concurrent message
-// processing of one inbox shares the lock, while pause/disconnect (which
-// update the row) wait for in-flight work, so no mail is retained into an
-// endpoint that has just stopped.
-func (s *Store) EndpointStatusShared(ctx context.Context, tx *sql.Tx, endpointID string) (string, error) {
-	suffix := ""
-	if s.DB.Dialect == db.Postgres {
-		suffix = " FOR SHARE"
-	}
-	var st string
-	if err := tx.QueryRowContext(ctx, `SELECT status FROM email_endpoints WHERE id = $1`+suffix, endpointID).Scan(&st); err != nil {
-		return "", notFound("get email inbox", err)
-	}
-	return st, nil
-}
-
 // EndpointShared reads a whole endpoint row inside a transaction, holding a
-// shared row lock on PostgreSQL (FOR SHARE) exactly like
-// EndpointStatusShared. Processing reads the full row rather than only the
-// status so that the credential re-check before a wake runs on the row as
-// of this transaction, in the same round trip.
+// shared row lock on PostgreSQL (FOR SHARE). Concurrent message processing
+// of one inbox shares the lock, while pause/disconnect (which update the
+// row) wait for in-flight work, so no mail is retained into an endpoint
+// that has just stopped. Processing reads the full row rather than only
+// the status so that the credential re-check before a wake runs on the row
+// as of this transaction, in the same round trip.
 func (s *Store) EndpointShared(ctx context.Context, tx *sql.Tx, endpointID string) (domain.EmailEndpoint, error) {
 	suffix := ""
 	if s.DB.Dialect == db.Postgres {

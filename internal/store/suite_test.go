@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -923,6 +924,134 @@ func TestStore(t *testing.T) {
 					t.Fatal("approval not stored")
 				}
 			})
+		})
+
+		// The remaining methods with a PostgreSQL statement or lock suffix
+		// beside the portable one (docs/architecture.md, "Two databases,
+		// one SQL"), each read back on its own database.
+		t.Run("SharedRowReads", func(t *testing.T) {
+			b := setup(t)
+			err := st.Tx(b.ctx, func(tx *sql.Tx) error {
+				if a, err := st.AgentShared(b.ctx, tx, b.agent.ID); err != nil || a.ID != b.agent.ID || a.Name != "mailer" {
+					t.Errorf("agent: %+v %v", a, err)
+				}
+				if _, err := st.AgentShared(b.ctx, tx, store.NewID()); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("unknown agent: %v, want ErrNotFound", err)
+				}
+				if ep, err := st.EndpointShared(b.ctx, tx, b.ep.ID); err != nil || ep.ID != b.ep.ID || ep.AssignedAgentID != b.agent.ID ||
+					ep.Status != domain.EndpointActive {
+					t.Errorf("inbox: %+v %v", ep, err)
+				}
+				if _, err := st.EndpointShared(b.ctx, tx, store.NewID()); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("unknown inbox: %v, want ErrNotFound", err)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+		t.Run("TouchEndpointEvent", func(t *testing.T) {
+			b := setup(t)
+			lastEvent := func() time.Time {
+				t.Helper()
+				ep, err := st.GetEndpoint(b.ctx, d, b.ep.ID)
+				if err != nil || ep.LastEventAt == nil {
+					t.Fatalf("last event: %+v %v", ep.LastEventAt, err)
+				}
+				return *ep.LastEventAt
+			}
+			if err := st.TouchEndpointEvent(b.ctx, d, b.ep.ID); err != nil {
+				t.Fatal(err)
+			}
+			first := lastEvent()
+			// Within a second of the last: left as it is.
+			b.advance(500 * time.Millisecond)
+			if err := st.TouchEndpointEvent(b.ctx, d, b.ep.ID); err != nil {
+				t.Fatal(err)
+			}
+			if got := lastEvent(); !got.Equal(first) {
+				t.Fatalf("touched again within the second: %v, was %v", got, first)
+			}
+			b.advance(time.Second)
+			if err := st.TouchEndpointEvent(b.ctx, d, b.ep.ID); err != nil {
+				t.Fatal(err)
+			}
+			if got := lastEvent(); got.Sub(first) < 1500*time.Millisecond {
+				t.Fatalf("after 1.5 s: %v, was %v", got, first)
+			}
+		})
+		t.Run("NumberIssues", func(t *testing.T) {
+			b := setup(t)
+			numbered := issue(t, b, domain.IssueTodo)
+			prefix, ok := strings.CutSuffix(numbered.Identifier, "-1")
+			if numbered.Number != 1 || !ok {
+				t.Fatalf("first task: %d %q", numbered.Number, numbered.Identifier)
+			}
+			var ids []string
+			for range 3 {
+				i := domain.Issue{CompanyID: b.company.ID, Title: "unnumbered"}
+				if _, err := st.CreateIssueUnnumbered(b.ctx, d, &i); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, i.ID)
+			}
+			// Numbered in the order given, not of creation.
+			order := []string{ids[2], ids[0], ids[1]}
+			if err := st.NumberIssues(b.ctx, d, b.company.ID, order); err != nil {
+				t.Fatal(err)
+			}
+			for k, id := range order {
+				got, err := st.GetIssue(b.ctx, d, id)
+				want := int64(k + 2)
+				if err != nil || int64(got.Number) != want || got.Identifier != fmt.Sprintf("%s-%d", prefix, want) {
+					t.Errorf("task %d of the call: %d %q %v, want %d", k, got.Number, got.Identifier, err, want)
+				}
+			}
+			if next := issue(t, b, domain.IssueTodo); next.Number != 5 {
+				t.Errorf("the next task: number %d, want 5", next.Number)
+			}
+		})
+		t.Run("RetainEmail", func(t *testing.T) {
+			b := setup(t)
+			i := issue(t, b, domain.IssueTodo)
+			conv := domain.EmailConversation{CompanyID: b.company.ID, EndpointID: b.ep.ID, IssueID: i.ID, ExternalThreadID: "t1", ExternalConversationID: "x"}
+			if _, err := st.InsertConversation(b.ctx, d, &conv); err != nil {
+				t.Fatal(err)
+			}
+			retain := func(body string) (domain.Comment, bool, bool) {
+				t.Helper()
+				c := domain.Comment{CompanyID: b.company.ID, IssueID: i.ID, AuthorKind: "system", Body: body}
+				m := domain.EmailMessage{CompanyID: b.company.ID, EndpointID: b.ep.ID, ConversationID: conv.ID, ProviderMessageID: "m1",
+					ProviderThreadID: "t1", Direction: "inbound", Text: body, Timestamp: time.Now()}
+				l := store.EmailMessageLink{CompanyID: b.company.ID, EndpointID: b.ep.ID, ConversationID: conv.ID,
+					ProviderMessageID: "m1", Direction: "inbound"}
+				inserted, linked, err := st.RetainEmail(b.ctx, d, &c, &m, &l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.CommentID != c.ID || l.CommentID != c.ID {
+					t.Fatalf("message and link point at %q and %q, not the comment %q", m.CommentID, l.CommentID, c.ID)
+				}
+				return c, inserted, linked
+			}
+			c1, inserted, linked := retain("first")
+			if !inserted || !linked {
+				t.Fatalf("first retention: inserted %v linked %v", inserted, linked)
+			}
+			// The same provider message again: a comment, but neither a
+			// second message row nor a second link.
+			if _, inserted, linked := retain("again"); inserted || linked {
+				t.Fatalf("repeat: inserted %v linked %v", inserted, linked)
+			}
+			msgs, err := st.ListEmailMessages(b.ctx, d, conv.ID)
+			if err != nil || len(msgs) != 1 || msgs[0].CommentID != c1.ID || msgs[0].Text != "first" {
+				t.Fatalf("messages: %+v %v", msgs, err)
+			}
+			comments, err := st.ListComments(b.ctx, d, i.ID)
+			if err != nil || len(comments) != 2 || comments[0].ID != c1.ID || comments[0].Body != "first" {
+				t.Fatalf("comments: %+v %v", comments, err)
+			}
 		})
 	})
 }
