@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 
 	"github.com/spf13/cobra"
 
@@ -69,8 +70,16 @@ func newEmailCmd() *cobra.Command {
 			return newAPIClient().call(cmd, "POST", "/companies/"+cid+"/email/send", body)
 		}
 	}
-	inboxes := &cobra.Command{Use: "inboxes", Short: "The caller's active assigned inboxes", Args: cobra.NoArgs,
-		RunE: get(func(cid string, _ []string) string { return "/companies/" + cid + "/email/inboxes" })}
+	// The inbox list is paged (docs/api.md, "Paging"): every page is read
+	// and printed as one array, so no inbox is left out.
+	inboxes := &cobra.Command{Use: "inboxes", Short: "The caller's active assigned inboxes (every page)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cid, err := companyID()
+			if err != nil {
+				return err
+			}
+			return newAPIClient().callAll(cmd, "/companies/"+url.PathEscape(cid)+"/email/inboxes?limit=200", "")
+		}}
 	thread := &cobra.Command{Use: "thread <taskId>", Short: "The email thread bound to a task (JSON, or null)", Args: cobra.ExactArgs(1),
 		RunE: get(func(cid string, a []string) string { return "/companies/" + cid + "/email/tasks/" + a[0] })}
 	delivery := &cobra.Command{Use: "delivery <sendId>", Short: "A send's outcome (sendId: the id the send returned, also called publicationId): queued, sent, delivered, failed, uncertain, awaiting_review (a person will review it: do not send it again), rejected or expired", Args: cobra.ExactArgs(1),

@@ -17,6 +17,7 @@ import (
 	"github.com/paperclipai/paperclipai/internal/domain"
 	"github.com/paperclipai/paperclipai/internal/emulator"
 	"github.com/paperclipai/paperclipai/internal/retention"
+	"github.com/paperclipai/paperclipai/internal/store"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -73,6 +74,17 @@ func TestRetention(t *testing.T) {
 			t.Fatalf("defaults purged %+v, %v; they must keep everything", r, err)
 		}
 
+		// Search finds alice's message by a word of its text and by its
+		// attachment's file name, and bob's by its text.
+		for _, w := range []string{"plans", "plan"} {
+			if n := len(emailHits(t, e.Store, e.CompanyID, w)); n != 1 {
+				t.Fatalf("search %q before the purge: %d emails, want alice's", w, n)
+			}
+		}
+		if n := len(emailHits(t, e.Store, e.CompanyID, "note")); n != 1 {
+			t.Fatalf("search %q: %d emails, want bob's", "note", n)
+		}
+
 		// A data-subject request for alice: only her message.
 		got, err := svc.PurgeSender(ctx, "ALICE@example.com", "ops@example.com")
 		if err != nil {
@@ -95,6 +107,19 @@ func TestRetention(t *testing.T) {
 		}
 		if n := count(t, d, `SELECT COUNT(*) FROM attachments WHERE company_id = $1`, e.CompanyID); n != 0 {
 			t.Fatalf("alice's attachment is still there")
+		}
+		// Nor does search still find her message by what was removed
+		// (nor show it in a snippet); her subject stays searchable.
+		for _, w := range []string{"secret", "plans", "plan"} {
+			if hits := emailHits(t, e.Store, e.CompanyID, w); len(hits) != 0 {
+				t.Fatalf("search %q after the purge finds %q", w, hits)
+			}
+		}
+		if hits := emailHits(t, e.Store, e.CompanyID, "alice"); len(hits) != 1 || strings.Contains(hits[0], "secret") {
+			t.Fatalf("search %q after the purge: %q, want alice's message without its text", "alice", hits)
+		}
+		if n := len(emailHits(t, e.Store, e.CompanyID, "note")); n != 1 {
+			t.Fatalf("search %q after alice's purge: %d emails, want bob's", "note", n)
 		}
 		acts, err := e.Store.ListActivity(ctx, d, e.CompanyID, 100)
 		if err != nil {
@@ -185,6 +210,22 @@ func TestRetention(t *testing.T) {
 			t.Fatalf("a second replica ran the daily purge again the same day (%s, then %s)", first, second)
 		}
 	})
+}
+
+// emailHits returns the snippets of the company's retained email that
+// search finds by word.
+func emailHits(t *testing.T, st *store.Store, companyID, word string) []string {
+	t.Helper()
+	hits, err := st.Search(context.Background(), st.DB, store.SearchQuery{CompanyID: companyID, Kinds: []string{store.SearchEmail},
+		Words: []string{word}}, store.Page{Limit: 50})
+	if err != nil {
+		t.Fatalf("search %q: %v", word, err)
+	}
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.Snippet
+	}
+	return out
 }
 
 func findActivity(acts []domain.Activity, action string) *domain.Activity {

@@ -139,6 +139,22 @@ func TestSearchRanksFiltersAndIsolates(t *testing.T) {
 		if got := hitIDs(e.search(t, a, "q="+url.QueryEscape(`"overdue invoice"`), 50)); !slices.Equal(got, []string{tDesc}) {
 			t.Errorf("phrase: %v, want [%s]", got, tDesc)
 		}
+		// kind= keeps one kind; an email's subject and its sender's name
+		// are searched as well as its text.
+		for _, c := range []struct {
+			query string
+			want  []string
+		}{
+			{"q=globex&kind=comment", []string{comment}},
+			{"q=globex&kind=email", nil},
+			{"q=refund&kind=email", []string{mJane}},
+			{"q=doe", []string{mJane}},
+			{"q=shipped&kind=email", []string{mBob}},
+		} {
+			if got := hitIDs(e.search(t, a, c.query, 50)); !slices.Equal(got, c.want) && (len(got) != 0 || len(c.want) != 0) {
+				t.Errorf("%s: %v, want %v", c.query, got, c.want)
+			}
+		}
 		// Filters.
 		for _, c := range []struct {
 			q    string

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,21 +54,27 @@ var ErrConflict = errors.New("conflict")
 
 // Store is the control plane's data access layer.
 type Store struct {
-	DB  *db.DB
-	now func() time.Time
+	DB *db.DB
+	// now is the clock. It is read by every goroutine of a running server
+	// (the HTTP handlers and the background workers) and may be replaced
+	// while they run, so it is swapped atomically.
+	now atomic.Pointer[func() time.Time]
 }
 
 // New returns a Store over d.
 func New(d *db.DB) *Store {
-	return &Store{DB: d, now: time.Now}
+	s := &Store{DB: d}
+	s.SetClock(time.Now)
+	return s
 }
 
-// SetClock replaces the store's clock (tests only).
-func (s *Store) SetClock(now func() time.Time) { s.now = now }
+// SetClock replaces the store's clock (tests only). It is safe while the
+// store is in use, for example under a running server's workers.
+func (s *Store) SetClock(now func() time.Time) { s.now.Store(&now) }
 
 // Now returns the current time in UTC truncated to microseconds, the
 // precision both databases keep, so written and read-back values compare equal.
-func (s *Store) Now() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+func (s *Store) Now() time.Time { return (*s.now.Load())().UTC().Truncate(time.Microsecond) }
 
 // Tx runs fn in a transaction.
 func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
