@@ -45,6 +45,7 @@ func TestUILiveListsArePushed(t *testing.T) {
 	b.visit("/c/" + cid + "/email")
 	b.waitText("main", "No email yet.", 5*time.Second)
 	eval[bool](b, `window.__pcNoReload = true`)
+	sent := time.Now()
 	if _, err := em.Deliver("live@agentmail.to", emulator.DeliverRequest{From: "Ada <ada@example.com>", Subject: "Pushed to the list",
 		Text: "Does this show up by itself?"}); err != nil {
 		t.Fatal(err)
@@ -52,9 +53,13 @@ func TestUILiveListsArePushed(t *testing.T) {
 	b.eventually("the new mail in the open Email page", bound, func() bool {
 		return strings.Contains(b.text("#conversation-list-region"), "Pushed to the list")
 	})
+	// Measured, not asserted (docs/testing.md, "Failures and flakes"): the
+	// figure is for the reader of the log; issue 33 wants it under 2 s.
+	t.Logf("mail → visible in the open Email page: %s", time.Since(sent).Round(10*time.Millisecond))
 
 	b.visit("/c/" + cid + "/tasks")
 	eval[bool](b, `window.__pcNoReload = true`)
+	sent = time.Now()
 	if _, err := em.Deliver("live@agentmail.to", emulator.DeliverRequest{From: "Bea <bea@example.com>", Subject: "Pushed to the tasks",
 		Text: "And here?"}); err != nil {
 		t.Fatal(err)
@@ -62,6 +67,7 @@ func TestUILiveListsArePushed(t *testing.T) {
 	b.eventually("the new mail's task in the open task list", bound, func() bool {
 		return strings.Contains(b.text("#task-list-region"), "Pushed to the tasks")
 	})
+	t.Logf("mail → its task visible in the open task list: %s", time.Since(sent).Round(10*time.Millisecond))
 	if !eval[bool](b, `window.__pcNoReload === true`) {
 		t.Fatal("the page reloaded")
 	}
