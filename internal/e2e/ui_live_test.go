@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +86,14 @@ func TestUILiveListsArePushed(t *testing.T) {
 	}
 	b.key("c")
 	b.waitPath("/c/"+cid+"/tasks/new", 10*time.Second)
+
+	// The Email page with its two conversations for docs/ui.md
+	// ("Screenshots"), on a desktop and a phone.
+	if shots := os.Getenv("PAPERCLIP_UI_SCREENSHOTS"); shots != "" {
+		b.visit("/c/" + cid + "/email")
+		b.screenshot(shots, "email-desktop")
+		phone := newBrowser(t, inst.URL(), 390, 844)
+		phone.visit("/c/" + cid + "/email")
+		phone.screenshot(shots, "email-phone")
+	}
 }
