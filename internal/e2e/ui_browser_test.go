@@ -179,11 +179,13 @@ func TestUIJourney(t *testing.T) {
 		if shots != "" {
 			uiScreenshots(t, b, shots, c, tid, aid)
 		}
+		journeyPhonePages(t, b.base, shots, c, tid, aid)
 	})
 }
 
-// uiScreenshots captures the main pages for docs/ui.md (desktop and a
-// 390 px wide phone) when PAPERCLIP_UI_SCREENSHOTS names a directory.
+// uiScreenshots captures the main pages for docs/ui.md on a desktop when
+// PAPERCLIP_UI_SCREENSHOTS names a directory (journeyPhonePages takes the
+// phone ones).
 func uiScreenshots(t *testing.T, b *browser, dir, c, tid, aid string) {
 	api := testkit.NewClient(t, b.base)
 	cid := strings.TrimPrefix(c, "/c/")
@@ -197,21 +199,31 @@ func uiScreenshots(t *testing.T, b *browser, dir, c, tid, aid string) {
 		b.visit(p)
 		b.screenshot(dir, name+"-desktop")
 	}
-	phone := newBrowser(t, b.base, 390, 844)
-	for _, name := range []string{"overview", "tasks", "task"} {
-		phone.visit(pages[name])
+	trustPage(b, c, aid)
+	b.screenshot(dir, "trust-desktop")
+}
+
+// journeyPhonePages opens the journey's main pages on a 390 px wide phone,
+// so each passes the layout checks there (nothing wider than the screen,
+// no select cutting off its choice), and captures them when dir is set.
+func journeyPhonePages(t *testing.T, base, dir, c, tid, aid string) {
+	phone := newBrowser(t, base, 390, 844)
+	for name, p := range map[string]string{"overview": c, "tasks": c + "/tasks", "task": c + "/tasks/" + tid} {
+		phone.visit(p)
 		phone.screenshot(dir, name+"-phone")
 	}
-	// The trust page with Low-trust review chosen, so its runtime
-	// checklist shows.
-	for name, br := range map[string]*browser{"trust-desktop": b, "trust-phone": phone} {
-		br.visit(c + "/agents/" + aid + "/trust")
-		br.click("#trust-low")
-		br.eventually("the runtime checklist", 5*time.Second, func() bool {
-			return !eval[bool](br, `document.querySelector("#runtime-checklist").hidden`)
-		})
-		br.screenshot(dir, name)
-	}
+	trustPage(phone, c, aid)
+	phone.screenshot(dir, "trust-phone")
+}
+
+// trustPage opens the agent's trust page with Low-trust review chosen, so
+// its runtime checklist shows.
+func trustPage(b *browser, c, aid string) {
+	b.visit(c + "/agents/" + aid + "/trust")
+	b.click("#trust-low")
+	b.eventually("the runtime checklist", 5*time.Second, func() bool {
+		return !eval[bool](b, `document.querySelector("#runtime-checklist").hidden`)
+	})
 }
 
 // TestUIAuthenticatedSignInAndViewer signs in with a board key, signs out,

@@ -12,7 +12,8 @@ import (
 // layoutChecksJS returns the layout and legibility problems of the page
 // in view: anything that makes the page wider than the viewport (a long
 // subject must wrap, never widen a page), a table cut off behind a
-// horizontal scroller on a phone, and a button without visible text or
+// horizontal scroller on a phone, a select too narrow for its chosen
+// option, and a button without visible text or
 // with text below WCAG AA contrast (4.5:1) on its effective background.
 const layoutChecksJS = `(() => {
   const out = [];
@@ -35,6 +36,19 @@ const layoutChecksJS = `(() => {
     for (const w of document.querySelectorAll(".table-wrap")) {
       if (w.scrollWidth > w.clientWidth + 1) out.push("a table is cut off on a phone: " + (w.getAttribute("aria-label") || describe(w)));
     }
+  }
+  // A select cannot wrap its chosen option: text wider than the box, less
+  // the arrow's room (Chromium cuts text off about 21 px before the
+  // padding; 20 keeps the check on the safe side), is cut off.
+  const measure = document.createElement("canvas").getContext("2d");
+  for (const el of document.querySelectorAll("select:not([multiple])")) {
+    const opt = el.options[el.selectedIndex];
+    if (!opt || !el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
+    const cs = getComputedStyle(el);
+    measure.font = cs.font;
+    const room = el.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20;
+    const need = measure.measureText(opt.text.trim()).width;
+    if (need > room + 1) out.push("a select cuts off its choice \"" + opt.text.trim() + "\" (" + Math.round(need) + " px in " + Math.round(room) + " px): " + describe(el));
   }
   const parse = (c) => { const m = c.match(/[\d.]+/g) || [0, 0, 0, 0]; return [+m[0], +m[1], +m[2], m.length > 3 ? +m[3] : 1]; };
   const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };

@@ -119,7 +119,6 @@ func TestUIHonestStates(t *testing.T) {
 	}
 	b.screenshot(shots, "runs-desktop")
 	b.visit(c + "/email")
-	b.screenshot(shots, "email-desktop")
 	// The address pages live under Email: its sidebar item and crumbs.
 	b.visit(c + "/apps/agentmail/inboxes/" + e.eid + "/settings")
 	if got, crumbs := b.text(`.sidenav a[aria-current="page"]`), b.text(".crumbs"); got != "Email" || !strings.HasPrefix(crumbs, "Email") {
@@ -135,7 +134,4 @@ func TestUIHonestStates(t *testing.T) {
 		c + "/apps/agentmail", c + "/apps/agentmail/inboxes/" + e.eid + "/conversations", c + "/runs", c + "/company", c + "/email"} {
 		p.visit(path)
 	}
-	// The last page visited is the Email page (docs/ui.md,
-	// "Screenshots": the email page on a phone).
-	p.screenshot(shots, "email-phone")
 }

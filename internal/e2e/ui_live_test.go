@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,7 @@ func TestUILiveListsArePushed(t *testing.T) {
 	b.visit("/c/" + cid + "/email")
 	b.waitText("main", "No email yet.", 5*time.Second)
 	eval[bool](b, `window.__pcNoReload = true`)
+	sent := time.Now()
 	if _, err := em.Deliver("live@agentmail.to", emulator.DeliverRequest{From: "Ada <ada@example.com>", Subject: "Pushed to the list",
 		Text: "Does this show up by itself?"}); err != nil {
 		t.Fatal(err)
@@ -52,9 +54,13 @@ func TestUILiveListsArePushed(t *testing.T) {
 	b.eventually("the new mail in the open Email page", bound, func() bool {
 		return strings.Contains(b.text("#conversation-list-region"), "Pushed to the list")
 	})
+	// Measured, not asserted (docs/testing.md, "Failures and flakes"): the
+	// figure is for the reader of the log; issue 33 wants it under 2 s.
+	t.Logf("mail → visible in the open Email page: %s", time.Since(sent).Round(10*time.Millisecond))
 
 	b.visit("/c/" + cid + "/tasks")
 	eval[bool](b, `window.__pcNoReload = true`)
+	sent = time.Now()
 	if _, err := em.Deliver("live@agentmail.to", emulator.DeliverRequest{From: "Bea <bea@example.com>", Subject: "Pushed to the tasks",
 		Text: "And here?"}); err != nil {
 		t.Fatal(err)
@@ -62,6 +68,7 @@ func TestUILiveListsArePushed(t *testing.T) {
 	b.eventually("the new mail's task in the open task list", bound, func() bool {
 		return strings.Contains(b.text("#task-list-region"), "Pushed to the tasks")
 	})
+	t.Logf("mail → its task visible in the open task list: %s", time.Since(sent).Round(10*time.Millisecond))
 	if !eval[bool](b, `window.__pcNoReload === true`) {
 		t.Fatal("the page reloaded")
 	}
@@ -79,4 +86,14 @@ func TestUILiveListsArePushed(t *testing.T) {
 	}
 	b.key("c")
 	b.waitPath("/c/"+cid+"/tasks/new", 10*time.Second)
+
+	// The Email page with its two conversations for docs/ui.md
+	// ("Screenshots"), on a desktop and a phone.
+	if shots := os.Getenv("PAPERCLIP_UI_SCREENSHOTS"); shots != "" {
+		b.visit("/c/" + cid + "/email")
+		b.screenshot(shots, "email-desktop")
+		phone := newBrowser(t, inst.URL(), 390, 844)
+		phone.visit("/c/" + cid + "/email")
+		phone.screenshot(shots, "email-phone")
+	}
 }

@@ -215,6 +215,14 @@ func TestUITaskEmail(t *testing.T) {
 		phone.waitText(out+" .email-outcome", "Delivered", 10*time.Second)
 		phone.screenshot(shots, "task-email-phone")
 	}
+	// Saving the Details form as it now stands keeps the task Done.
+	b.submit(`form:has(#detail-status) button[type=submit]`)
+	if got := e.api.JSON("GET", "/api/issues/"+task, nil, 200)["status"]; got != "done" {
+		t.Errorf("saving the Details form unchanged set the status to %v", got)
+	}
+	if got := b.value("#detail-status"); got != "done" {
+		t.Errorf("after saving, the Details status shows %q", got)
+	}
 
 	// Markup and tracking pixels are text; nothing remote loads.
 	b.visit(c + "/tasks/" + evilTask)

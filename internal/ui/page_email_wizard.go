@@ -381,9 +381,10 @@ func (w *wizard) AgentName() string {
 	return w.Agent.Name
 }
 
-// Option is a credential option's text: "{label} · saved {date}".
+// Option is a credential option's text: "{label} · {date saved}" (short
+// enough for a 390 px phone: a select cannot wrap its choice).
 func (w *wizard) Option(o email.CredentialOption) string {
-	return o.Label + " · saved " + o.CreatedAt.UTC().Format("2006-01-02")
+	return o.Label + " · " + o.CreatedAt.UTC().Format("2006-01-02")
 }
 
 // CheckURL is the address check's target (the script posts to it).

@@ -16,7 +16,7 @@ import (
 const tasksPerPage = 50
 
 // taskSorts are the Tasks list's orders with their labels.
-var taskSorts = []struct{ Value, Label string }{{"updated", "Recently updated"}, {"created", "Newest"}, {"priority", "Priority"}}
+var taskSorts = []struct{ Value, Label string }{{"updated", "Last updated"}, {"created", "Newest"}, {"priority", "Priority"}}
 
 type taskFilter struct {
 	Status, Assignee, Origin, Inbox, Sort string
