@@ -228,12 +228,17 @@ func newPurgeSenderCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "purge-sender ADDRESS [--requested-by WHO]",
 		Short: "Delete the retained email content from and to one address, in every company (audited)",
-		Long: `For a data-subject request: blank the text, headers and attachments of every
-retained message from or to ADDRESS (From, To, Cc, Bcc, Reply-To), in every
-company, and the body of the task comment each inbound one became. Tasks,
-comment rows and the message rows (times, thread) stay. Each
-company concerned gets an audit line "retention.purged_sender" with
---requested-by and a SHA-256 of the address (not the address itself).`,
+		Long: `For a data-subject request: remove the content of every retained message
+from or to ADDRESS (From, To, Cc, Bcc, Reply-To), in every company: its text,
+headers, attachments, subject and display names, the body of the task
+comment an inbound one became, the provider event it came from and the
+search index's copy; its conversation's subject, and the title of the task
+made from it (now "Email (purged)"). Also the text and subject of finished
+sends to ADDRESS, and the subject and text of messages from it held in the
+quarantine. Tasks, comment rows and the message rows (addresses, times,
+thread) stay. Each company concerned gets an audit line
+"retention.purged_sender" with --requested-by and a SHA-256 of the address
+(not the address itself).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if requestedBy == "" {
@@ -255,8 +260,8 @@ company concerned gets an audit line "retention.purged_sender" with
 			svc := &retention.Service{Store: store.New(d), WorkspacesDir: cfg.WorkspacesDir()}
 			got, err := svc.PurgeSender(ctx, args[0], requestedBy)
 			for company, r := range got {
-				fmt.Fprintf(cmd.OutOrStdout(), "company %s: %d message(s), %d bytes of text; %d attachment(s), %d bytes\n",
-					company, r.EmailMessages, r.EmailBytes, r.Attachments, r.AttachmentBytes)
+				fmt.Fprintf(cmd.OutOrStdout(), "company %s: %d message(s), %d bytes of text; %d attachment(s), %d bytes; %d subject(s); %d send(s), %d quarantined message(s)\n",
+					company, r.EmailMessages, r.EmailBytes, r.Attachments, r.AttachmentBytes, r.Subjects, r.Sends, r.Quarantined)
 			}
 			if err != nil {
 				return err

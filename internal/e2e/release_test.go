@@ -123,8 +123,13 @@ func TestReleaseSnapshot(t *testing.T) {
 		archives[key] = find(name, func(n string) bool { return n == name })
 		artifacts = append(artifacts, name)
 		if tg.os == "linux" {
-			debs[key] = find(key+" .deb", func(n string) bool { return strings.HasSuffix(n, "_"+tg.arch+".deb") })
-			rpms[key] = find(key+" .rpm", func(n string) bool { return strings.HasSuffix(n, "."+tg.rpmArch+".rpm") })
+			// The names docs/deployment.md gives: nFPM's, with the
+			// snapshot's "-" as "~" (so it sorts before the release).
+			pkgVersion := strings.Replace(version, "-", "~", 1)
+			deb := "paperclipai_" + pkgVersion + "_" + tg.arch + ".deb"
+			rpm := "paperclipai-" + pkgVersion + "-1." + tg.rpmArch + ".rpm"
+			debs[key] = find(deb, func(n string) bool { return n == deb })
+			rpms[key] = find(rpm, func(n string) bool { return n == rpm })
 			artifacts = append(artifacts, debs[key], rpms[key])
 		}
 	}

@@ -7,22 +7,18 @@ package retention
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"io/fs"
-	"net/mail"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/heartbeat"
 	"github.com/paperclipai/paperclipai/internal/store"
 )
 
@@ -54,11 +50,19 @@ type Report struct {
 	RunLogBytes     int64 `json:"runLogBytes"`
 	TaskDirs        int   `json:"taskDirs"`
 	TaskDirBytes    int64 `json:"taskDirBytes"`
+	// Subjects, Sends and Quarantined count, for purge-sender, the
+	// messages whose subject and names it removed (EmailMessages counts
+	// those whose content it removed: a message the retention purge
+	// emptied still had a subject), the finished sends whose text it
+	// removed and the quarantined messages it blanked.
+	Subjects    int `json:"subjects,omitempty"`
+	Sends       int `json:"sends,omitempty"`
+	Quarantined int `json:"quarantined,omitempty"`
 }
 
 // Empty reports whether nothing was freed.
 func (r Report) Empty() bool {
-	return r.EmailMessages+r.Attachments+r.RunLogs+r.TaskDirs == 0
+	return r.EmailMessages+r.Attachments+r.RunLogs+r.TaskDirs+r.Subjects+r.Sends+r.Quarantined == 0
 }
 
 // Usage is the space each kind of retained data takes now.
@@ -278,6 +282,14 @@ func (s *Service) purgeMessages(ctx context.Context, tx *sql.Tx, r *Report, wher
 		r.Attachments++
 		r.AttachmentBytes += size
 	}
+	// SQLite's search index keeps its own copy of the text (PostgreSQL's
+	// search_vector is recomputed by the row's trigger).
+	if s.db().Dialect == db.SQLite {
+		if _, err := tx.ExecContext(ctx, `UPDATE search_fts SET body = '', attachments = ''
+			WHERE rowid IN (SELECT rid FROM search_docs WHERE doc_id IN (SELECT id FROM email_messages WHERE `+where+`))`, args...); err != nil {
+			return fmt.Errorf("purge email search text: %w", err)
+		}
+	}
 	// The where clause's placeholders are $1…$n; the time is bound last.
 	mark := fmt.Sprintf("$%d", len(args)+1)
 	if _, err := tx.ExecContext(ctx, `UPDATE email_messages SET text = '', full_text = '', headers = NULL, attachment_ids = '[]',
@@ -365,91 +377,6 @@ func (s *Service) audit(ctx context.Context, companyID, action string, r Report,
 	details, _ := json.Marshal(d)
 	return s.Store.InsertActivity(ctx, s.db(), &domain.Activity{CompanyID: companyID, ActorKind: "system", ActorID: "retention",
 		Action: action, EntityType: "company", EntityID: companyID, Details: details})
-}
-
-// PurgeSender removes the retained email content sent from or to address
-// in every company (a data-subject request): message text, headers and
-// attachments, and the body of the task comment each inbound message
-// became. Each company with
-// such messages gets an audit line naming who asked and a hash of the
-// address (not the address itself).
-func (s *Service) PurgeSender(ctx context.Context, address, requestedBy string) (map[string]Report, error) {
-	a, err := mail.ParseAddress(address)
-	if err != nil {
-		return nil, fmt.Errorf("not an email address: %q", address)
-	}
-	addr := strings.ToLower(a.Address)
-	// Candidates by a text search of the envelope, then an exact match of
-	// each parsed address, so "bob@example.com" never matches
-	// "alibob@example.com".
-	rows, err := s.db().QueryContext(ctx, `SELECT id, company_id, envelope FROM email_messages
-		WHERE content_purged_at IS NULL AND LOWER(CAST(envelope AS TEXT)) LIKE $1`, "%"+addr+"%")
-	if err != nil {
-		return nil, fmt.Errorf("find messages: %w", err)
-	}
-	byCompany := map[string][]string{}
-	for rows.Next() {
-		var id, company string
-		var raw []byte
-		if err := rows.Scan(&id, &company, &raw); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		var env domain.EmailEnvelope
-		if json.Unmarshal(raw, &env) == nil && envelopeHas(env, addr) {
-			byCompany[company] = append(byCompany[company], id)
-		}
-	}
-	rows.Close()
-	sum := sha256.Sum256([]byte(addr))
-	out := map[string]Report{}
-	for company, ids := range byCompany {
-		var r Report
-		err := s.Store.Tx(ctx, func(tx *sql.Tx) error {
-			for _, id := range ids {
-				// The task comment an inbound message became quotes it:
-				// for a data-subject request it goes too (the comment row
-				// stays, so the task's history keeps its shape).
-				if _, err := tx.ExecContext(ctx, `UPDATE issue_comments SET body = $1
-					WHERE id = (SELECT comment_id FROM email_messages WHERE id = $2)`, RemovedOnRequest, id); err != nil {
-					return fmt.Errorf("purge the message's comment: %w", err)
-				}
-				if err := s.purgeMessages(ctx, tx, &r, `id = $1 AND content_purged_at IS NULL`, id); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return out, err
-		}
-		out[company] = r
-		if err := s.audit(ctx, company, "retention.purged_sender", r, map[string]any{"requestedBy": requestedBy,
-			"addressSha256": hex.EncodeToString(sum[:])}); err != nil {
-			return out, err
-		}
-	}
-	return out, nil
-}
-
-// RemovedOnRequest replaces the body of a task comment made from a message
-// that purge-sender removed.
-const RemovedOnRequest = "[email content removed on request]"
-
-func envelopeHas(env domain.EmailEnvelope, addr string) bool {
-	all := append([]string{env.From}, env.To...)
-	all = append(all, env.Cc...)
-	all = append(all, env.Bcc...)
-	all = append(all, env.ReplyTo...)
-	for _, v := range all {
-		if a, err := mail.ParseAddress(v); err == nil && strings.EqualFold(a.Address, addr) {
-			return true
-		}
-		if strings.EqualFold(strings.TrimSpace(v), addr) {
-			return true
-		}
-	}
-	return false
 }
 
 // dirSize is the total size of the regular files under dir (symlinks are
