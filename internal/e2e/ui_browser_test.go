@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,10 +30,7 @@ func TestUIJourney(t *testing.T) {
 		inst := startUIServer(t, dbURL, config.ModeLocalTrusted)
 		api := testkit.NewClient(t, inst.URL())
 		b := newBrowser(t, inst.URL(), 1280, 900)
-		shots := ""
-		if dialect == db.SQLite {
-			shots = os.Getenv("PAPERCLIP_UI_SCREENSHOTS")
-		}
+		shots := screenshotDir(dialect)
 
 		b.visit("/")
 		b.waitText("h1", "Companies", 5*time.Second)
