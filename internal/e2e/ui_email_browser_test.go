@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -35,10 +34,7 @@ func TestUIEmailJourney(t *testing.T) {
 		api := e.api
 		b := newBrowser(t, e.inst.URL(), 1280, 900)
 		b.allowClipboard()
-		shots := ""
-		if dialect == db.SQLite {
-			shots = os.Getenv("PAPERCLIP_UI_SCREENSHOTS")
-		}
+		shots := screenshotDir(dialect)
 
 		// 1. A company.
 		b.visit("/")

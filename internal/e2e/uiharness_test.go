@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -474,6 +475,16 @@ func (b *browser) checkPage() {
 		}
 	}
 	b.checkSchemes()
+}
+
+// screenshotDir is the screenshot directory of a browser test running on
+// dialect: PAPERCLIP_UI_SCREENSHOTS on SQLite, "" (none) on PostgreSQL, so
+// that a test run on both databases writes each file once.
+func screenshotDir(dialect db.Dialect) string {
+	if dialect != db.SQLite {
+		return ""
+	}
+	return os.Getenv("PAPERCLIP_UI_SCREENSHOTS")
 }
 
 // screenshot writes a PNG of the page to dir/name.png when dir is set;
