@@ -312,7 +312,7 @@ func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agen
 	spec := RunSpec{Run: run, Agent: agent, Token: token, APIURL: s.opts.APIURL, ExtraEnv: map[string]string{}}
 	res := s.prepareAndRun(ctx, &spec)
 	// Record the outcome even when the server is shutting down.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeDeadline)
 	defer cancel()
 	// Every secret the run held is masked in its log (viewers read it,
 	// backups keep it) and in its error: vaulted values, the adapter's
@@ -323,23 +323,25 @@ func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agen
 	}
 	logText := maskSecrets(sanitizeLog(res.Log), held)
 	res.Error = maskSecrets(res.Error, held)
-	err := s.st.Tx(fctx, func(tx *sql.Tx) error {
-		ok, err := s.st.FinishRun(fctx, tx, run.ID, s.opts.RunnerID, res.Status, res.ExitCode, res.Error)
-		if err != nil || !ok {
-			return err
-		}
-		if err := s.st.PutRunLog(fctx, tx, run.ID, logText, res.LogSize, res.Truncated); err != nil {
-			return err
-		}
-		if run.IssueID != "" {
-			if err := s.st.ReleaseIssueCheckout(fctx, tx, run.IssueID, run.ID); err != nil {
+	err := retryOutcome(fctx, func() error {
+		return s.st.Tx(fctx, func(tx *sql.Tx) error {
+			ok, err := s.st.FinishRun(fctx, tx, run.ID, s.opts.RunnerID, res.Status, res.ExitCode, res.Error)
+			if err != nil || !ok {
 				return err
 			}
-		}
-		by := domain.SystemActor("", run.AgentID)
-		by.RunID = run.ID
-		return s.st.Audit(fctx, tx, by, run.CompanyID, "heartbeat.finished", "heartbeat_run", run.ID,
-			map[string]any{"status": res.Status, "exitCode": res.ExitCode, "error": res.Error})
+			if err := s.st.PutRunLog(fctx, tx, run.ID, logText, res.LogSize, res.Truncated); err != nil {
+				return err
+			}
+			if run.IssueID != "" {
+				if err := s.st.ReleaseIssueCheckout(fctx, tx, run.IssueID, run.ID); err != nil {
+					return err
+				}
+			}
+			by := domain.SystemActor("", run.AgentID)
+			by.RunID = run.ID
+			return s.st.Audit(fctx, tx, by, run.CompanyID, "heartbeat.finished", "heartbeat_run", run.ID,
+				map[string]any{"status": res.Status, "exitCode": res.ExitCode, "error": res.Error})
+		})
 	})
 	if err != nil {
 		s.log.Error("record run outcome", "run", run.ID, "err", err)
@@ -354,6 +356,34 @@ func (s *Service) execute(ctx context.Context, run domain.Run, agent domain.Agen
 		s.opts.Observer.RunFinished(res.Status, time.Since(*run.StartedAt))
 	}
 	s.log.Info("run finished", "run", run.ID, "agent", run.AgentID, "status", res.Status)
+}
+
+// outcomeDeadline bounds how long a finished run's outcome is retried
+// while the database is unreachable.
+const outcomeDeadline = 90 * time.Second
+
+// retryOutcome runs record until it succeeds or ctx ends, waiting
+// 250 ms, then twice as long each time up to 5 s, between attempts.
+// Why: a run that ends while the database is unreachable (restarted, or
+// its connections cut) would otherwise stay "running" once it left
+// s.active, with nobody renewing its lease, and another replica would
+// fail it as an orphan and run its wake a second time. Until its outcome
+// is stored the run stays in s.active, so this runner keeps renewing its
+// lease.
+func retryOutcome(ctx context.Context, record func() error) error {
+	wait := 250 * time.Millisecond
+	for {
+		err := record()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 func (s *Service) prepareAndRun(ctx context.Context, spec *RunSpec) Result {
