@@ -348,7 +348,9 @@ func (u *UI) taskEmailSend(d *taskData, p outbound.SendSummary, byProviderID map
 			s.Steps = append(s.Steps, taskEmailStep{Label: "Sent", Done: true})
 		}
 	}
-	if (p.Outcome == domain.OutcomeUncertain || p.Outcome == domain.OutcomeQueued) && p.Retrying && p.Attempts > 0 {
+	// Retrying only after an attempt failed (it left its error): the
+	// first attempt, in flight, is still just Queued.
+	if (p.Outcome == domain.OutcomeUncertain || p.Outcome == domain.OutcomeQueued) && p.Retrying && p.Attempts > 0 && p.Error != nil {
 		s.Retrying, s.Uncertain = true, false
 		s.Label, s.Tone, s.Text = taskEmailRetrying, "amber", taskEmailRetryingText
 		s.RetryLine = retryLine(p.Attempts, p.NextAttemptAt, time.Now())
