@@ -38,6 +38,9 @@ type browser struct {
 	mu       sync.Mutex
 	problems []string
 	tolerate bool
+	// longChoices are select choices too long for any screen that the
+	// layout check lets a select cut off (allowLongChoice).
+	longChoices []string
 
 	// loaded gets a token at every load event of the tab (submit waits on
 	// it); stats counts the work (logged at the end of the test).

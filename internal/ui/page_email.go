@@ -292,5 +292,11 @@ func (u *UI) emulatorURL() string {
 	return ""
 }
 
-// webhookAllowed reports whether the server has a public HTTPS URL.
-func (u *UI) webhookAllowed() bool { return strings.HasPrefix(u.d.Config.PublicURL, "https://") }
+// webhookAllowed reports whether webhook receiving can work: a public
+// HTTPS URL, or a plain-HTTP loopback one with --insecure-local-webhooks
+// (the local emulator). The rule is the email service's (registerWebhook):
+// the UI offered Webhook disabled on a server whose API took it.
+func (u *UI) webhookAllowed() bool {
+	cfg := u.d.Config
+	return strings.HasPrefix(cfg.PublicURL, "https://") || (cfg.InsecureLocalWebhooks && strings.HasPrefix(cfg.PublicURL, "http://"))
+}
