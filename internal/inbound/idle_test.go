@@ -20,7 +20,7 @@ import (
 // receiving workers issue at most one statement per renewal (the batch
 // lease renewal) plus a small constant (the 60 s safety-net rescan, two
 // statements, may fall in the window), and the provider sees no REST call
-// at all. A short lease (1 s, renewed every 250 ms) keeps the window short;
+// at all. A short lease (1 s, renewed every 333 ms) keeps the window short;
 // the count per period does not depend on it.
 //
 // Why 250 inboxes under the race detector (./scripts/test runs this
@@ -102,7 +102,7 @@ func TestIdleClusterIsSilent(t *testing.T) {
 			return n
 		}
 		// Past the batched write of the last catch-up records (once a
-		// second, four renewal periods).
+		// second, three renewal periods).
 		renewedBy(renewals(), 8)
 		r0, q0, rest0 := renewals(), queries(), e.Em.RequestCount()
 		renewedBy(r0, periods)

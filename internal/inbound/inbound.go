@@ -71,10 +71,14 @@ type Timing struct {
 	// own transaction (store.Lease.Fence), on whatever pooled connection
 	// that transaction runs; a session lock lives on one dedicated
 	// connection and cannot be proved from another, and it would need a
-	// second mechanism on SQLite. A 3 s lease renewed every 750 ms costs
-	// one statement per period for all of a replica's leases, survives
-	// three missed renewals, and lets another replica take a dead one's
-	// sockets and threads within about 4 s.
+	// second mechanism on SQLite. A 3 s lease renewed every second costs
+	// one statement per second for all of a replica's leases, survives two
+	// missed renewals, and lets another replica take a dead one's sockets
+	// and threads within about 4 s. Why a second and not less: the renewal
+	// is nearly all an idle replica's database work, so its period sets
+	// the cluster's idle statement rate (docs/benchmarks.md, "Scale out:
+	// stable shares, 10,000 inboxes, the new-thread tail (issue 34)"); a third of the lease still leaves a renewal delayed by a
+	// slow commit a full period of margin.
 	SocketLeaseTTL time.Duration
 	SocketRenew    time.Duration
 	// ThreadLeaseTTL bounds how long a dead replica blocks one provider
@@ -119,7 +123,7 @@ type Timing struct {
 // DefaultTiming is the production timing (docs/email-pipeline.md, "Timing").
 var DefaultTiming = Timing{
 	SocketLeaseTTL:         3 * time.Second,
-	SocketRenew:            750 * time.Millisecond,
+	SocketRenew:            time.Second,
 	ThreadLeaseTTL:         3 * time.Second,
 	CatchupInterval:        60 * time.Second,
 	CatchupHealthyInterval: 10 * time.Minute,

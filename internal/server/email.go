@@ -68,12 +68,12 @@ func (s *Server) newEmailChannel(az *authz.Service, client *agentmail.Client, ho
 
 // inboundTiming applies the configuration's email timing overrides. A
 // lease TTL override also scales the lease renewal to the default ratio
-// (750 ms of 3 s).
+// (1 s of 3 s).
 func inboundTiming(cfg config.Config) inbound.Timing {
 	var t inbound.Timing
 	if ttl := cfg.EmailLeaseTTL; ttl > 0 {
 		t.SocketLeaseTTL, t.ThreadLeaseTTL = ttl, ttl
-		t.SocketRenew = max(ttl/4, 100*time.Millisecond)
+		t.SocketRenew = max(ttl/3, 100*time.Millisecond)
 	}
 	t.CatchupInterval, t.ReconnectMin = cfg.EmailCatchupInterval, cfg.EmailReconnectMin
 	return t
