@@ -59,6 +59,9 @@ func TestRunsPage(t *testing.T) {
 			return e.api.JSON("GET", "/api/heartbeat-runs/"+f.run, nil, 200)["finishedAt"] != nil &&
 				e.api.JSON("GET", "/api/heartbeat-runs/"+failed, nil, 200)["finishedAt"] != nil
 		})
+		if r := e.api.JSON("GET", "/api/heartbeat-runs/"+failed, nil, 200); r["error"] != "process exited with code 7" {
+			t.Fatalf("the broken run ended %v with error %q", r["status"], r["error"])
+		}
 		p := e.get(c + "/runs")
 		checkPage(t, c+"/runs", p)
 		for _, want := range []string{`data-run-id="` + f.run + `" data-status="succeeded"`, `data-run-id="` + failed + `" data-status="failed"`,
