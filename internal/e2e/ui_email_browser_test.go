@@ -199,9 +199,9 @@ func TestUIEmailJourney(t *testing.T) {
 				t.Errorf("%q is visible before it is asked for", hidden)
 			}
 		}
-		b.click(in + " details.email-fulltext > summary")
+		b.openDetails(in + " details.email-fulltext")
 		b.waitText(in, "Earlier thread text", 5*time.Second)
-		b.click(in + " details.email-details > summary")
+		b.openDetails(in + " details.email-details")
 		b.waitText(in, "Message ID:", 5*time.Second)
 		out := `#task-timeline article[aria-label="Email sent"]`
 		b.eventually("the reply's card to show Delivered", 60*time.Second, func() bool {

@@ -101,11 +101,24 @@ func (b *browser) html() string {
 	return eval[string](b, `document.documentElement.outerHTML`)
 }
 
-// openDetails opens a <details> by clicking its summary.
+// openDetails opens a <details> by clicking its summary, as a person
+// would: a click that a live refresh swallowed (the page replaced the
+// card between the mouse's press and release) is clicked again.
 func (b *browser) openDetails(sel string) {
 	b.t.Helper()
-	if !eval[bool](b, fmt.Sprintf(`document.querySelector(%q).open`, sel)) {
+	isOpen := fmt.Sprintf(`!!(document.querySelector(%q) || {}).open`, sel)
+	for attempt := 1; attempt <= 3; attempt++ {
+		if eval[bool](b, isOpen) {
+			return
+		}
 		b.click(sel + " > summary")
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) && !eval[bool](b, isOpen) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if !eval[bool](b, isOpen) {
+		b.t.Fatalf("%s did not open after three clicks", sel)
 	}
 }
 

@@ -198,10 +198,10 @@ func TestUITaskEmail(t *testing.T) {
 			t.Fatalf("jane got %d emails", n)
 		}
 		// On demand: the quoted history and the envelope details.
-		b.click(in + " .email-fulltext summary")
+		b.openDetails(in + " details.email-fulltext")
 		b.waitText(in, "Earlier thread text", 5*time.Second)
 		b.waitText(in+" .email-fulltext summary", "Hide full email", 5*time.Second)
-		b.click(in + " .email-details summary")
+		b.openDetails(in + " details.email-details")
 		b.waitText(in+" .email-details", "Message ID:", 5*time.Second)
 		// Disclosures stay open across live refreshes (a comment from elsewhere
 		// changes the region).
@@ -210,6 +210,20 @@ func TestUITaskEmail(t *testing.T) {
 		if !strings.Contains(b.text(in), "Earlier thread text") || !strings.Contains(b.text(in), "Message ID:") {
 			t.Error("a live refresh closed Show full email or Email details")
 		}
+		// A refresh waits while a pointer is pressed in the timeline (a swap
+		// between press and release would swallow the click), and lands on
+		// the release.
+		fetches := `performance.getEntriesByType("resource").filter(e => e.name.includes("fragment=task-timeline")).length`
+		n0 := eval[int](b, fetches)
+		eval[bool](b, `document.querySelector('`+in+` .email-fulltext summary').dispatchEvent(new PointerEvent("pointerdown", {bubbles: true})); true`)
+		e.api.JSON("POST", "/api/issues/"+task+"/comments", map[string]any{"body": "Noted while pressed."}, 201)
+		b.eventually("a timeline refresh fetched while pressed", 10*time.Second, func() bool { return eval[int](b, fetches) > n0 })
+		time.Sleep(300 * time.Millisecond)
+		if strings.Contains(b.text("#task-timeline"), "Noted while pressed.") {
+			t.Error("the timeline was replaced while a pointer was pressed in it")
+		}
+		eval[bool](b, `document.dispatchEvent(new PointerEvent("pointerup", {bubbles: true})); true`)
+		b.waitText("#task-timeline", "Noted while pressed.", 10*time.Second)
 		if shots != "" {
 			b.click(in + " .email-details summary")
 			eval[bool](b, `window.scrollTo(0, 0); true`)
@@ -266,7 +280,7 @@ func TestUITaskEmail(t *testing.T) {
 		b.waitText(intent, "Paperclip lost confirmation after sending. Check AgentMail before resolving.", 5*time.Second)
 		b.waitText(intent, "Requested by Mail Assistant in run", 5*time.Second)
 		pid := eval[string](b, `document.querySelector('`+intent+`').dataset.publicationId`)
-		b.click(intent + " details.resolve summary")
+		b.openDetails(intent + " details.resolve")
 		b.fill("#resolve-"+pid+"-message-id", "not-a-real-id")
 		b.submit("#resolve-" + pid + "-sent")
 		b.waitText(intent+" [role=alert]", "The message does not match this send intent", 10*time.Second)

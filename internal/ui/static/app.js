@@ -186,7 +186,30 @@
     schedule(state, ms);
   }
 
+  // A swap waits while a pointer is pressed inside the region: replacing
+  // the node between the press and the release would swallow the click
+  // (the release lands on a different element, so no click fires), which
+  // a live task page refreshing as its run progresses made easy to hit.
+  let pressed = null; // the element under the pointer's press, if any
+  const held = new Map(); // region id -> the swap waiting for the release
+  document.addEventListener("pointerdown", (ev) => { pressed = ev.target; }, true);
+  const release = () => {
+    pressed = null;
+    // After the click that this release makes has been dispatched.
+    setTimeout(() => {
+      const run = [...held.values()];
+      held.clear();
+      run.forEach((f) => f());
+    }, 0);
+  };
+  document.addEventListener("pointerup", release, true);
+  document.addEventListener("pointercancel", release, true);
+
   function swap(state, region, html) {
+    if (pressed && region.contains(pressed)) {
+      held.set(state.id, () => { const r = document.getElementById(state.id); if (r) swap(state, r, html); });
+      return;
+    }
     const doc = new DOMParser().parseFromString(policy.createHTML(html), "text/html");
     const fresh = doc.getElementById(state.id);
     if (!fresh) { schedule(state, state.ms); return; }
