@@ -18,20 +18,36 @@ const axeRunJS = `axe.run(document, {resultTypes: ["violations"]}).then((r) => r
     .join("; ")))`
 
 // axeSignatureJS fingerprints what axe-core's verdict depends on: every
-// element's tag, classes, role, ARIA and form attributes, in document
-// order, and the colour scheme; not the text (same classes, same colours).
+// element's tag, classes, role, ARIA and form attributes and its place in
+// the tree, and the colour scheme; not the text (same classes, same
+// colours; an aria-label counts as there or not, numbers and ids in a
+// value as placeholders), and not how often a shape repeats among its siblings: a list
+// of nine rows shaped like the rows of a list of two gets the verdict of
+// the two (each element's children count once per distinct shape, in the
+// order each shape first appears). Why: lists and timelines grow between
+// the visits of a test, and each new length used to run axe-core again.
 const axeSignatureJS = `(() => {
-  let h = 5381;
-  const add = (s) => { for (let i = 0; i < s.length; i++) h = ((h * 33) ^ s.charCodeAt(i)) >>> 0; };
-  add(matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light");
-  for (const el of document.querySelectorAll("*")) {
-    add(el.tagName);
+  const hash = (s) => { let h = 5381; for (let i = 0; i < s.length; i++) h = ((h * 33) ^ s.charCodeAt(i)) >>> 0; return h; };
+  // A label's words are text (whether there is one is what counts), and
+  // ids and numbers inside a value (aria-labelledby="row-42") name data.
+  const norm = (a) => a.name === "aria-label" ? String(a.value.trim() !== "") :
+    a.value.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, ":id").replace(/[0-9]+/g, "0");
+  const shape = (el) => {
+    let s = el.tagName;
     for (const a of el.attributes) {
       if (a.name === "class" || a.name === "role" || a.name === "type" || a.name === "for" || a.name === "open" ||
-          a.name === "disabled" || a.name === "tabindex" || a.name.startsWith("aria-")) add(a.name + "=" + a.value);
+          a.name === "disabled" || a.name === "tabindex" || a.name.startsWith("aria-")) s += " " + a.name + "=" + norm(a);
     }
-  }
-  return location.pathname.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, ":id") + "#" + h;
+    const seen = new Set();
+    s += "(";
+    for (const c of el.children) {
+      const h = shape(c);
+      if (!seen.has(h)) { seen.add(h); s += h + ","; }
+    }
+    return hash(s + ")");
+  };
+  const scheme = matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
+  return location.pathname.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, ":id") + "#" + scheme + "#" + shape(document.documentElement);
 })()`
 
 // axeChecked holds the signatures axe-core already passed (or failed) in
