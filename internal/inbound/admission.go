@@ -3,6 +3,7 @@ package inbound
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/agentmail"
@@ -65,7 +66,7 @@ func (w *Worker) AdmitEvents(ctx context.Context, ep domain.EmailEndpoint, evs [
 }
 
 // listen relays PostgreSQL notifications on queue.NotifyChannel: one naming an
-// inbox wakes that inbox, any other rescans (Notify). After a lost
+// inbox wakes that inbox (remoteWake), any other rescans (Notify). After a lost
 // connection it rescans once (a notification may have been missed) and
 // listens again.
 func (w *Worker) listen(ctx context.Context) {
@@ -77,7 +78,7 @@ func (w *Worker) listen(ctx context.Context) {
 				w.Notify()
 				return
 			}
-			w.wakeFor(payload, wakeSocket|wakeDeliveries)
+			w.remoteWake(payload)
 		})
 		if ctx.Err() != nil {
 			return
@@ -90,5 +91,47 @@ func (w *Worker) listen(ctx context.Context) {
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// remoteDeliveryGrace is how long a replica leaves deliveries another
+// replica announced to that replica before it looks at them itself.
+const remoteDeliveryGrace = 2 * time.Second
+
+// remoteWake handles a notification naming an inbox, sent by the commit of
+// another replica (or of this one: PostgreSQL delivers a listener its own
+// replica's notifications too). A socket that ended elsewhere is looked at
+// now: its lease is free and may be this replica's to take. New
+// deliveries are looked at only after remoteDeliveryGrace, and the socket
+// not at all. Why: the replica that admitted them woke its own worker
+// after the commit and is already receiving them, and every other replica
+// reading the same due rows, fetching the same messages from the provider
+// and contending for the same thread leases (and the inbox's preferred
+// owner trying the socket lease) on every admission kept a three-replica
+// cluster from keeping up with one busy inbox (docs/benchmarks.md, issue
+// 34). The later look still finds what a replica that died right after
+// admitting left behind.
+func (w *Worker) remoteWake(payload string) {
+	if id, ok := strings.CutPrefix(payload, queue.SocketEndedPrefix); ok {
+		w.wakeFor(id, wakeSocket|wakeDeliveries)
+		return
+	}
+	at := time.Now().Add(remoteDeliveryGrace)
+	w.mu.Lock()
+	st := w.inboxes[payload]
+	sooner := st != nil && (st.deliveryAt.IsZero() || st.deliveryAt.After(at))
+	if sooner {
+		st.deliveryAt = at
+	}
+	w.mu.Unlock()
+	switch {
+	case st == nil:
+		// An inbox this replica does not know yet (set up elsewhere a
+		// moment ago): the round rescans and learns it.
+		w.wakeFor(payload, wakeDeliveries)
+	case sooner:
+		// The scheduler sleeps until the earliest deadline; this one is
+		// new.
+		w.wakeSig.Notify()
 	}
 }

@@ -437,7 +437,7 @@ func (w *Worker) socketEnded(ep domain.EmailEndpoint, l *store.Lease, err error)
 	w.mu.Unlock()
 	// Another replica may be waiting for this lease: tell it now (naming
 	// the inbox) rather than letting it wait for the lease to expire.
-	_ = w.q.tx(rctx, func(tx *sql.Tx) error { return queue.NotifyInboxTx(rctx, tx, w.db, ep.ID) })
+	_ = w.q.tx(rctx, func(tx *sql.Tx) error { return queue.NotifySocketEndedTx(rctx, tx, w.db, ep.ID) })
 	if stopping {
 		return
 	}

@@ -172,10 +172,21 @@ func AdmitTx(ctx context.Context, tx *sql.Tx, st *store.Store, ep domain.EmailEn
 	return inserted, st.DB.NotifyPayloadTx(ctx, tx, NotifyChannel, ep.ID)
 }
 
-// NotifyInboxTx queues, inside tx, the signal that makes every replica's
-// worker visit the inbox endpointID once tx commits.
+// NotifyInboxTx queues, inside tx, the signal that tells every replica's
+// worker the inbox endpointID has new deliveries once tx commits.
 func NotifyInboxTx(ctx context.Context, tx *sql.Tx, d *db.DB, endpointID string) error {
 	return d.NotifyPayloadTx(ctx, tx, NotifyChannel, endpointID)
+}
+
+// SocketEndedPrefix starts the payload of a notification that an inbox's
+// socket ended on the replica that held it (the inbox id follows): every
+// other replica looks at the socket at once, the lease being free.
+const SocketEndedPrefix = "socket-ended:"
+
+// NotifySocketEndedTx queues, inside tx, the signal that the inbox
+// endpointID's socket ended on this replica.
+func NotifySocketEndedTx(ctx context.Context, tx *sql.Tx, d *db.DB, endpointID string) error {
+	return d.NotifyPayloadTx(ctx, tx, NotifyChannel, SocketEndedPrefix+endpointID)
 }
 
 // Broadcast makes every replica's receiving worker rescan its inboxes now:
