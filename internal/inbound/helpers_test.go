@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -194,4 +196,26 @@ func tamperedPost(t *testing.T, base, publicID, secret string, signed, body []by
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// withReplicas returns e's server and, on PostgreSQL, two more in-process
+// replicas of it configured by mutate (SQLite allows one server).
+// Replicas share the vault master key, as a deployment must.
+func withReplicas(t *testing.T, e *testkit.EmailEnv, url string, mutate func(*config.Config)) []*testkit.Instance {
+	t.Helper()
+	replicas := []*testkit.Instance{e.Instance}
+	if url == "" {
+		return replicas
+	}
+	key, err := os.ReadFile(filepath.Join(e.Home, "instance", "secrets", "master.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		cfg := testkit.EmailConfig(testkit.Config(t, url), e.Em)
+		mutate(&cfg)
+		cfg.MasterKeyB64 = strings.TrimSpace(string(key))
+		replicas = append(replicas, testkit.Start(t, cfg))
+	}
+	return replicas
 }

@@ -2,9 +2,6 @@ package inbound_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -49,23 +46,10 @@ func TestIdleClusterIsSilent(t *testing.T) {
 	if raceDetector {
 		lease = 3 * time.Second
 	}
-	dbtest.EachURL(t, func(t *testing.T, dialect db.Dialect, url string) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		short := func(c *config.Config) { c.EmailLeaseTTL = lease }
 		e := testkit.NewEmailEnv(t, url, short)
-		replicas := []*testkit.Instance{e.Instance}
-		if dialect == db.Postgres {
-			// Replicas share the vault master key, as a deployment must.
-			key, err := os.ReadFile(filepath.Join(e.Home, "instance", "secrets", "master.key"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 2 {
-				cfg := testkit.EmailConfig(testkit.Config(t, url), e.Em)
-				short(&cfg)
-				cfg.MasterKeyB64 = strings.TrimSpace(string(key))
-				replicas = append(replicas, testkit.Start(t, cfg))
-			}
-		}
+		replicas := withReplicas(t, e, url, short)
 		ids := make([]string, inboxes)
 		eightAtATime(inboxes, func(i int) { ids[i] = e.Setup(fmt.Sprintf("quiet%04d", i), nil)["id"].(string) })
 		renewals := func() []int64 {

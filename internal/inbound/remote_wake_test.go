@@ -2,9 +2,6 @@ package inbound_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,22 +25,10 @@ import (
 // (one server) the same burst is simply received.
 func TestOtherReplicasLeaveAnAdmissionToItsReplica(t *testing.T) {
 	const mails = 40
-	dbtest.EachURL(t, func(t *testing.T, dialect db.Dialect, url string) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
 		lease := func(c *config.Config) { c.EmailLeaseTTL = 3 * time.Second }
 		e := testkit.NewEmailEnv(t, url, lease)
-		replicas := []*testkit.Instance{e.Instance}
-		if dialect == db.Postgres {
-			key, err := os.ReadFile(filepath.Join(e.Home, "instance", "secrets", "master.key"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 2 {
-				cfg := testkit.EmailConfig(testkit.Config(t, url), e.Em)
-				lease(&cfg)
-				cfg.MasterKeyB64 = strings.TrimSpace(string(key))
-				replicas = append(replicas, testkit.Start(t, cfg))
-			}
-		}
+		replicas := withReplicas(t, e, url, lease)
 		inbox := e.Setup("burst", nil)
 		id, address := inbox["id"].(string), inbox["address"].(string)
 		holder := -1
