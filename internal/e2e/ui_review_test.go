@@ -53,6 +53,9 @@ func TestUIReviewBeforeSend(t *testing.T) {
 		b.visit("/c/" + cid + "/review")
 		b.waitText("#review-queue", "Nothing waits for review.", 5*time.Second)
 
+		// A keyboard user on the sidebar's Review link keeps focus there
+		// when the badge's live item is swapped (the link has no id).
+		eval[bool](b, `document.querySelector("#nav-review a").focus(), true`)
 		key := testkit.NewUUID()
 		acc := e.api.JSON("POST", "/api/companies/"+cid+"/email/send", map[string]any{"endpointId": ep, "parentIssueId": parent,
 			"to": []string{"stranger@example.com"}, "subject": "A proposal", "text": "Buy now!!!", "idempotencyKey": key}, 202)
@@ -63,6 +66,9 @@ func TestUIReviewBeforeSend(t *testing.T) {
 		b.waitText("#review-queue", "A proposal", 15*time.Second)
 		b.waitText("#review-queue", "New recipient stranger@example.com", 5*time.Second)
 		b.waitText("#nav-review", "1", 15*time.Second)
+		if !eval[bool](b, `document.activeElement === document.querySelector("#nav-review a")`) {
+			t.Errorf("the live badge swap took focus off the Review link (focus at %s)", b.focused())
+		}
 		b.screenshot(shots, "email-review-queue-desktop")
 
 		b.click("#review-list a")

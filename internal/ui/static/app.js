@@ -205,6 +205,25 @@
   document.addEventListener("pointerup", release, true);
   document.addEventListener("pointercancel", release, true);
 
+  // The focused element of a region about to be swapped, as something to
+  // find it by in the new content: its id, or (a link without one, like
+  // the sidebar's Review link inside its polled item) its tag, href and
+  // place among the region's focusable elements. Why: a swap replaces
+  // every node, and a keyboard user whose focus was on a replaced element
+  // lost it to the page body.
+  const focusable = (root) => [...root.querySelectorAll("a[href], button, input, select, textarea, summary, [tabindex]")];
+  function focusKey(region) {
+    const a = document.activeElement;
+    if (!a || a === region || !region.contains(a)) return null;
+    return { id: a.id, tag: a.tagName, href: a.getAttribute("href"), index: focusable(region).indexOf(a) };
+  }
+  function focusAgain(node, key) {
+    if (key.id) return document.getElementById(key.id);
+    const list = focusable(node);
+    return list.find((e) => e.tagName === key.tag && key.href !== null && e.getAttribute("href") === key.href) ||
+      (list[key.index] && list[key.index].tagName === key.tag ? list[key.index] : null);
+  }
+
   function swap(state, region, html) {
     if (pressed && region.contains(pressed)) {
       held.set(state.id, () => { const r = document.getElementById(state.id); if (r) swap(state, r, html); });
@@ -216,14 +235,14 @@
     // Keep open disclosures, focus and scroll across the swap.
     const open = new Set();
     region.querySelectorAll("details[open]").forEach((d, i) => open.add(d.id || "#" + i));
-    const focusId = document.activeElement && region.contains(document.activeElement) ? document.activeElement.id : "";
+    const focus = focusKey(region);
     const x = window.scrollX, y = window.scrollY;
     const node = document.importNode(fresh, true);
     node.querySelectorAll("details").forEach((d, i) => { if (open.has(d.id || "#" + i)) d.open = true; });
     region.replaceWith(node);
     enhance(node);
     syncFields(node);
-    if (focusId) { const f = document.getElementById(focusId); if (f) f.focus({ preventScroll: true }); }
+    if (focus) { const f = focusAgain(node, focus); if (f) f.focus({ preventScroll: true }); }
     window.scrollTo(x, y);
     setStatus(node, "Updated " + new Date().toLocaleTimeString());
     start(node, state);
