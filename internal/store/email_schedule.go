@@ -124,15 +124,31 @@ type LeaseRenewal struct {
 // they were before the statement's own changes, which for other holders'
 // rows is what they need (this process's own row and leases are counted
 // in Go).
-func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder string, ttl time.Duration, live bool) (LeaseRenewal, error) {
+//
+// every is the renewal period. A thread lease taken or fenced within the
+// last half period (more than ttl-every/2 left) is left alone: the next
+// renewal, a period later, still finds it with more than ttl-3*every/2
+// left (1.5 s of a 3 s lease renewed every second).
+func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder string, ttl, every time.Duration, live bool) (LeaseRenewal, error) {
 	now := s.Now()
 	// Why the CASE: a lease with a longer TTL of its own (a send's thread
 	// lease) is never shortened, only short ones are extended.
+	//
+	// Why fresh thread leases are skipped: on PostgreSQL the statement
+	// holds every row it updates locked until it commits, and with
+	// thousands of socket leases it runs for tens of milliseconds. A
+	// thread lease just taken for a new email is fenced by its receiving
+	// transaction a moment later; when the renewal had locked it, that
+	// fence waited for the whole renewal (the tail of admission → wake
+	// beside 10,000 idle inboxes, docs/benchmarks.md). A fresh lease
+	// needs no renewal, and a lease being fenced is extended by its
+	// fences, so it stays fresh.
 	update := `UPDATE email_leases SET expires_at = CASE WHEN expires_at < $2 THEN $2 ELSE expires_at END, updated_at = $3
-		WHERE holder = $1 AND lease_key <> '` + LeaseKeyWork + `' AND expires_at > $3 RETURNING lease_key, token, ''`
+		WHERE holder = $1 AND lease_key <> '` + LeaseKeyWork + `' AND expires_at > $3
+		AND (lease_key NOT LIKE '` + leaseKeyThread + `%' OR expires_at < $4) RETURNING lease_key, token, ''`
 	pg := s.DB.Dialect == db.Postgres
 	query := update
-	args := []any{holder, now.Add(ttl), now}
+	args := []any{holder, now.Add(ttl), now, now.Add(ttl - every/2)}
 	if pg {
 		// Why thread leases are taken SKIP LOCKED: a thread lease row is
 		// locked by the fence of a transaction working under it, until that
@@ -147,12 +163,12 @@ func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder stri
 		update = `UPDATE email_leases SET expires_at = CASE WHEN expires_at < $2 THEN $2 ELSE expires_at END, updated_at = $3
 		WHERE holder = $1 AND lease_key <> '` + LeaseKeyWork + `' AND expires_at > $3
 		AND (lease_key NOT LIKE '` + leaseKeyThread + `%' OR (endpoint_id, lease_key) IN (SELECT endpoint_id, lease_key FROM email_leases
-			WHERE holder = $1 AND lease_key LIKE '` + leaseKeyThread + `%' AND expires_at > $3 FOR UPDATE SKIP LOCKED))
+			WHERE holder = $1 AND lease_key LIKE '` + leaseKeyThread + `%' AND expires_at > $3 AND expires_at < $4 FOR UPDATE SKIP LOCKED))
 		RETURNING lease_key, token`
 		query = `WITH renewed AS (` + update + `),
 			member AS (INSERT INTO email_replicas (holder, expires_at) VALUES ($1, $2)
 				ON CONFLICT (holder) DO UPDATE SET expires_at = excluded.expires_at RETURNING holder),
-			gone AS (DELETE FROM email_replicas WHERE expires_at < $4 RETURNING holder)
+			gone AS (DELETE FROM email_replicas WHERE expires_at < $5 RETURNING holder)
 			SELECT lease_key, token, '' FROM renewed
 			UNION ALL SELECT 'replica', holder, '' FROM email_replicas WHERE expires_at > $3 AND holder <> $1
 			UNION ALL SELECT 'member', holder, '' FROM member
