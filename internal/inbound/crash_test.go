@@ -78,8 +78,23 @@ func (c *cluster) start(home string) *runProc {
 	cmd.Env = append(cmd.Env, c.env...)
 	p := &runProc{cmd: cmd, url: "http://" + addr, done: make(chan struct{}), logs: &testkit.SyncBuffer{}}
 	cmd.Stdout, cmd.Stderr = io.Discard, p.logs
+	var copyTo *os.File
+	if dir := os.Getenv("PAPERCLIP_TEST_REPLICA_LOGS"); dir != "" {
+		// A replica's log (and, with GODEBUG=gctrace=1, its collector's
+		// trace) to lay beside the database's when a benchmark's tail is
+		// looked into; named by the replica's listen address.
+		f, err := os.Create(filepath.Join(dir, "replica-"+strings.ReplaceAll(addr, ":", "-")+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copyTo = f
+		cmd.Stderr = io.MultiWriter(p.logs, f)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if copyTo != nil {
+		t.Cleanup(func() { _ = copyTo.Close() })
 	}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.kill)

@@ -1,6 +1,7 @@
 package inbound_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -198,6 +199,11 @@ func maxHeld(per map[int]int) int {
 // admissionToWakeMs (a2w).
 func e2eLatencies(b *testing.B, st *store.Store, endpointID string, sent map[string]time.Time) (e2e, admit, a2w []float64) {
 	ctx := context.Background()
+	type slowMail struct {
+		admitted   time.Time
+		admit, a2w float64
+	}
+	var slow []slowMail
 	testkit.Eventually(b, 5*time.Minute, "busy inbox drained", func() bool {
 		rows, err := st.DB.QueryContext(ctx, `SELECT received_at, admission_to_wake_ms, deduplication_key FROM email_deliveries
 			WHERE endpoint_id = $1 AND state = 'processed' AND admission_to_wake_ms IS NOT NULL`, endpointID)
@@ -205,7 +211,7 @@ func e2eLatencies(b *testing.B, st *store.Store, endpointID string, sent map[str
 			b.Fatal(err)
 		}
 		defer rows.Close()
-		e2e, admit, a2w = e2e[:0], admit[:0], a2w[:0]
+		e2e, admit, a2w, slow = e2e[:0], admit[:0], a2w[:0], slow[:0]
 		for rows.Next() {
 			var recv time.Time
 			var wakeMS int64
@@ -216,9 +222,17 @@ func e2eLatencies(b *testing.B, st *store.Store, endpointID string, sent map[str
 			if t, ok := sent[key]; ok {
 				in := durationMS(b, "admit", t, recv)
 				e2e, admit, a2w = append(e2e, in+float64(wakeMS)), append(admit, in), append(a2w, float64(wakeMS))
+				slow = append(slow, slowMail{recv, in, float64(wakeMS)})
 			}
 		}
 		return rows.Err() == nil && len(e2e) == len(sent)
 	})
+	// The slowest five with their admission times, to lay beside a
+	// replica's or the database's log when looking for the tail.
+	slices.SortFunc(slow, func(x, y slowMail) int { return cmp.Compare(y.admit+y.a2w, x.admit+x.a2w) })
+	for _, m := range slow[:min(5, len(slow))] {
+		b.Logf("slow mail: admitted %s, deliver → admission %.1f ms, admission → wake %.1f ms",
+			m.admitted.UTC().Format("15:04:05.000"), m.admit, m.a2w)
+	}
 	return e2e, admit, a2w
 }
