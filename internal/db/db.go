@@ -121,6 +121,30 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 	return &DB{DB: sdb, Dialect: Postgres, Pool: pool}, nil
 }
 
+// Reserved opens a second handle on PostgreSQL with connections of its
+// own (at most conns, one kept open), for the few statements that keep
+// other work alive: the batch lease renewal must never wait for a
+// connection behind the work it keeps alive. Behind a pool busy with
+// thousands of socket subscriptions it waited past its lease's deadline,
+// the replica closed every socket, and the reconnections kept the pool
+// busy (docs/benchmarks.md, "Scale out"). The caller closes the handle.
+// On SQLite, whose one connection everything shares by design, it is d
+// itself and close does nothing.
+func (d *DB) Reserved(ctx context.Context, conns int32) (r *DB, close func(), err error) {
+	if d.Dialect != Postgres || d.Pool == nil {
+		return d, func() {}, nil
+	}
+	cfg := d.Pool.Config()
+	cfg.MaxConns, cfg.MinConns = conns, 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open reserved connections: %w", err)
+	}
+	sdb := stdlib.OpenDBFromPool(pool)
+	r = &DB{DB: sdb, Dialect: Postgres, Pool: pool}
+	return r, func() { _ = r.Close() }, nil
+}
+
 // Close closes the database and, on PostgreSQL, its native pool.
 func (d *DB) Close() error {
 	err := d.DB.Close()
