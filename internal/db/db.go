@@ -124,10 +124,11 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 // Reserved opens a second handle on PostgreSQL with connections of its
 // own (at most conns, one kept open), for the few statements that keep
 // other work alive: the batch lease renewal must never wait for a
-// connection behind the work it keeps alive. Behind a pool busy with
-// thousands of socket subscriptions it waited past its lease's deadline,
-// the replica closed every socket, and the reconnections kept the pool
-// busy (docs/benchmarks.md, "Scale out"). The caller closes the handle.
+// connection behind the work it keeps alive: behind a pool busy with
+// thousands of socket subscriptions it could wait past its lease's
+// deadline, and the replica then closes every socket (docs/benchmarks.md,
+// "Scale out: stable shares, 10,000 inboxes, the new-thread tail (issue
+// 34)"). The caller closes the handle.
 // On SQLite, whose one connection everything shares by design, it is d
 // itself and close does nothing.
 func (d *DB) Reserved(ctx context.Context, conns int32) (r *DB, close func(), err error) {

@@ -63,27 +63,32 @@ type Waker = receive.Waker
 // fields take the defaults of DefaultTiming.
 type Timing struct {
 	// SocketLeaseTTL bounds how long a dead replica keeps an inbox's socket
-	// lease, and its catch-up and thread leases; SocketRenew is how often
-	// the holder renews all of them, in one statement (renewLoop).
+	// lease, its catch-up leases and its membership; SocketRenew is how
+	// often the holder renews all of its leases, thread leases included,
+	// in one statement (renewLoop).
 	//
 	// Why short leases renewed in batch rather than PostgreSQL session
 	// advisory locks: every side effect under a lease is fenced inside its
 	// own transaction (store.Lease.Fence), on whatever pooled connection
 	// that transaction runs; a session lock lives on one dedicated
 	// connection and cannot be proved from another, and it would need a
-	// second mechanism on SQLite. A 3 s lease renewed every second costs
-	// one statement per second for all of a replica's leases, survives two
-	// missed renewals, and lets another replica take a dead one's sockets
-	// and threads within about 4 s. Why a second and not less: the renewal
+	// second mechanism on SQLite. Why a second and not less: the renewal
 	// is nearly all an idle replica's database work, so its period sets
 	// the cluster's idle statement rate (docs/benchmarks.md, "Scale out:
-	// stable shares, 10,000 inboxes, the new-thread tail (issue 34)"); a third of the lease still leaves a renewal delayed by a
-	// slow commit a full period of margin.
+	// stable shares, 10,000 inboxes, the new-thread tail (issue 34)").
+	// Why 6 s and not the earlier 3 s: a renewal must end one period
+	// before its leases lapse, counted from the start of the last good
+	// one, or the replica closes every socket. With 3 s that left a
+	// renewal about one second; with 10,000 inboxes on three replicas on
+	// two cores a renewal took that long in the setup storm, one replica
+	// closed all its sockets, and the hand-overs back to it kept the
+	// cluster saturated for minutes. 6 s leaves four seconds; a dead
+	// replica's sockets move about 6–7 s after its death.
 	SocketLeaseTTL time.Duration
 	SocketRenew    time.Duration
 	// ThreadLeaseTTL bounds how long a dead replica blocks one provider
-	// thread; the holder renews it at every fence and with its socket
-	// leases.
+	// thread; the holder renews it at every fence and, by this TTL, with
+	// its socket leases.
 	ThreadLeaseTTL time.Duration
 	// CatchupInterval is the period of the maintenance catch-up scan of an
 	// inbox whose transport is not known to be healthy.
@@ -122,7 +127,7 @@ type Timing struct {
 
 // DefaultTiming is the production timing (docs/email-pipeline.md, "Timing").
 var DefaultTiming = Timing{
-	SocketLeaseTTL:         3 * time.Second,
+	SocketLeaseTTL:         6 * time.Second,
 	SocketRenew:            time.Second,
 	ThreadLeaseTTL:         3 * time.Second,
 	CatchupInterval:        60 * time.Second,

@@ -125,11 +125,13 @@ type LeaseRenewal struct {
 // rows is what they need (this process's own row and leases are counted
 // in Go).
 //
-// every is the renewal period. A thread lease taken or fenced within the
-// last half period (more than ttl-every/2 left) is left alone: the next
-// renewal, a period later, still finds it with more than ttl-3*every/2
-// left (1.5 s of a 3 s lease renewed every second).
-func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder string, ttl, every time.Duration, live bool) (LeaseRenewal, error) {
+// Thread leases are extended to now+threadTTL, everything else (sockets,
+// catch-up scans, the membership row) to now+ttl. every is the renewal
+// period: a thread lease taken or fenced within the last half period
+// (more than threadTTL-every/2 left) is left alone, and the next renewal,
+// a period later, still finds it with more than threadTTL-3*every/2 left
+// (1.5 s of a 3 s lease renewed every second).
+func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder string, ttl, threadTTL, every time.Duration, live bool) (LeaseRenewal, error) {
 	now := s.Now()
 	// Why the CASE: a lease with a longer TTL of its own (a send's thread
 	// lease) is never shortened, only short ones are extended.
@@ -143,12 +145,15 @@ func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder stri
 	// beside 10,000 idle inboxes, docs/benchmarks.md). A fresh lease
 	// needs no renewal, and a lease being fenced is extended by its
 	// fences, so it stays fresh.
-	update := `UPDATE email_leases SET expires_at = CASE WHEN expires_at < $2 THEN $2 ELSE expires_at END, updated_at = $3
+	extend := `expires_at = CASE WHEN lease_key LIKE '` + leaseKeyThread + `%'
+		THEN (CASE WHEN expires_at < $5 THEN $5 ELSE expires_at END)
+		ELSE (CASE WHEN expires_at < $2 THEN $2 ELSE expires_at END) END`
+	update := `UPDATE email_leases SET ` + extend + `, updated_at = $3
 		WHERE holder = $1 AND lease_key <> '` + LeaseKeyWork + `' AND expires_at > $3
 		AND (lease_key NOT LIKE '` + leaseKeyThread + `%' OR expires_at < $4) RETURNING lease_key, token, ''`
 	pg := s.DB.Dialect == db.Postgres
 	query := update
-	args := []any{holder, now.Add(ttl), now, now.Add(ttl - every/2)}
+	args := []any{holder, now.Add(ttl), now, now.Add(threadTTL - every/2), now.Add(threadTTL)}
 	if pg {
 		// Why thread leases are taken SKIP LOCKED: a thread lease row is
 		// locked by the fence of a transaction working under it, until that
@@ -160,7 +165,7 @@ func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder stri
 		// and the next renewal takes it if that transaction rolls back.
 		// Socket and catch-up leases keep waiting: a skipped socket would
 		// read as lost.
-		update = `UPDATE email_leases SET expires_at = CASE WHEN expires_at < $2 THEN $2 ELSE expires_at END, updated_at = $3
+		update = `UPDATE email_leases SET ` + extend + `, updated_at = $3
 		WHERE holder = $1 AND lease_key <> '` + LeaseKeyWork + `' AND expires_at > $3
 		AND (lease_key NOT LIKE '` + leaseKeyThread + `%' OR (endpoint_id, lease_key) IN (SELECT endpoint_id, lease_key FROM email_leases
 			WHERE holder = $1 AND lease_key LIKE '` + leaseKeyThread + `%' AND expires_at > $3 AND expires_at < $4 FOR UPDATE SKIP LOCKED))
@@ -168,7 +173,7 @@ func (s *Store) RenewHolderLeases(ctx context.Context, q db.Querier, holder stri
 		query = `WITH renewed AS (` + update + `),
 			member AS (INSERT INTO email_replicas (holder, expires_at) VALUES ($1, $2)
 				ON CONFLICT (holder) DO UPDATE SET expires_at = excluded.expires_at RETURNING holder),
-			gone AS (DELETE FROM email_replicas WHERE expires_at < $5 RETURNING holder)
+			gone AS (DELETE FROM email_replicas WHERE expires_at < $6 RETURNING holder)
 			SELECT lease_key, token, '' FROM renewed
 			UNION ALL SELECT 'replica', holder, '' FROM email_replicas WHERE expires_at > $3 AND holder <> $1
 			UNION ALL SELECT 'member', holder, '' FROM member

@@ -404,7 +404,7 @@ func TestStore(t *testing.T) {
 				// this deadline and fail the test.
 				rctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 				defer cancel()
-				got, err := st.RenewHolderLeases(rctx, d, "me", time.Minute, time.Second, false)
+				got, err := st.RenewHolderLeases(rctx, d, "me", time.Minute, time.Minute, time.Second, false)
 				if err != nil {
 					t.Fatalf("renew beside an open fence: %v", err)
 				}
@@ -422,6 +422,39 @@ func TestStore(t *testing.T) {
 				}
 				if at := expiry(fenced); at.Before(want) {
 					t.Fatalf("fenced thread lease expires at %v, want after %v (renewed by its fence)", at, want)
+				}
+			})
+			// The batch renewal extends thread leases by their own, shorter
+			// TTL: a socket lease may be long (so that one late renewal is not
+			// a lost socket) while a dead replica still blocks a thread only
+			// for the thread TTL.
+			t.Run("RenewalGivesThreadsTheirOwnTTL", func(t *testing.T) {
+				b := setup(t)
+				take := func(key string, ttl time.Duration) *store.Lease {
+					l, _, err := st.TryLease(b.ctx, d, b.company.ID, b.ep.ID, key, "me", ttl)
+					if err != nil || l == nil {
+						t.Fatalf("take %s: %v %v", key, l, err)
+					}
+					return l
+				}
+				sock, thread := take(store.LeaseKeySocket, 10*time.Second), take(store.ThreadLeaseKey("t"), 3*time.Second)
+				b.advance(2 * time.Second)
+				if _, err := st.RenewHolderLeases(b.ctx, d, "me", 10*time.Second, 3*time.Second, time.Second, false); err != nil {
+					t.Fatal(err)
+				}
+				now := st.Now()
+				for _, c := range []struct {
+					l    *store.Lease
+					want time.Time
+				}{{sock, now.Add(10 * time.Second)}, {thread, now.Add(3 * time.Second)}} {
+					var at time.Time
+					if err := d.QueryRowContext(b.ctx, `SELECT expires_at FROM email_leases WHERE endpoint_id = $1 AND lease_key = $2`,
+						b.ep.ID, c.l.Key).Scan(&at); err != nil {
+						t.Fatal(err)
+					}
+					if diff := at.Sub(c.want); diff > time.Millisecond || diff < -time.Millisecond {
+						t.Errorf("%s expires at %v after the renewal, want %v", c.l.Key, at, c.want)
+					}
 				}
 			})
 			// A thread lease taken or fenced within the last half renewal
@@ -447,14 +480,14 @@ func TestStore(t *testing.T) {
 				}
 				taken := written()
 				b.advance(400 * time.Millisecond)
-				if _, err := st.RenewHolderLeases(b.ctx, d, "me", time.Minute, time.Second, false); err != nil {
+				if _, err := st.RenewHolderLeases(b.ctx, d, "me", time.Minute, time.Minute, time.Second, false); err != nil {
 					t.Fatal(err)
 				}
 				if at := written(); !at.Equal(taken) {
 					t.Fatalf("a thread lease taken 400 ms ago was rewritten by the renewal (updated %v, taken %v)", at, taken)
 				}
 				b.advance(time.Second)
-				if _, err := st.RenewHolderLeases(b.ctx, d, "me", time.Minute, time.Second, false); err != nil {
+				if _, err := st.RenewHolderLeases(b.ctx, d, "me", time.Minute, time.Minute, time.Second, false); err != nil {
 					t.Fatal(err)
 				}
 				if at := written(); !at.After(taken) {
