@@ -379,15 +379,7 @@ func TestStore(t *testing.T) {
 					return l
 				}
 				sock, fenced, free := take(store.LeaseKeySocket), take(store.ThreadLeaseKey("fenced")), take(store.ThreadLeaseKey("free"))
-				expiry := func(l *store.Lease) time.Time {
-					t.Helper()
-					var at time.Time
-					if err := d.QueryRowContext(b.ctx, `SELECT expires_at FROM email_leases WHERE endpoint_id = $1 AND lease_key = $2`,
-						b.ep.ID, l.Key).Scan(&at); err != nil {
-						t.Fatal(err)
-					}
-					return at
-				}
+				expiry := func(l *store.Lease) time.Time { return leaseTime(t, b.ctx, d, b.ep.ID, l.Key, "expires_at") }
 				b.advance(30 * time.Second)
 				var tx *sql.Tx
 				if d.Dialect == db.Postgres {
@@ -447,11 +439,7 @@ func TestStore(t *testing.T) {
 					l    *store.Lease
 					want time.Time
 				}{{sock, now.Add(10 * time.Second)}, {thread, now.Add(3 * time.Second)}} {
-					var at time.Time
-					if err := d.QueryRowContext(b.ctx, `SELECT expires_at FROM email_leases WHERE endpoint_id = $1 AND lease_key = $2`,
-						b.ep.ID, c.l.Key).Scan(&at); err != nil {
-						t.Fatal(err)
-					}
+					at := leaseTime(t, b.ctx, d, b.ep.ID, c.l.Key, "expires_at")
 					if diff := at.Sub(c.want); diff > time.Millisecond || diff < -time.Millisecond {
 						t.Errorf("%s expires at %v after the renewal, want %v", c.l.Key, at, c.want)
 					}
@@ -469,15 +457,7 @@ func TestStore(t *testing.T) {
 				if err != nil || l == nil {
 					t.Fatalf("take: %v %v", l, err)
 				}
-				written := func() time.Time {
-					t.Helper()
-					var at time.Time
-					if err := d.QueryRowContext(b.ctx, `SELECT updated_at FROM email_leases WHERE endpoint_id = $1 AND lease_key = $2`,
-						b.ep.ID, l.Key).Scan(&at); err != nil {
-						t.Fatal(err)
-					}
-					return at
-				}
+				written := func() time.Time { return leaseTime(t, b.ctx, d, b.ep.ID, l.Key, "updated_at") }
 				taken := written()
 				b.advance(400 * time.Millisecond)
 				if _, err := st.RenewHolderLeases(b.ctx, d, "me", time.Minute, time.Minute, time.Second, false); err != nil {
@@ -1124,4 +1104,16 @@ func TestStore(t *testing.T) {
 			}
 		})
 	})
+}
+
+// leaseTime reads column (expires_at or updated_at) of the lease row
+// (endpointID, key).
+func leaseTime(t *testing.T, ctx context.Context, q db.Querier, endpointID, key, column string) time.Time {
+	t.Helper()
+	var at time.Time
+	if err := q.QueryRowContext(ctx, `SELECT `+column+` FROM email_leases WHERE endpoint_id = $1 AND lease_key = $2`,
+		endpointID, key).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	return at
 }
