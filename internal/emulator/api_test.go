@@ -429,6 +429,47 @@ func TestIdempotency(t *testing.T) {
 	mustCall(t, s, key, "POST", path, body, 200, "Idempotency-Key", "failed")
 }
 
+// Retries of one send racing its first attempt, as a client with a short
+// timeout makes them: every answer is the one message or "in progress",
+// and one email is sent.
+func TestIdempotencyUnderConcurrentRetries(t *testing.T) {
+	t.Parallel()
+	s, key := startTest(t, Options{})
+	a := createInbox(t, s, key, "idemrace")
+	path := "/inboxes/" + esc(a) + "/messages/send"
+	body := map[string]any{"to": "race@example.com", "subject": "s", "text": "t"}
+	var wg sync.WaitGroup
+	ids := make(chan string, 64)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				r := doAPI(t, s, key, "POST", path, body, "Idempotency-Key", "race-1")
+				switch {
+				case r.status == 200:
+					ids <- r.str("message_id")
+				case r.status == 409 && strings.Contains(r.str("message"), "in progress"):
+				default:
+					t.Errorf("retry answered %d: %s", r.status, r.raw)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[string]bool{}
+	for id := range ids {
+		seen[id] = true
+	}
+	if len(seen) != 1 {
+		t.Errorf("retries of one send answered %d message ids, want 1", len(seen))
+	}
+	if n := len(s.Outbox("race@example.com", "")); n != 1 {
+		t.Errorf("retries of one send sent %d emails, want 1", n)
+	}
+}
+
 func TestFaultsAndRequestLog(t *testing.T) {
 	t.Parallel()
 	s, key := startTest(t, Options{})

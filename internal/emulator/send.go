@@ -155,14 +155,17 @@ func (c *call) withIdempotency(fn func() (*wireSendResponse, error)) (any, error
 		if e.done && st.now().Sub(e.completedAt) > idemRetention {
 			delete(st.idem, k)
 		} else {
+			// Why copied under the lock: the first request's commit sets
+			// done and body under it, possibly while this one answers.
+			same, done, body := e.fingerprint == fp, e.done, e.body
 			c.s.mu.Unlock()
 			switch {
-			case e.fingerprint != fp:
+			case !same:
 				return nil, errConflict("Idempotency-Key was already used with a different request")
-			case !e.done:
+			case !done:
 				return nil, errConflict("A request with this Idempotency-Key is still in progress")
 			}
-			return json.RawMessage(e.body), nil
+			return json.RawMessage(body), nil
 		}
 	}
 	entry := &idemEntry{fingerprint: fp}
