@@ -121,31 +121,6 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 	return &DB{DB: sdb, Dialect: Postgres, Pool: pool}, nil
 }
 
-// Reserved opens a second handle on PostgreSQL with connections of its
-// own (at most conns, one kept open), for the few statements that keep
-// other work alive: the batch lease renewal must never wait for a
-// connection behind the work it keeps alive: behind a pool busy with
-// thousands of socket subscriptions it could wait past its lease's
-// deadline, and the replica then closes every socket (docs/benchmarks.md,
-// "Scale out: stable shares, 10,000 inboxes, the new-thread tail (issue
-// 34)"). The caller closes the handle.
-// On SQLite, whose one connection everything shares by design, it is d
-// itself and close does nothing.
-func (d *DB) Reserved(ctx context.Context, conns int32) (r *DB, close func(), err error) {
-	if d.Dialect != Postgres || d.Pool == nil {
-		return d, func() {}, nil
-	}
-	cfg := d.Pool.Config()
-	cfg.MaxConns, cfg.MinConns = conns, 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open reserved connections: %w", err)
-	}
-	sdb := stdlib.OpenDBFromPool(pool)
-	r = &DB{DB: sdb, Dialect: Postgres, Pool: pool}
-	return r, func() { _ = r.Close() }, nil
-}
-
 // Close closes the database and, on PostgreSQL, its native pool.
 func (d *DB) Close() error {
 	err := d.DB.Close()

@@ -211,13 +211,10 @@ type Options struct {
 
 // Worker runs the inbound pipeline of one process.
 type Worker struct {
-	o  Options
-	st *store.Store
-	db *db.DB
-	q  *countingQuerier
-	// rq runs the batch lease renewal, on connections of its own on
-	// PostgreSQL (db.DB.Reserved; q when those could not be opened).
-	rq  *countingQuerier
+	o   Options
+	st  *store.Store
+	db  *db.DB
+	q   *countingQuerier
 	log *slog.Logger
 	m   *Metrics
 	t   Timing
@@ -274,7 +271,6 @@ func New(o Options) *Worker {
 		sockets: map[string]*socketState{}, inboxes: map[string]*inboxState{}, named: map[string]int{},
 		finished: map[string]time.Time{}, wakeSig: notify.New()}
 	w.q = &countingQuerier{db: o.Store.DB}
-	w.rq = w.q
 	w.recv = receive.New(receive.Options{Store: o.Store, Email: o.Email, Wake: o.Wake, Receipts: o.Receipts,
 		Client: o.Client, Attachments: o.Attachments, Logger: o.Logger, Holder: o.Holder,
 		Metrics: receive.Metrics{Processing: w.m.Processing, Wake: w.m.Wake, Deliveries: w.m.Deliveries, Quarantined: w.m.Quarantined},
@@ -288,12 +284,7 @@ func New(o Options) *Worker {
 // Queries returns the number of database round trips the worker has made
 // on its own behalf (statements outside transactions plus transactions
 // begun). It exists so tests can prove that an idle worker is silent.
-func (w *Worker) Queries() int64 {
-	if w.rq != w.q {
-		return w.q.n.Load() + w.rq.n.Load()
-	}
-	return w.q.n.Load()
-}
+func (w *Worker) Queries() int64 { return w.q.n.Load() }
 
 // Notify wakes the worker to rescan every active inbox now (two
 // statements) and do what is due. It never blocks; several signals before
@@ -310,16 +301,6 @@ func (w *Worker) Start(ctx context.Context) error {
 			return fmt.Errorf("inbound: %w", err)
 		}
 	}
-	closeReserved := func() {}
-	if !w.o.ExclusiveDatabase {
-		r, closeR, err := w.db.Reserved(ctx, 2)
-		if err != nil {
-			// Renewing on the shared pool still works; it only may wait.
-			w.log.Warn("renewals share the connection pool", "err", err)
-		} else if r != w.db {
-			w.rq, closeReserved = &countingQuerier{db: r}, closeR
-		}
-	}
 	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	w.started = true
 	if w.db.Dialect == db.Postgres && w.db.Pool != nil {
@@ -328,10 +309,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.wg.Add(2)
 	go w.loop(w.ctx)
-	go func() {
-		defer closeReserved()
-		w.renewLoop(w.ctx)
-	}()
+	go w.renewLoop(w.ctx)
 	return nil
 }
 

@@ -49,7 +49,7 @@ func (w *Worker) renewLoop(ctx context.Context) {
 			// them, and a slow renewal keeps the sockets.
 			callCtx, cancel = context.WithDeadline(ctx, lastOK.Add(w.t.SocketLeaseTTL-w.t.SocketRenew))
 		}
-		r, err := w.st.RenewHolderLeases(callCtx, w.rq, w.o.Holder, w.t.SocketLeaseTTL, w.t.ThreadLeaseTTL, w.t.SocketRenew, len(candidates) > 0)
+		r, err := w.st.RenewHolderLeases(callCtx, w.q, w.o.Holder, w.t.SocketLeaseTTL, w.t.ThreadLeaseTTL, w.t.SocketRenew, len(candidates) > 0)
 		cancel()
 		if ctx.Err() != nil {
 			return

@@ -2,10 +2,8 @@ package inbound_test
 
 import (
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,45 +87,4 @@ func TestStuckRenewalClosesSocketsBeforeTheLeaseLapses(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, wait, "the socket back", func() bool { return e.Em.WebSocketCount() == 1 })
-}
-
-// The batch renewal runs on connections of its own: with every connection
-// of the server's pool taken (thousands of socket subscriptions at once
-// did that), it still renews, and the socket stays open. Before, it
-// waited for a connection past its deadline and closed every socket, and
-// the reconnections kept the pool busy (docs/benchmarks.md, "Scale out:
-// stable shares, 10,000 inboxes, the new-thread tail (issue 34)").
-// Counted, not timed: renewals go on while the pool is held, and the
-// provider sees the same connection before and after. PostgreSQL only:
-// on SQLite the one connection is shared by design.
-func TestRenewalDoesNotQueueBehindABusyPool(t *testing.T) {
-	url := dbtest.PostgresURL(t)
-	e := newEnv(t, url, "busy", nil)
-	e.waitSocket()
-	peers := e.Em.WebSocketPeers()
-	ctx := context.Background()
-	var held []*sql.Conn
-	defer func() {
-		for _, c := range held {
-			_ = c.Close()
-		}
-	}()
-	for range e.DB.Pool.Config().MaxConns {
-		c, err := e.DB.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.PingContext(ctx); err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
-	}
-	if s := e.DB.Pool.Stat(); s.AcquiredConns() != s.MaxConns() {
-		t.Fatalf("holding %d of %d connections, want all", s.AcquiredConns(), s.MaxConns())
-	}
-	r0 := e.Inbound.Renewals()
-	testkit.Eventually(t, wait, "three renewals while the pool is held", func() bool { return e.Inbound.Renewals() >= r0+3 })
-	if got := e.Em.WebSocketPeers(); !slices.Equal(got, peers) || e.Em.WebSocketCount() != 1 {
-		t.Fatalf("the socket was replaced while the pool was held: peers %v, then %v", peers, got)
-	}
 }
