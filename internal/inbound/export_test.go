@@ -32,3 +32,13 @@ func SetStageTrace(f func(stage, id string)) {
 	}
 	queue.StageTrace.Store(&f)
 }
+
+// SetRescanHold makes every worker of the test binary run f at the start
+// of each rescan read (f may block to hold the read open); nil removes it.
+func SetRescanHold(f func()) {
+	if f == nil {
+		rescanHold.Store(nil)
+		return
+	}
+	rescanHold.Store(&f)
+}

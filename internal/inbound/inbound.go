@@ -226,12 +226,20 @@ type Worker struct {
 	// inboxes is the schedule of every active inbox (schedule.go); named
 	// collects the inboxes woken by name since the last round (wakeFor),
 	// finished the catch-up records waiting for their batched write.
-	inboxes    map[string]*inboxState
-	named      map[string]int
-	finished   map[string]time.Time
-	wakeSig    notify.Signal
-	nextRescan time.Time
-	flushing   bool
+	inboxes  map[string]*inboxState
+	named    map[string]int
+	finished map[string]time.Time
+	wakeSig  notify.Signal
+	flushing bool
+	// rescanSig asks rescanLoop for a read; rescanned tells the loop one
+	// finished, pendingRead holds it until the loop applies it, reads
+	// numbers the applied ones and unknown holds named wakes for inboxes
+	// no read had listed yet (schedule.go).
+	rescanSig   notify.Signal
+	rescanned   notify.Signal
+	pendingRead *rescanRead
+	reads       uint64
+	unknown     map[string]unknownWake
 	// strayTokens are socket lease tokens the last batch renewal renewed
 	// that no running socket had (see closeSocketsLost).
 	strayTokens map[string]bool
@@ -269,7 +277,8 @@ func New(o Options) *Worker {
 	}
 	w := &Worker{o: o, st: o.Store, db: o.Store.DB, log: o.Logger, m: o.Metrics, t: o.Timing.withDefaults(),
 		sockets: map[string]*socketState{}, inboxes: map[string]*inboxState{}, named: map[string]int{},
-		finished: map[string]time.Time{}, wakeSig: notify.New()}
+		finished: map[string]time.Time{}, wakeSig: notify.New(), rescanSig: notify.New(), rescanned: notify.New(),
+		unknown: map[string]unknownWake{}}
 	w.q = &countingQuerier{db: o.Store.DB}
 	w.recv = receive.New(receive.Options{Store: o.Store, Email: o.Email, Wake: o.Wake, Receipts: o.Receipts,
 		Client: o.Client, Attachments: o.Attachments, Logger: o.Logger, Holder: o.Holder,
@@ -307,8 +316,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.wg.Add(1)
 		go w.listen(w.ctx)
 	}
-	w.wg.Add(2)
+	w.wg.Add(3)
 	go w.loop(w.ctx)
+	go w.rescanLoop(w.ctx)
 	go w.renewLoop(w.ctx)
 	return nil
 }

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/paperclipai/paperclipai/internal/domain"
+	"github.com/paperclipai/paperclipai/internal/store"
 )
 
 // Periodic catch-up slots: every inbox keeps a fixed phase, consecutive
@@ -43,5 +46,56 @@ func TestSoonestIgnoresZero(t *testing.T) {
 		if got := soonest(c.x, c.y); !got.Equal(c.want) {
 			t.Fatalf("soonest(%v, %v) = %v", c.x, c.y, got)
 		}
+	}
+}
+
+// A rescan read that began before this process wrote an inbox's health or
+// recorded its scan does not take that inbox's older columns over the
+// process's own; a read that began after does.
+func TestApplyReadKeepsNewerOwnWrites(t *testing.T) {
+	w := &Worker{inboxes: map[string]*inboxState{}, named: map[string]int{}, unknown: map[string]unknownWake{},
+		sockets: map[string]*socketState{}, t: Timing{}.withDefaults()}
+	t0 := time.Now()
+	row := store.ActiveInbox{EmailEndpoint: domain.EmailEndpoint{ID: "in-1", ReceiveMode: domain.ReceiveWebSocket, HealthMessage: "old"}}
+	w.applyRead(&rescanRead{started: t0, rows: []store.ActiveInbox{row}}, t0)
+	st := w.inboxes["in-1"]
+	synced := t0.Add(time.Second)
+	st.health, st.healthAt = healthConnected, t0.Add(2*time.Second)
+	st.ep.LastSyncAt, st.recordedAt, st.catchupAt = &synced, t0.Add(2*time.Second), t0.Add(time.Hour)
+	// Began before both writes: keeps them, forces no catch-up.
+	w.applyRead(&rescanRead{started: t0.Add(time.Second), rows: []store.ActiveInbox{row}}, t0.Add(3*time.Second))
+	if st.health != healthConnected || st.ep.LastSyncAt == nil || !st.catchupAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("a stale read overwrote newer state: health %q, last sync %v, catch-up %v", st.health, st.ep.LastSyncAt, st.catchupAt)
+	}
+	// Began after: the database's columns win (a forced catch-up).
+	now := t0.Add(4 * time.Second)
+	w.applyRead(&rescanRead{started: t0.Add(3 * time.Second), rows: []store.ActiveInbox{row}}, now)
+	if st.health != "old" || st.ep.LastSyncAt != nil || !st.catchupAt.Equal(now) {
+		t.Fatalf("a fresh read was not taken: health %q, last sync %v, catch-up %v", st.health, st.ep.LastSyncAt, st.catchupAt)
+	}
+	// A read without the inbox forgets it.
+	w.applyRead(&rescanRead{started: now}, now)
+	if len(w.inboxes) != 0 {
+		t.Fatalf("a stopped inbox stayed scheduled")
+	}
+}
+
+// A named wake for an inbox no read listed yet waits for a read that began
+// after it: such a read that lists the inbox turns it into a named wake,
+// one that does not list it drops it, and an older read leaves it waiting.
+func TestApplyReadResolvesUnknownWakes(t *testing.T) {
+	w := &Worker{inboxes: map[string]*inboxState{}, named: map[string]int{}, unknown: map[string]unknownWake{},
+		sockets: map[string]*socketState{}, t: Timing{}.withDefaults()}
+	t0 := time.Now()
+	w.unknown["new"] = unknownWake{kinds: wakeDeliveries, at: t0}
+	w.unknown["gone"] = unknownWake{kinds: wakeDeliveries, at: t0}
+	w.applyRead(&rescanRead{started: t0.Add(-time.Second)}, t0)
+	if len(w.unknown) != 2 {
+		t.Fatalf("a read older than the wakes resolved them: %v", w.unknown)
+	}
+	row := store.ActiveInbox{EmailEndpoint: domain.EmailEndpoint{ID: "new", ReceiveMode: domain.ReceiveWebSocket}}
+	w.applyRead(&rescanRead{started: t0.Add(time.Second), rows: []store.ActiveInbox{row}}, t0.Add(time.Second))
+	if len(w.unknown) != 0 || w.named["new"] != wakeDeliveries || w.named["gone"] != 0 {
+		t.Fatalf("unknown %v, named %v", w.unknown, w.named)
 	}
 }

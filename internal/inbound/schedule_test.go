@@ -1,12 +1,14 @@
 package inbound_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/paperclipai/paperclipai/internal/db"
 	"github.com/paperclipai/paperclipai/internal/dbtest"
 	"github.com/paperclipai/paperclipai/internal/emulator"
+	"github.com/paperclipai/paperclipai/internal/inbound"
 	"github.com/paperclipai/paperclipai/internal/testkit"
 )
 
@@ -89,5 +91,42 @@ func TestActivationScanWithoutASocket(t *testing.T) {
 		e.Em.AddFault(emulator.Fault{Match: emulator.FaultMatch{Operation: "websocket"}, Status: 503, Code: "service_unavailable"})
 		e.connect("nosocket", nil)
 		testkit.Eventually(t, wait, "the activation catch-up", func() bool { return e.endpoint().LastSyncAt != nil })
+	})
+}
+
+// A rescan read in progress (at 10,000 inboxes about a tenth of a second
+// of database time, every minute and on every lifecycle change) does not
+// hold a known inbox's new mail: with the read held open, the mail is
+// received and processed.
+func TestRescanReadDoesNotHoldAMail(t *testing.T) {
+	dbtest.EachURL(t, func(t *testing.T, _ db.Dialect, url string) {
+		e := newEnv(t, url, "held", nil)
+		e.waitSocket()
+		entered := make(chan struct{}, 1)
+		release := make(chan struct{})
+		inbound.SetRescanHold(func() {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+		})
+		var once sync.Once
+		done := func() {
+			once.Do(func() {
+				inbound.SetRescanHold(nil)
+				close(release)
+			})
+		}
+		t.Cleanup(done)
+		e.Inbound.Notify()
+		select {
+		case <-entered:
+		case <-time.After(wait):
+			t.Fatal("no rescan read began after Notify")
+		}
+		e.deliver(emulator.DeliverRequest{Subject: "While reading", Text: "not held"})
+		e.settled(1)
+		done()
 	})
 }

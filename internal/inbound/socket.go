@@ -296,7 +296,7 @@ func (w *Worker) socketSubscribed(ep domain.EmailEndpoint, l *store.Lease) {
 	if st := w.inboxes[ep.ID]; st != nil {
 		// Unknown until the scan below writes it: another process may have
 		// written a socket failure since this one last looked.
-		st.health = ""
+		st.health, st.healthAt = "", time.Now()
 	}
 	w.mu.Unlock()
 	w.requestCatchup(ep.ID)
