@@ -378,28 +378,52 @@ func checkMarker(dir string, owner workspaceMarker) error {
 	raw, err := root.ReadFile(markerPath)
 	switch {
 	case err == nil:
-		var got workspaceMarker
-		if json.Unmarshal(raw, &got) != nil || got != owner {
-			return fmt.Errorf("prepare workspace: %w: %s belongs to another company or task", errMismatchedWorkspace, dir)
-		}
-		return nil
+		return compareMarker(dir, raw, owner)
 	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("prepare workspace: read marker: %w", err)
 	}
 	if err := root.MkdirAll(filepath.Dir(markerPath), 0o700); err != nil {
 		return fmt.Errorf("prepare workspace: %w", err)
 	}
+	// Why a temporary file and a hard link: two runs on one task (two
+	// agents, or two replicas) may prepare the directory at once. Created
+	// in place, the loser of O_EXCL failed its run, and a reader could see
+	// the winner's file still empty and call it another task's. The link
+	// makes the marker appear whole or not at all, and exclusively: who
+	// loses reads the winner's marker and compares it like any other.
+	tmp := fmt.Sprintf("%s.%d-%s.tmp", markerPath, os.Getpid(), store.NewID())
 	data, _ := json.Marshal(owner)
-	f, err := root.OpenFile(markerPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("prepare workspace: write marker: %w", err)
 	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("prepare workspace: write marker: %w", err)
+	_, werr := f.Write(append(data, '\n'))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("prepare workspace: write marker: %w", err)
+	if werr == nil {
+		werr = root.Link(tmp, markerPath)
+	}
+	_ = root.Remove(tmp)
+	switch {
+	case werr == nil:
+		return nil
+	case errors.Is(werr, os.ErrExist):
+		raw, err := root.ReadFile(markerPath)
+		if err != nil {
+			return fmt.Errorf("prepare workspace: read marker: %w", err)
+		}
+		return compareMarker(dir, raw, owner)
+	default:
+		return fmt.Errorf("prepare workspace: write marker: %w", werr)
+	}
+}
+
+// compareMarker refuses a directory whose marker names another owner.
+func compareMarker(dir string, raw []byte, owner workspaceMarker) error {
+	var got workspaceMarker
+	if json.Unmarshal(raw, &got) != nil || got != owner {
+		return fmt.Errorf("prepare workspace: %w: %s belongs to another company or task", errMismatchedWorkspace, dir)
 	}
 	return nil
 }
