@@ -37,6 +37,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -220,6 +221,11 @@ type Worker struct {
 	t   Timing
 	// recv reads the queue: an inbox's visit runs its Batch.
 	recv *receive.Receiver
+	// scanOffset shifts this process's grid of catch-up slots (nextScan)
+	// by a hash of its holder name: the replicas share one wall clock,
+	// and on an unshifted grid all of them woke for their slot rounds at
+	// the same instant every second.
+	scanOffset time.Duration
 
 	mu      sync.Mutex
 	sockets map[string]*socketState
@@ -280,6 +286,9 @@ func New(o Options) *Worker {
 		finished: map[string]time.Time{}, wakeSig: notify.New(), rescanSig: notify.New(), rescanned: notify.New(),
 		unknown: map[string]unknownWake{}}
 	w.q = &countingQuerier{db: o.Store.DB}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(o.Holder))
+	w.scanOffset = time.Duration(h.Sum64() % uint64(time.Second))
 	w.recv = receive.New(receive.Options{Store: o.Store, Email: o.Email, Wake: o.Wake, Receipts: o.Receipts,
 		Client: o.Client, Attachments: o.Attachments, Logger: o.Logger, Holder: o.Holder,
 		Metrics: receive.Metrics{Processing: w.m.Processing, Wake: w.m.Wake, Deliveries: w.m.Deliveries, Quarantined: w.m.Quarantined},

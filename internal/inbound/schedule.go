@@ -274,7 +274,7 @@ func (w *Worker) applyRead(read *rescanRead, now time.Time) {
 			// its socket subscribes.
 			st.catchupAt = now
 			if r.LastSyncAt != nil {
-				st.catchupAt = nextScan(r.ID, *r.LastSyncAt, w.t.CatchupInterval)
+				st.catchupAt = nextScan(r.ID, *r.LastSyncAt, w.t.CatchupInterval, w.scanOffset)
 			}
 		}
 		st.seen = gen
@@ -408,7 +408,7 @@ func (w *Worker) maybeCatchup(ctx context.Context, st *inboxState, ep domain.Ema
 	}
 	if !requested && ep.ReceiveMode == domain.ReceiveWebSocket && w.socketHeldElsewhere(ep.ID, now) {
 		w.mu.Lock()
-		st.catchupAt = nextScan(ep.ID, now, w.t.CatchupInterval)
+		st.catchupAt = nextScan(ep.ID, now, w.t.CatchupInterval, w.scanOffset)
 		w.mu.Unlock()
 		return
 	}
@@ -427,7 +427,7 @@ func (w *Worker) maybeCatchup(ctx context.Context, st *inboxState, ep domain.Ema
 		ep.ReceiveMode == domain.ReceiveWebhook && !st.webhookAt.IsZero() && end.Sub(st.webhookAt) < w.t.CatchupHealthyInterval {
 		interval = w.t.CatchupHealthyInterval
 	}
-	st.catchupAt = nextScan(ep.ID, end, interval)
+	st.catchupAt = nextScan(ep.ID, end, interval, w.scanOffset)
 	if !completed && (requested || !busy) {
 		// A failed scan (or a requested one another replica's scan may
 		// have predated) is retried shortly; a periodic scan another
@@ -440,17 +440,31 @@ func (w *Worker) maybeCatchup(ctx context.Context, st *inboxState, ep domain.Ema
 // interval after last. Each inbox has a fixed phase in the interval (a
 // hash of its id), so a thousand inboxes connected at the same moment
 // scan evenly spread over the interval instead of in a burst every
-// interval.
-func nextScan(endpointID string, last time.Time, interval time.Duration) time.Time {
+// interval. Phases fall on a grid of scanSlot: why, with 10,000 inboxes
+// every replica has a slot of some inbox (most of them held by another
+// replica, whose visit only checks that) every few milliseconds, and
+// each slot of its own woke the scheduling loop for a round over every
+// inbox, a hundred rounds a second per replica, idle. On the grid the
+// slots of one second share one round. offset shifts this process's grid
+// (see Worker.scanOffset), so the replicas' slot rounds do not all fall
+// on the same instant.
+func nextScan(endpointID string, last time.Time, interval, offset time.Duration) time.Time {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(endpointID))
-	phase := time.Duration(h.Sum64() % uint64(interval))
+	slot := scanSlot(interval)
+	phase := (time.Duration(h.Sum64()%uint64(interval)).Truncate(slot) + offset%slot) % interval
 	after := last.Add(interval / 2)
 	t := after.Truncate(interval).Add(phase)
 	for !t.After(after) {
 		t = t.Add(interval)
 	}
 	return t
+}
+
+// scanSlot is the grid of scan phases: one second, or a tenth of a
+// shorter interval (tests).
+func scanSlot(interval time.Duration) time.Duration {
+	return min(time.Second, max(interval/10, time.Millisecond))
 }
 
 // webhookVerified records that a signed webhook delivery of the inbox

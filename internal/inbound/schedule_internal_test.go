@@ -19,11 +19,11 @@ func TestNextScanSpreadsInboxes(t *testing.T) {
 	buckets := make([]int, 10)
 	for i := range 1000 {
 		id := fmt.Sprintf("inbox-%d", i)
-		at := nextScan(id, last, interval)
+		at := nextScan(id, last, interval, 0)
 		if gap := at.Sub(last); gap <= interval/2 || gap > 3*interval/2 {
 			t.Fatalf("%s: next scan %v after the last", id, gap)
 		}
-		again := nextScan(id, at, interval)
+		again := nextScan(id, at, interval, 0)
 		if again.Sub(at) != interval {
 			t.Fatalf("%s: steady period %v, want %v", id, again.Sub(at), interval)
 		}
@@ -34,6 +34,37 @@ func TestNextScanSpreadsInboxes(t *testing.T) {
 		if n < 50 || n > 150 {
 			t.Fatalf("tenth %d of the interval has %d of 1000 scans: %v", i, n, buckets)
 		}
+	}
+}
+
+// Slots fall on a grid of seconds (shifted by the process's offset, a
+// quarter second here): 10,000 inboxes at the default
+// 60 s interval wake a replica's scheduling loop at most 60 times a
+// minute for their scans (once per slot second), not once per inbox, and
+// the seconds still share the inboxes evenly.
+func TestNextScanSlotsShareRounds(t *testing.T) {
+	interval := 60 * time.Second
+	last := time.Date(2026, 1, 2, 10, 0, 0, 123e6, time.UTC)
+	per := map[time.Time]int{}
+	for i := range 10000 {
+		at := nextScan(fmt.Sprintf("inbox-%d", i), last, interval, 1250*time.Millisecond)
+		if at.Nanosecond() != 250e6 {
+			t.Fatalf("slot %v is off the grid", at)
+		}
+		per[at]++
+	}
+	if len(per) > 60 {
+		t.Fatalf("%d distinct slots in one interval, want at most 60", len(per))
+	}
+	for at, n := range per {
+		// About 167 per second.
+		if n < 80 || n > 260 {
+			t.Fatalf("slot %v holds %d of 10000 inboxes", at, n)
+		}
+	}
+	// A short interval (tests) keeps a grid of a tenth of it.
+	if got := scanSlot(2 * time.Second); got != 200*time.Millisecond {
+		t.Fatalf("scanSlot(2s) = %v", got)
 	}
 }
 
