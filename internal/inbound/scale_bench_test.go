@@ -100,14 +100,28 @@ func benchScaleOut(b *testing.B, replicas int) {
 		return x
 	}
 	r0, x0 := c.em.RequestCount(), xacts()
+	cpu := startCPU(b, st.DB.DB)
+	rep0 := replicasCPU(procs)
 	b.StartTimer()
 	start := time.Now()
 	time.Sleep(window)
 	elapsed := time.Since(start).Seconds()
 	b.StopTimer()
 	r1, x1 := c.em.RequestCount(), xacts()
+	rep1 := replicasCPU(procs)
+	emCPU, dbCPU := cpu.stop()
 	b.ReportMetric(float64(x1-x0-2)/elapsed, "pg-xacts/s")
 	b.ReportMetric(float64(r1-r0)/elapsed, "rest/s")
+	// Idle CPU in per cent of one core: the replicas together, the
+	// emulator (this process, holding every socket's other end) and
+	// PostgreSQL. On a 2-core machine what the idle cluster burns is taken
+	// from the busy inbox's mail.
+	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / elapsed }
+	b.ReportMetric(pct(rep1-rep0), "idle-replicas-cpu-%")
+	b.ReportMetric(pct(emCPU), "idle-emulator-cpu-%")
+	if dbCPU >= 0 {
+		b.ReportMetric(pct(dbCPU), "idle-pg-cpu-%")
+	}
 	b.ReportMetric(setupS, "setup-s")
 	owners := socketOwnersByLease(b, st)
 	per := map[int]int{}
@@ -130,6 +144,7 @@ func benchScaleOut(b *testing.B, replicas int) {
 	// One busy inbox beside the idle ones: new-thread mail at rate/s.
 	sent := map[string]time.Time{}
 	count := rate * busySeconds
+	busy0 := replicasCPU(procs)
 	interval := time.Second / time.Duration(rate)
 	busyStart := time.Now()
 	for i := range count {
@@ -143,6 +158,8 @@ func benchScaleOut(b *testing.B, replicas int) {
 		sent["message.received:"+res.MessageID] = at
 	}
 	e2e, admit, a2w := e2eLatencies(b, st, busyID, sent)
+	// The replicas' CPU per busy mail, idle work of the window included.
+	b.ReportMetric(float64((replicasCPU(procs)-busy0).Microseconds())/1000/float64(count), "replicas-cpu-ms/mail")
 	p := func(v []float64, q int) float64 { return v[min(len(v)-1, len(v)*q/100)] }
 	for _, v := range [][]float64{e2e, admit, a2w} {
 		slices.Sort(v)
@@ -186,6 +203,17 @@ func benchScaleOut(b *testing.B, replicas int) {
 		per[o.pid]++
 	}
 	b.ReportMetric(float64(maxHeld(per))/(float64(n+1)/float64(len(survivors))), "kill-max-over-fair")
+}
+
+// replicasCPU is the CPU the replica processes used so far, together.
+func replicasCPU(procs []*runProc) time.Duration {
+	var ticks int64
+	for _, p := range procs {
+		if st, err := procStat(p.cmd.Process.Pid); err == nil {
+			ticks += st.utime + st.stime
+		}
+	}
+	return time.Duration(ticks) * clockTick
 }
 
 // maxHeld is the largest count in per.
