@@ -393,29 +393,22 @@ func checkMarker(dir string, owner workspaceMarker) error {
 	// loses reads the winner's marker and compares it like any other.
 	tmp := fmt.Sprintf("%s.%d-%s.tmp", markerPath, os.Getpid(), store.NewID())
 	data, _ := json.Marshal(owner)
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("prepare workspace: write marker: %w", err)
-	}
-	_, werr := f.Write(append(data, '\n'))
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = root.Link(tmp, markerPath)
+	err = root.WriteFile(tmp, append(data, '\n'), 0o600)
+	if err == nil {
+		err = root.Link(tmp, markerPath)
 	}
 	_ = root.Remove(tmp)
 	switch {
-	case werr == nil:
+	case err == nil:
 		return nil
-	case errors.Is(werr, os.ErrExist):
+	case errors.Is(err, os.ErrExist):
 		raw, err := root.ReadFile(markerPath)
 		if err != nil {
 			return fmt.Errorf("prepare workspace: read marker: %w", err)
 		}
 		return compareMarker(dir, raw, owner)
 	default:
-		return fmt.Errorf("prepare workspace: write marker: %w", werr)
+		return fmt.Errorf("prepare workspace: write marker: %w", err)
 	}
 }
 
