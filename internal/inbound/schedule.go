@@ -274,7 +274,7 @@ func (w *Worker) applyRead(read *rescanRead, now time.Time) {
 			// its socket subscribes.
 			st.catchupAt = now
 			if r.LastSyncAt != nil {
-				st.catchupAt = nextScan(r.ID, *r.LastSyncAt, w.t.CatchupInterval, w.scanOffset)
+				st.catchupAt = w.nextScan(r.ID, *r.LastSyncAt, w.t.CatchupInterval)
 			}
 		}
 		st.seen = gen
@@ -408,7 +408,7 @@ func (w *Worker) maybeCatchup(ctx context.Context, st *inboxState, ep domain.Ema
 	}
 	if !requested && ep.ReceiveMode == domain.ReceiveWebSocket && w.socketHeldElsewhere(ep.ID, now) {
 		w.mu.Lock()
-		st.catchupAt = nextScan(ep.ID, now, w.t.CatchupInterval, w.scanOffset)
+		st.catchupAt = w.nextScan(ep.ID, now, w.t.CatchupInterval)
 		w.mu.Unlock()
 		return
 	}
@@ -427,7 +427,7 @@ func (w *Worker) maybeCatchup(ctx context.Context, st *inboxState, ep domain.Ema
 		ep.ReceiveMode == domain.ReceiveWebhook && !st.webhookAt.IsZero() && end.Sub(st.webhookAt) < w.t.CatchupHealthyInterval {
 		interval = w.t.CatchupHealthyInterval
 	}
-	st.catchupAt = nextScan(ep.ID, end, interval, w.scanOffset)
+	st.catchupAt = w.nextScan(ep.ID, end, interval)
 	if !completed && (requested || !busy) {
 		// A failed scan (or a requested one another replica's scan may
 		// have predated) is retried shortly; a periodic scan another
@@ -459,6 +459,12 @@ func nextScan(endpointID string, last time.Time, interval, offset time.Duration)
 		t = t.Add(interval)
 	}
 	return t
+}
+
+// nextScan is this process's slot for the inbox: nextScan on the grid
+// shifted by its scanOffset.
+func (w *Worker) nextScan(endpointID string, last time.Time, interval time.Duration) time.Time {
+	return nextScan(endpointID, last, interval, w.scanOffset)
 }
 
 // scanSlot is the grid of scan phases: one second, or a tenth of a
